@@ -1,0 +1,203 @@
+"""Who holds which device: the pure join of pod-resources allocations with DCGM's devices.
+
+This is the "build" step of fetch -> build -> apply: given what the kubelet says each container holds
+and what DCGM Exporter reports, produce one ``Assignment`` per (container, device) with the device's
+physical GPU, model, MIG profile and GPU fraction. MIG instances (``MIG-<uuid>``) are resolved to
+(parent GPU, GPU instance) through, in order: a resolver such as NVML, a mapping learned earlier (MIG
+layouts are static while the instance exists), and DCGM's own pod labels on MIG samples. What cannot
+be resolved is still allocated, but unmeasured, and counted as unresolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.clients.podresources import ContainerDevices
+from exporter.model.devices import (
+    DeviceKind,
+    gpu_slices,
+    mig_fraction,
+    mig_profile_from_resource,
+    parse_device_id,
+)
+
+GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+
+
+@dataclass(frozen=True, slots=True)
+class MigLocation:
+    """Where a MIG instance lives: its parent GPU and GPU instance id."""
+
+    gpu_uuid: str
+    gpu_instance_id: str
+    profile: str | None
+
+
+#: Optional resolver (e.g. NVML) from a MIG UUID to its location; None when it cannot say.
+MigResolver = Callable[[str], MigLocation | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One container's hold on one device for this tick."""
+
+    namespace: str
+    pod: str
+    container: str
+    device_id: str
+    kind: DeviceKind
+    gpu_uuid: str  # physical GPU ("" when unresolved)
+    dcgm_key: tuple[str, str] | None  # the DCGM device whose utilisation applies
+    model: str | None
+    mig_profile: str | None
+    fraction: float
+
+    @property
+    def holder_key(self) -> str:
+        return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
+
+    @property
+    def charge_group(self) -> str:
+        """Assignments charged together: every replica of one time-sliced GPU shares its busy time."""
+        if self.kind is DeviceKind.REPLICA:
+            return f"shared:{self.gpu_uuid}"
+        return f"own:{self.device_id}"
+
+
+@dataclass(slots=True)
+class Attribution:
+    """The result of one build step."""
+
+    assignments: list[Assignment] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    learned: dict[str, MigLocation] = field(default_factory=dict)
+
+
+def accepted_resource(resource: str, extra: Iterable[str] = ()) -> bool:
+    """GPU resources we account: whole/shared NVIDIA GPUs, MIG profiles, and configured extras."""
+    return resource in GPU_RESOURCES or resource.startswith("nvidia.com/mig-") or resource in extra
+
+
+def replica_counts(allocatable: dict[str, tuple[str, ...]] | None,
+                   held: Iterable[ContainerDevices]) -> dict[str, int]:
+    """Replicas per physical GPU: from allocatable IDs, else the highest replica index seen + 1."""
+    counts: dict[str, int] = {}
+    if allocatable:
+        for ids in allocatable.values():
+            for raw in ids:
+                d = parse_device_id(raw)
+                if d.kind is DeviceKind.REPLICA:
+                    counts[d.physical] = counts.get(d.physical, 0) + 1
+    for cd in held:
+        for raw in cd.device_ids:
+            d = parse_device_id(raw)
+            if d.kind is DeviceKind.REPLICA and d.replica is not None:
+                counts[d.physical] = max(counts.get(d.physical, 0), d.replica + 1)
+    return counts
+
+
+def node_model(dcgm: dict[tuple[str, str], DcgmDevice] | None, inventory: dict[str, str]) -> str | None:
+    """The node's GPU model when every known GPU is the same model (nearly always true)."""
+    models = {m for m in inventory.values() if m}
+    if dcgm:
+        models |= {d.model for d in dcgm.values() if d.model}
+    return models.pop() if len(models) == 1 else None
+
+
+def attribute(
+    held: list[ContainerDevices],
+    dcgm: dict[tuple[str, str], DcgmDevice] | None,
+    allocatable: dict[str, tuple[str, ...]] | None,
+    mig_known: dict[str, MigLocation],
+    inventory: dict[str, str],
+    extra_resources: Iterable[str] = (),
+    resolver: MigResolver | None = None,
+) -> Attribution:
+    """Join pod-resources holdings with DCGM devices. Pure: no I/O, deterministic."""
+    extra = tuple(extra_resources)
+    held = [cd for cd in held if accepted_resource(cd.resource, extra)]
+    result = Attribution()
+    replicas = replica_counts(allocatable, held)
+    fallback_model = node_model(dcgm, inventory)
+    dcgm = dcgm or {}
+
+    def model_of(uuid: str) -> str | None:
+        dev = dcgm.get((uuid, ""))
+        if dev is not None and dev.model:
+            return dev.model
+        for (u, _gi), d in dcgm.items():
+            if u == uuid and d.model:
+                return d.model
+        return inventory.get(uuid) or fallback_model
+
+    # MIG resolution, step 1: resolver and what we learned before; step 2: DCGM pod labels.
+    locations: dict[str, MigLocation] = {}
+    pending: list[tuple[ContainerDevices, str]] = []
+    for cd in held:
+        for raw in cd.device_ids:
+            d = parse_device_id(raw)
+            if d.kind is not DeviceKind.MIG or d.physical in locations:
+                continue
+            loc = resolver(d.physical) if resolver else None
+            loc = loc or mig_known.get(d.physical)
+            if loc is not None:
+                locations[d.physical] = loc
+            else:
+                pending.append((cd, d.physical))
+    claimed = {(loc.gpu_uuid, loc.gpu_instance_id) for loc in locations.values()}
+    for cd, mig_uuid in sorted(pending, key=lambda p: (p[0].namespace, p[0].pod, p[0].container, p[1])):
+        if mig_uuid in locations:
+            continue
+        want = mig_profile_from_resource(cd.resource)
+        candidates = sorted(
+            key for key, dev in dcgm.items()
+            if dev.gpu_instance_id and key not in claimed
+            and (cd.namespace, cd.pod, cd.container) in dev.pods
+            and (want is None or dev.mig_profile == want)
+        )
+        if candidates:
+            key = candidates[0]
+            claimed.add(key)
+            loc = MigLocation(key[0], key[1], dcgm[key].mig_profile)
+            locations[mig_uuid] = loc
+            result.learned[mig_uuid] = loc
+
+    for cd in held:
+        profile_from_resource = mig_profile_from_resource(cd.resource)
+        for raw in cd.device_ids:
+            d = parse_device_id(raw)
+            if d.kind is DeviceKind.GPU:
+                key = (d.physical, "")
+                result.assignments.append(Assignment(
+                    cd.namespace, cd.pod, cd.container, raw, d.kind, d.physical,
+                    key if key in dcgm else None, model_of(d.physical), None, 1.0))
+            elif d.kind is DeviceKind.REPLICA:
+                r = max(1, replicas.get(d.physical, 1))
+                key = (d.physical, "")
+                result.assignments.append(Assignment(
+                    cd.namespace, cd.pod, cd.container, raw, d.kind, d.physical,
+                    key if key in dcgm else None, model_of(d.physical), None, 1.0 / r))
+            elif d.kind is DeviceKind.MIG:
+                loc = locations.get(d.physical)
+                if loc is None:
+                    result.unresolved.append(raw)
+                    profile = profile_from_resource
+                    model = fallback_model
+                    frac = mig_fraction(profile, model) if profile else 1.0 / gpu_slices(model)
+                    result.assignments.append(Assignment(
+                        cd.namespace, cd.pod, cd.container, raw, d.kind, "", None, model, profile, frac))
+                    continue
+                key = (loc.gpu_uuid, loc.gpu_instance_id)
+                dev = dcgm.get(key)
+                profile = (dev.mig_profile if dev else None) or loc.profile or profile_from_resource
+                model = model_of(loc.gpu_uuid)
+                frac = mig_fraction(profile, model) if profile else 1.0 / gpu_slices(model)
+                result.assignments.append(Assignment(
+                    cd.namespace, cd.pod, cd.container, raw, d.kind, loc.gpu_uuid,
+                    key if dev is not None else None, model, profile, frac))
+            else:
+                result.assignments.append(Assignment(
+                    cd.namespace, cd.pod, cd.container, raw, d.kind, d.physical, None, None, None, 1.0))
+    return result

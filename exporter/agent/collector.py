@@ -1,0 +1,86 @@
+"""Prometheus collector over the agent's last published tick: a scrape does no I/O and no accounting."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from exporter.model.usage import UsageSnapshot
+
+if TYPE_CHECKING:
+    from exporter.agent.service import Agent
+
+HOLDER_LABELS = ["namespace", "pod", "container", "device_id", "gpu_uuid", "gpu_model", "mig_profile"]
+
+
+class AgentCollector(Collector):
+    """Per-device utilisation, per-pod counters and the agent's own health."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        agent = self.agent
+        node = agent.settings.node_name
+        snap: UsageSnapshot | None = agent.published
+        health = agent.health
+        yield GaugeMetricFamily("gpucost_agent_dcgm_up", "1 when the last DCGM Exporter scrape succeeded",
+                                value=1.0 if health.dcgm_up else 0.0)
+        yield GaugeMetricFamily("gpucost_agent_podresources_up",
+                                "1 when the last kubelet pod-resources List succeeded",
+                                value=1.0 if health.podresources_up else 0.0)
+        yield GaugeMetricFamily("gpucost_agent_tick_duration_seconds", "wall time of the last tick",
+                                value=health.last_tick_duration)
+        yield GaugeMetricFamily("gpucost_agent_last_tick_timestamp_seconds", "time of the last tick",
+                                value=health.last_tick_at)
+        yield CounterMetricFamily("gpucost_agent_ticks", "ticks run", value=health.ticks)
+        yield CounterMetricFamily("gpucost_agent_dcgm_parse_errors", "malformed DCGM exposition lines skipped",
+                                  value=health.parse_errors)
+        yield CounterMetricFamily("gpucost_agent_bad_readings", "NaN/inf/out-of-range utilisation readings",
+                                  value=agent.meter.bad_readings_total)
+        yield CounterMetricFamily("gpucost_agent_capped_seconds",
+                                  "seconds between ticks beyond the charge cap, not charged",
+                                  value=agent.meter.capped_seconds_total)
+        yield CounterMetricFamily("gpucost_agent_state_resets", "times the agent started a new epoch",
+                                  value=health.state_resets)
+        yield GaugeMetricFamily("gpucost_agent_unresolved_devices",
+                                "held devices that could not be matched to a DCGM device",
+                                value=health.unresolved)
+        util = GaugeMetricFamily("gpucost_device_utilization_ratio",
+                                 "utilisation of each device DCGM reports (GR engine, else GPU_UTIL), 0..1",
+                                 labels=["node", "gpu_uuid", "gpu_model", "mig_profile", "gpu_i_id"])
+        for (uuid, gi), (value, model, profile) in sorted(agent.meter.device_util.items()):
+            if value is not None:
+                util.add_metric([node, uuid, model, profile or "", gi], value)
+        yield util
+        if snap is None:
+            return
+        fams = {
+            name: CounterMetricFamily(name, doc, labels=HOLDER_LABELS)
+            for name, doc in (
+                ("gpucost_pod_allocated_gpu_seconds", "GPU-seconds held (fraction x seconds)"),
+                ("gpucost_pod_used_gpu_seconds", "GPU-seconds used (utilisation-weighted)"),
+                ("gpucost_pod_unmeasured_gpu_seconds", "GPU-seconds held while no utilisation reading existed"),
+                ("gpucost_pod_energy_joules", "energy attributed to the holder"),
+            )
+        }
+        held = GaugeMetricFamily("gpucost_pod_allocated_gpus", "fraction of GPUs held now", labels=HOLDER_LABELS)
+        for h in snap.holders:
+            labels = [h.namespace, h.pod, h.container, h.device_id, h.gpu_uuid, h.gpu_model or "unknown",
+                      h.mig_profile or ""]
+            fams["gpucost_pod_allocated_gpu_seconds"].add_metric(labels, h.allocated_s)
+            fams["gpucost_pod_used_gpu_seconds"].add_metric(labels, h.used_s)
+            fams["gpucost_pod_unmeasured_gpu_seconds"].add_metric(labels, h.unmeasured_s)
+            fams["gpucost_pod_energy_joules"].add_metric(labels, h.energy_j)
+            if h.active:
+                held.add_metric(labels, h.fraction)
+        yield from fams.values()
+        yield held
+        unalloc = CounterMetricFamily("gpucost_agent_unallocated_gpu_seconds",
+                                      "GPU-seconds of this node's capacity nobody held", labels=["gpu_model"])
+        for u in snap.unallocated:
+            unalloc.add_metric([u.gpu_model], u.seconds)
+        yield unalloc

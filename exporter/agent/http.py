@@ -1,0 +1,51 @@
+"""The agent's HTTP endpoints: /metrics, /v1/usage, /healthz, /readyz."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from exporter.agent.service import Agent
+
+
+def build_app(agent: Agent, registry: CollectorRegistry) -> web.Application:
+    app = web.Application(client_max_size=agent.settings.max_request_bytes)
+
+    async def metrics(_request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def usage(request: web.Request) -> web.Response:
+        body = agent.published_json
+        if body is None:
+            return web.json_response({"error": "no tick has completed yet"}, status=503)
+        ack = request.query.get("ack")
+        if ack is not None:
+            try:
+                value = float(ack)
+            except ValueError:
+                return web.json_response({"error": "ack must be a number"}, status=400)
+            if not math.isfinite(value):
+                return web.json_response({"error": "ack must be finite"}, status=400)
+            agent.acknowledge(value)
+        return web.Response(body=body, content_type="application/json")
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text=json.dumps(agent.health_report()), content_type="application/json")
+
+    async def readyz(_request: web.Request) -> web.Response:
+        report = agent.health_report()
+        return web.Response(text=json.dumps(report), content_type="application/json",
+                            status=200 if report["status"] == "ok" else 503)
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/usage", usage)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

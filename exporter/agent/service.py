@@ -1,0 +1,211 @@
+"""The agent daemon: one tick = fetch (DCGM, pod-resources) -> build (attribution) -> apply (meter)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from exporter.agent.attribution import MigResolver, attribute
+from exporter.agent.collector import AgentCollector
+from exporter.agent.dcgm_devices import DEFAULT_NAME_TABLE, DcgmDevice, build_devices, parse_name_table
+from exporter.agent.http import build_app
+from exporter.agent.meter import Meter
+from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
+from exporter.clients.dcgm import DcgmClient
+from exporter.clients.errors import PeerError, PeerRateLimited
+from exporter.clients.exposition import parse_exposition
+from exporter.clients.podresources import ContainerDevices, PodResourcesClient
+from exporter.clock import Clock, RealClock
+from exporter.config import AgentSettings
+from exporter.logs import get_logger
+from exporter.runtime import install_stop_signals, split_listen
+
+log = get_logger("agent")
+ALLOCATABLE_REFRESH_TICKS = 20
+
+
+@dataclass(slots=True)
+class Health:
+    dcgm_up: bool = False
+    podresources_up: bool = False
+    last_tick_at: float = 0.0
+    last_tick_duration: float = 0.0
+    ticks: int = 0
+    parse_errors: int = 0
+    state_resets: int = 0
+    unresolved: int = 0
+    last_error: str = ""
+
+
+class Agent:
+    """Owns the clients, the meter and the HTTP server of one node."""
+
+    def __init__(self, settings: AgentSettings, clock: Clock | None = None,
+                 mig_resolver: MigResolver | None = None) -> None:
+        if not settings.node_name:
+            raise ValueError("GPUCOST_NODE_NAME is required")
+        self.settings = settings
+        self.clock = clock or RealClock()
+        self.mig_resolver = mig_resolver
+        self.name_table = {**DEFAULT_NAME_TABLE, **parse_name_table(settings.dcgm_metric_names)}
+        self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, settings.dcgm_max_bytes)
+        self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout)
+        self.health = Health()
+        self.state_file = state_path(settings.state_dir)
+        self.meter = self._load_meter()
+        self.published: Any = None
+        self.published_json: bytes | None = None
+        self.acked_until: float | None = None
+        self._held: list[ContainerDevices] | None = None
+        self._held_at = 0.0
+        self._allocatable: dict[str, tuple[str, ...]] | None = None
+        self._runner: web.AppRunner | None = None
+        self._tick_lock = asyncio.Lock()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(AgentCollector(self))
+
+    def _load_meter(self) -> Meter:
+        node = self.settings.node_name
+        try:
+            meter = read_state(self.state_file, node)
+        except StateError as exc:
+            self.health.state_resets += 1
+            log.warning("state_corrupt_new_epoch", node=node, path=str(self.state_file), error=str(exc))
+            return Meter(node=node)
+        except OSError as exc:
+            self.health.state_resets += 1
+            log.warning("state_unreadable_new_epoch", node=node, path=str(self.state_file), error=str(exc))
+            return Meter(node=node)
+        if meter is None:
+            log.info("state_missing_new_epoch", node=node, path=str(self.state_file))
+            return Meter(node=node)
+        log.info("state_resumed", node=node, epoch=meter.epoch, seq=meter.seq, holders=len(meter.holders))
+        return meter
+
+    # -- HTTP ----------------------------------------------------------------------------------------
+    async def start_http(self) -> None:
+        host, port = split_listen(self.settings.listen)
+        self._runner = web.AppRunner(build_app(self, self.registry), access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+
+    def acknowledge(self, ts: float) -> None:
+        if self.published is not None:
+            ts = min(ts, self.published.timestamp)
+        self.acked_until = ts if self.acked_until is None else max(self.acked_until, ts)
+
+    def health_report(self) -> dict[str, Any]:
+        h = self.health
+        ok = h.dcgm_up and h.podresources_up and h.ticks > 0
+        return {"status": "ok" if ok else "degraded", "node": self.settings.node_name,
+                "dcgm_up": h.dcgm_up, "podresources_up": h.podresources_up, "ticks": h.ticks,
+                "epoch": self.meter.epoch, "last_tick_at": h.last_tick_at, "last_error": h.last_error}
+
+    # -- the tick ------------------------------------------------------------------------------------
+    async def _fetch_dcgm(self) -> dict[tuple[str, str], DcgmDevice] | None:
+        try:
+            text = await self.dcgm.fetch()
+        except PeerError as exc:
+            if self.health.dcgm_up or self.health.ticks == 0:
+                log.warning("dcgm_down", node=self.settings.node_name, error=str(exc))
+            self.health.dcgm_up = False
+            self.health.last_error = str(exc)
+            return None
+        parsed = parse_exposition(text)
+        if parsed.errors:
+            self.health.parse_errors += parsed.errors
+            log.warning("dcgm_malformed_lines", count=parsed.errors, first=parsed.first_error)
+        if not self.health.dcgm_up and self.health.ticks > 0:
+            log.info("dcgm_up", node=self.settings.node_name)
+        self.health.dcgm_up = True
+        return build_devices(parsed.samples, self.name_table)
+
+    async def _fetch_holders(self, now: float) -> list[ContainerDevices] | None:
+        cap = self.settings.charge_cap()
+        try:
+            held = await self.podresources.list()
+            if self._allocatable is None or self.health.ticks % ALLOCATABLE_REFRESH_TICKS == 0:
+                try:
+                    self._allocatable = await self.podresources.allocatable()
+                except PeerError as exc:
+                    log.warning("allocatable_failed", error=str(exc))
+        except PeerRateLimited as exc:
+            log.warning("podresources_rate_limited", error=str(exc))
+            return self._held if now - self._held_at <= cap else None
+        except PeerError as exc:
+            if self.health.podresources_up or self.health.ticks == 0:
+                log.warning("podresources_down", node=self.settings.node_name, error=str(exc))
+            self.health.podresources_up = False
+            self.health.last_error = str(exc)
+            # Holders a moment ago are still the best knowledge for a short outage; after the cap, stop.
+            return self._held if now - self._held_at <= cap else None
+        if not self.health.podresources_up and self.health.ticks > 0:
+            log.info("podresources_up", node=self.settings.node_name)
+        self.health.podresources_up = True
+        self._held, self._held_at = held, now
+        return held
+
+    async def tick(self) -> None:
+        """Run one tick; never raises for a peer's fault."""
+        async with self._tick_lock:
+            started = time.perf_counter()
+            dcgm, held = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()))
+            now = self.clock.now()
+            attribution = None
+            if held is not None:
+                attribution = attribute(held, dcgm, self._allocatable, self.meter.mig_known,
+                                        self.meter.inventory, self.settings.resource_names, self.mig_resolver)
+                self.health.unresolved = len(attribution.unresolved)
+            stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap())
+            if stats.capped_seconds > 0:
+                log.warning("tick_interval_capped", charged=stats.charged_seconds, lost=stats.capped_seconds)
+            self.meter.drop_acknowledged(now, self.acked_until, self.settings.retention,
+                                         self.settings.safety_retention)
+            snapshot = self.meter.snapshot(now, self.health.dcgm_up, self.health.podresources_up)
+            state = dump_meter(self.meter)
+            try:
+                # Durable before visible: what the aggregator books must survive an agent crash.
+                await asyncio.to_thread(write_state, self.state_file, state)
+            except OSError as exc:
+                log.error("state_write_failed", path=str(self.state_file), error=str(exc))
+            self.published = snapshot
+            self.published_json = snapshot.model_dump_json().encode()
+            self.health.ticks += 1
+            self.health.last_tick_at = now
+            self.health.last_tick_duration = time.perf_counter() - started
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.dcgm.close()
+        await self.podresources.close()
+
+    # -- the daemon ----------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Serve and tick until SIGTERM; then one final tick and state flush."""
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        stop = stop or asyncio.Event()
+        install_stop_signals(stop)
+        await self.start_http()
+        log.info("agent_started", node=self.settings.node_name, listen=self.settings.listen,
+                 dcgm=self.settings.dcgm_url, socket=str(self.settings.podresources_socket), epoch=self.meter.epoch)
+        scheduler = AsyncIOScheduler()
+        scheduler.add_job(self.tick, "interval", seconds=self.settings.tick, max_instances=1, coalesce=True,
+                          next_run_time=datetime.now(), misfire_grace_time=None, id="tick")
+        scheduler.start()
+        try:
+            await stop.wait()
+        finally:
+            scheduler.shutdown(wait=False)
+            await self.tick()
+            await self.close()
+            log.info("agent_stopped", node=self.settings.node_name, epoch=self.meter.epoch)
+

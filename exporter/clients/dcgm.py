@@ -1,0 +1,55 @@
+"""Fetch DCGM Exporter's ``/metrics`` over HTTP with timeouts and a body-size limit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from exporter.clients.errors import PeerBadResponse, PeerResponseTooLarge, PeerUnavailable
+
+
+class DcgmClient:
+    """One keep-alive session to one DCGM Exporter endpoint."""
+
+    def __init__(self, url: str, timeout: float, max_bytes: int) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout, connect=min(self.timeout, 3.0)),
+                headers={"Accept": "text/plain;version=0.0.4"},
+            )
+        return self._session
+
+    async def fetch(self) -> str:
+        """The exposition text. Raises ``PeerUnavailable``/``PeerResponseTooLarge``/``PeerBadResponse``."""
+        session = await self._get_session()
+        try:
+            async with session.get(self.url) as resp:
+                if resp.status != 200:
+                    raise PeerBadResponse(f"DCGM Exporter answered HTTP {resp.status}")
+                declared = resp.content_length
+                if declared is not None and declared > self.max_bytes:
+                    raise PeerResponseTooLarge(f"DCGM body of {declared} bytes exceeds {self.max_bytes}")
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.content.iter_chunked(1 << 16):
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        raise PeerResponseTooLarge(f"DCGM body exceeds {self.max_bytes} bytes")
+                    chunks.append(chunk)
+                return b"".join(chunks).decode("utf-8", errors="replace")
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+            raise PeerUnavailable(f"DCGM Exporter unreachable at {self.url}: {exc!r}") from exc
+        except aiohttp.ClientError as exc:
+            raise PeerBadResponse(f"DCGM Exporter error: {exc!r}") from exc
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

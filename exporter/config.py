@@ -1,0 +1,109 @@
+"""Settings of both daemons, from ``GPUCOST_*`` environment variables, an optional file and flags.
+
+Only this module reads the environment; everything else receives a settings object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from exporter.model.durations import parse_duration
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _split_list(value: object) -> object:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
+
+
+CommaList = Annotated[list[str], BeforeValidator(_split_list)]
+
+
+class _Base(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GPUCOST_", extra="ignore", env_file=None, validate_default=True
+    )
+
+    listen: str = Field(description="host:port the HTTP server listens on")
+    tick: Duration = Field(default=15.0, description="interval between ticks (e.g. 15s)")
+    log_level: str = Field(default="info", description="debug, info, warning or error")
+    log_format: str = Field(default="auto", description="json, console, or auto (console on a TTY)")
+    max_request_bytes: int = Field(default=1 << 20, ge=1024, description="largest HTTP request accepted")
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"expected host:port, got {v!r}")
+        return v
+
+    @field_validator("tick")
+    @classmethod
+    def _positive_tick(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+
+class AgentSettings(_Base):
+    """The node agent (one per GPU node)."""
+
+    node_name: str = Field(default="", description="this node's Kubernetes name (downward API)")
+    dcgm_url: str = Field(default="http://localhost:9400/metrics", description="DCGM Exporter /metrics URL")
+    dcgm_timeout: Duration = Field(default=5.0, description="DCGM scrape timeout")
+    dcgm_max_bytes: int = Field(default=16 << 20, ge=4096, description="largest DCGM body accepted")
+    dcgm_metric_names: str = Field(
+        default="",
+        description="extra metric-name table entries, 'NAME=quantity:scale,...' "
+        "(quantity: util, gr_engine, fb_used, fb_free, power, energy)",
+    )
+    podresources_socket: Path = Field(
+        default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        description="kubelet pod-resources unix socket",
+    )
+    podresources_timeout: Duration = Field(default=5.0, description="pod-resources call timeout")
+    resource_names: CommaList = Field(
+        default_factory=list, description="extra device-plugin resource names to account (other vendors)"
+    )
+    listen: str = Field(default="0.0.0.0:9500", description="host:port the HTTP server listens on")
+    state_dir: Path = Field(
+        default=Path("/var/lib/gpu-cost-exporter"), description="where counters survive restarts"
+    )
+    max_charge_interval: Duration = Field(
+        default=0.0, description="longest interval one tick may charge (default 4 x tick)"
+    )
+    retention: Duration = Field(default=3600.0, description="keep counters of gone pods this long after ack")
+    safety_retention: Duration = Field(default=86400.0, description="drop gone pods' counters after this")
+
+    def charge_cap(self) -> float:
+        return self.max_charge_interval or 4.0 * self.tick
+
+
+class AggregatorSettings(_Base):
+    """The cluster aggregator (one per cluster)."""
+
+    listen: str = Field(default="0.0.0.0:9501", description="host:port the HTTP server listens on")
+    ledger: Path = Field(default=Path("/var/lib/gpu-cost-exporter/ledger.db"), description="SQLite ledger")
+    pricing_file: Path | None = Field(default=None, description="pricing YAML/JSON (see docs)")
+    agents: CommaList = Field(
+        default_factory=list, description="comma-separated agent base URLs; unset = discover via the API"
+    )
+    kubeconfig: Path | None = Field(default=None, description="kubeconfig path; unset = in-cluster")
+    agent_selector: str = Field(
+        default="app.kubernetes.io/component=agent", description="label selector of agent pods"
+    )
+    agent_namespace: str = Field(default="", description="namespace of agent pods (empty = all)")
+    agent_port: int = Field(default=9500, description="port of the agents' HTTP server")
+    pull_timeout: Duration = Field(default=10.0, description="per-agent pull timeout")
+    pull_concurrency: int = Field(default=64, ge=1, description="agents pulled at once")
+    pool_label: str = Field(default="gpu.platform/pool", description="node label naming the pool")
+    idle_threshold: float = Field(default=0.05, ge=0, le=1, description="utilisation below which a pod idles")
+    ledger_retention: Duration = Field(default=400 * 86400.0, description="keep hourly rows this long")
+    watch_timeout: Duration = Field(default=300.0, description="server-side timeout of one watch request")

@@ -1,0 +1,81 @@
+"""Device identities as the NVIDIA device plugin and DCGM Exporter spell them, and their GPU fractions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+#: Compute slices of a whole GPU by model family. A MIG profile "Ng.*" holds N of them.
+#: A30 GPUs have four slices; A100/H100/H200/B200/GB200 have seven.
+_FOUR_SLICE_MODELS = ("A30",)
+_FOUR_SLICE_PROFILES = {"1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb", "1g.12gb+gfx"}
+_PROFILE_RE = re.compile(r"^(\d+)g\.(\d+)gb")
+
+
+class DeviceKind(str, Enum):
+    """What a pod-resources device ID names."""
+
+    GPU = "gpu"  # a whole physical GPU
+    REPLICA = "replica"  # one time-sliced / MPS share of a physical GPU
+    MIG = "mig"  # a MIG GPU instance
+    OTHER = "other"  # an ID in a form we do not recognise (other vendors)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceId:
+    """A parsed device-plugin ID.
+
+    ``physical`` is the GPU UUID for whole GPUs and replicas, the MIG UUID for MIG instances
+    (whose parent cannot be read from the ID alone), and the raw ID otherwise.
+    """
+
+    raw: str
+    kind: DeviceKind
+    physical: str
+    replica: int | None = None
+
+
+def parse_device_id(raw: str) -> DeviceId:
+    """Normalise one ID from ``ContainerDevices.device_ids``.
+
+    Forms: ``GPU-<uuid>``, ``GPU-<uuid>::<n>`` (time-slicing/MPS replica n), ``MIG-<uuid>`` and
+    ``MIG-<uuid>::<n>`` (a shared MIG instance: the replica part is dropped for identity).
+    """
+    base, sep, rest = raw.partition("::")
+    replica = int(rest) if sep and rest.isdigit() else None
+    if base.startswith("MIG-"):
+        return DeviceId(raw, DeviceKind.MIG, base, replica)
+    if base.startswith("GPU-"):
+        if sep:
+            return DeviceId(raw, DeviceKind.REPLICA, base, replica)
+        return DeviceId(raw, DeviceKind.GPU, base)
+    return DeviceId(raw, DeviceKind.OTHER, raw, replica)
+
+
+def gpu_slices(model: str | None, profile: str | None = None) -> int:
+    """Number of compute slices of a whole GPU of ``model`` (7 unless known to be 4)."""
+    if model and any(token in model for token in _FOUR_SLICE_MODELS):
+        return 4
+    if model is None and profile is not None and profile in _FOUR_SLICE_PROFILES:
+        return 4
+    return 7
+
+
+def profile_slices(profile: str) -> int:
+    """Compute slices a MIG profile holds: ``3g.40gb`` -> 3. Raises ``ValueError`` when unparseable."""
+    match = _PROFILE_RE.match(profile)
+    if not match:
+        raise ValueError(f"not a MIG profile: {profile!r}")
+    return int(match.group(1))
+
+
+def mig_fraction(profile: str, model: str | None) -> float:
+    """Share of a whole GPU a MIG instance of ``profile`` on a GPU of ``model`` holds (3g on H100 = 3/7)."""
+    return profile_slices(profile) / gpu_slices(model, profile)
+
+
+def mig_profile_from_resource(resource: str) -> str | None:
+    """``nvidia.com/mig-3g.40gb`` -> ``3g.40gb``; anything else -> None."""
+    prefix = "nvidia.com/mig-"
+    return resource[len(prefix) :] if resource.startswith(prefix) else None

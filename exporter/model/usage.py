@@ -1,0 +1,74 @@
+"""The ``/v1/usage`` wire schema: the one contract between the agent and the aggregator.
+
+Both sides import this module; neither imports the other. Counters are cumulative and monotonic
+within one ``epoch``; a new epoch means the agent lost its state and started again from zero.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Bounds that keep a hostile or broken agent from making the aggregator allocate without limit.
+MAX_NAME = 253
+MAX_HOLDERS = 20_000
+
+
+class HolderCounters(BaseModel):
+    """Cumulative GPU-seconds of one (namespace, pod, container, device)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    namespace: str = Field(max_length=MAX_NAME)
+    pod: str = Field(max_length=MAX_NAME)
+    container: str = Field(max_length=MAX_NAME)
+    device_id: str = Field(max_length=MAX_NAME)
+    gpu_uuid: str = Field(default="", max_length=MAX_NAME)
+    gpu_model: str | None = Field(default=None, max_length=MAX_NAME)
+    mig_profile: str | None = Field(default=None, max_length=64)
+    fraction: float = Field(ge=0, le=1)
+    active: bool = True
+    allocated_s: float = Field(ge=0)
+    used_s: float = Field(ge=0)
+    unmeasured_s: float = Field(ge=0)
+    energy_j: float = Field(default=0.0, ge=0)
+    utilization: float | None = Field(default=None, ge=0, le=1)
+
+    def key(self) -> str:
+        return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
+
+
+class UnallocatedCounter(BaseModel):
+    """Cumulative GPU-seconds of capacity nobody held, per GPU model on this node."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    gpu_model: str = Field(max_length=MAX_NAME)
+    seconds: float = Field(ge=0)
+
+
+class GpuCapacity(BaseModel):
+    """One physical GPU the agent knows of."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    gpu_uuid: str = Field(max_length=MAX_NAME)
+    gpu_model: str = Field(max_length=MAX_NAME)
+    index: str = Field(default="", max_length=16)
+    utilization: float | None = Field(default=None, ge=0, le=1)
+    held_fraction: float = Field(default=0.0, ge=0)
+
+
+class UsageSnapshot(BaseModel):
+    """What ``GET /v1/usage`` returns."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    node: str = Field(min_length=1, max_length=MAX_NAME)
+    epoch: str = Field(min_length=1, max_length=64)
+    timestamp: float
+    seq: int = 0
+    dcgm_up: bool = True
+    podresources_up: bool = True
+    holders: list[HolderCounters] = Field(default_factory=list, max_length=MAX_HOLDERS)
+    unallocated: list[UnallocatedCounter] = Field(default_factory=list, max_length=1024)
+    capacity: list[GpuCapacity] = Field(default_factory=list, max_length=1024)

@@ -1,0 +1,137 @@
+"""Per-node peers: a DCGM Exporter HTTP endpoint and a kubelet pod-resources gRPC server on a unix socket.
+
+Both can be taken down and brought back (``dcgm_down``, ``podresources_down``): a down DCGM endpoint
+really refuses connections (its listening socket is closed), and a down kubelet really removes its
+socket file, as a kubelet restart does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+from aiohttp import web
+
+from exporter.clients.proto import podresources_v1_pb2 as pb
+from exporter.clients.proto import podresources_v1_pb2_grpc as pb_grpc
+from exporter.sim.cluster import SimCluster
+
+
+class DcgmEndpoint:
+    """Serves ``/metrics`` in DCGM Exporter's format for one node."""
+
+    def __init__(self, cluster: SimCluster, node: str, host: str, port: int,
+                 before_render: Callable[[], None] | None = None) -> None:
+        self.cluster, self.node, self.host, self.port = cluster, node, host, port
+        self.before_render = before_render
+        self.scrapes = 0
+        app = web.Application()
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/health", self.health)
+        self._runner = web.AppRunner(app, access_log=None)
+        self._site: web.TCPSite | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    async def metrics(self, _req: web.Request) -> web.Response:
+        if self.before_render is not None:
+            self.before_render()
+        self.scrapes += 1
+        return web.Response(text=self.cluster.render_dcgm(self.node), content_type="text/plain",
+                            charset="utf-8")
+
+    async def health(self, _req: web.Request) -> web.Response:
+        return web.Response(text="KO" if self._site is None else "OK")
+
+    async def start(self) -> None:
+        if not self._runner.server:
+            await self._runner.setup()
+        if self._site is None:
+            self._site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+            await self._site.start()
+
+    async def stop_listening(self) -> None:
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+
+    @property
+    def up(self) -> bool:
+        return self._site is not None
+
+    async def close(self) -> None:
+        await self.stop_listening()
+        await self._runner.cleanup()
+
+
+class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
+    def __init__(self, owner: PodResourcesServer) -> None:
+        self.owner = owner
+
+    def _pod(self, pod_ns: str, pod_name: str, devices: list[str], resource: str, container: str) -> pb.PodResources:
+        return pb.PodResources(name=pod_name, namespace=pod_ns, containers=[pb.ContainerResources(
+            name=container, devices=[pb.ContainerDevices(resource_name=resource, device_ids=devices)],
+            cpu_ids=[])])
+
+    async def List(self, request: pb.ListPodResourcesRequest, context: object) -> pb.ListPodResourcesResponse:  # noqa: N802
+        self.owner.calls += 1
+        if self.owner.before_call is not None:
+            self.owner.before_call()
+        cluster = self.owner.cluster
+        return pb.ListPodResourcesResponse(pod_resources=[
+            self._pod(p.namespace, p.name, devs, p.resource, p.container)
+            for p, devs in cluster.pod_resources(self.owner.node)])
+
+    async def GetAllocatableResources(self, request: pb.AllocatableResourcesRequest,  # noqa: N802
+                                      context: object) -> pb.AllocatableResourcesResponse:
+        self.owner.calls += 1
+        layout = self.owner.cluster.layouts[self.owner.node]
+        return pb.AllocatableResourcesResponse(devices=[
+            pb.ContainerDevices(resource_name=r, device_ids=ids) for r, ids in sorted(layout.resources.items())])
+
+    async def Get(self, request: pb.GetPodResourcesRequest, context: grpc.aio.ServicerContext) -> pb.GetPodResourcesResponse:  # noqa: N802
+        self.owner.calls += 1
+        for p, devs in self.owner.cluster.pod_resources(self.owner.node):
+            if p.name == request.pod_name and p.namespace == request.pod_namespace:
+                return pb.GetPodResourcesResponse(pod_resources=self._pod(p.namespace, p.name, devs, p.resource,
+                                                                          p.container))
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"pod {request.pod_namespace}/{request.pod_name} not found")
+        raise AssertionError("unreachable")
+
+
+class PodResourcesServer:
+    """A grpc.aio server for one node's kubelet socket."""
+
+    def __init__(self, cluster: SimCluster, node: str, socket_path: Path,
+                 before_call: Callable[[], None] | None = None) -> None:
+        self.cluster, self.node, self.socket_path = cluster, node, socket_path
+        self.before_call = before_call
+        self.calls = 0
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        server = grpc.aio.server()
+        pb_grpc.add_PodResourcesListerServicer_to_server(_Servicer(self), server)
+        server.add_insecure_port(f"unix://{self.socket_path}")
+        await server.start()
+        self._server = server
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=None)
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    @property
+    def up(self) -> bool:
+        return self._server is not None
