@@ -69,6 +69,9 @@ class AgentSettings(_Base):
         description="kubelet pod-resources unix socket",
     )
     podresources_timeout: Duration = Field(default=5.0, description="pod-resources call timeout")
+    podresources_qps: float = Field(
+        default=5.0, gt=0, description="this agent's own budget of kubelet calls per second (the kubelet allows "
+        "100/s shared by all clients on the node)")
     resource_names: CommaList = Field(
         default_factory=list, description="extra device-plugin resource names to account (other vendors)"
     )

@@ -55,7 +55,8 @@ class Agent:
         self.mig_resolver = mig_resolver
         self.name_table = {**DEFAULT_NAME_TABLE, **parse_name_table(settings.dcgm_metric_names)}
         self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, settings.dcgm_max_bytes)
-        self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout)
+        self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout,
+                                               rate=settings.podresources_qps)
         self.health = Health()
         self.state_file = state_path(settings.state_dir)
         self.meter = self._load_meter()

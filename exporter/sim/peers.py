@@ -37,7 +37,12 @@ class DcgmEndpoint:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/metrics"
 
-    async def metrics(self, _req: web.Request) -> web.Response:
+    async def metrics(self, req: web.Request) -> web.Response:
+        if self._site is None:
+            # Down: kill connections that were kept alive from before, as a dead exporter would.
+            if req.transport is not None:
+                req.transport.close()
+            raise web.HTTPServiceUnavailable()
         if self.before_render is not None:
             self.before_render()
         self.scrapes += 1

@@ -1,0 +1,75 @@
+"""Pull every agent's ``/v1/usage`` concurrently, with a cap, a per-agent timeout and a size limit."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import aiohttp
+from pydantic import ValidationError
+
+from exporter.clients.errors import PeerBadResponse, PeerError, PeerResponseTooLarge, PeerUnavailable
+from exporter.model.usage import UsageSnapshot
+
+MAX_USAGE_BYTES = 64 << 20
+
+
+@dataclass(slots=True)
+class PullResult:
+    url: str
+    snapshot: UsageSnapshot | None
+    error: str | None = None
+
+
+class AgentPuller:
+    """One shared keep-alive session for all agents."""
+
+    def __init__(self, timeout: float, concurrency: int, token: str | None = None) -> None:
+        self.timeout = timeout
+        self.semaphore = asyncio.Semaphore(concurrency)
+        self.token = token
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout, connect=min(3.0, self.timeout)),
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=2), headers=headers)
+        return self._session
+
+    async def fetch(self, url: str, ack: float | None) -> UsageSnapshot:
+        target = url.rstrip("/") + "/v1/usage"
+        params = {"ack": repr(ack)} if ack is not None else None
+        try:
+            async with self._get_session().get(target, params=params) as resp:
+                if resp.status != 200:
+                    raise PeerBadResponse(f"{target}: HTTP {resp.status}")
+                if (resp.content_length or 0) > MAX_USAGE_BYTES:
+                    raise PeerResponseTooLarge(f"{target}: {resp.content_length} bytes")
+                body = await resp.content.read(MAX_USAGE_BYTES + 1)
+                if len(body) > MAX_USAGE_BYTES:
+                    raise PeerResponseTooLarge(f"{target}: over {MAX_USAGE_BYTES} bytes")
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+            raise PeerUnavailable(f"{target}: {exc!r}") from exc
+        except aiohttp.ClientError as exc:
+            raise PeerBadResponse(f"{target}: {exc!r}") from exc
+        try:
+            return UsageSnapshot.model_validate_json(body)
+        except ValidationError as exc:
+            raise PeerBadResponse(f"{target}: invalid usage snapshot: {exc.errors()[0]['msg']}") from exc
+
+    async def pull(self, url: str, ack: float | None) -> PullResult:
+        async with self.semaphore:
+            try:
+                return PullResult(url, await self.fetch(url, ack))
+            except PeerError as exc:
+                return PullResult(url, None, str(exc)[:300])
+
+    async def pull_all(self, targets: dict[str, float | None]) -> list[PullResult]:
+        """``targets``: agent URL -> the timestamp already booked for it (sent as the ack)."""
+        return list(await asyncio.gather(*(self.pull(u, ack) for u, ack in targets.items())))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()

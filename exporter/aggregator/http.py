@@ -1,0 +1,62 @@
+"""The aggregator's HTTP endpoints: /metrics, /api/v1/report, /api/v1/keda/utilization, /healthz, /readyz."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from exporter.aggregator.report import ReportError, parse_time
+
+if TYPE_CHECKING:
+    from exporter.aggregator.service import Aggregator
+
+MAX_PARAM = 253
+
+
+def build_app(agg: Aggregator) -> web.Application:
+    app = web.Application(client_max_size=agg.settings.max_request_bytes)
+
+    def bad(msg: str, status: int = 400) -> web.Response:
+        return web.json_response({"error": msg}, status=status)
+
+    async def metrics(_req: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(agg.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def report(req: web.Request) -> web.Response:
+        q = req.query
+        if any(len(v) > MAX_PARAM for v in q.values()):
+            return bad("query parameter too long")
+        try:
+            now = agg.clock.now()
+            rows = await agg.ledger.run_report(q.get("by", "namespace"), parse_time(q.get("since"), now),
+                                               parse_time(q.get("until"), now))
+        except ReportError as exc:
+            return bad(str(exc))
+        return web.json_response(rows, dumps=lambda o: json.dumps(o, allow_nan=False))
+
+    async def keda(req: web.Request) -> web.Response:
+        ns, wl = req.query.get("namespace", ""), req.query.get("workload", "")
+        if not ns or len(ns) > MAX_PARAM or len(wl) > MAX_PARAM:
+            return bad("namespace is required (and workload optional), each at most 253 characters")
+        value = agg.gauges.workload_utilization.get((ns, wl)) if wl else agg.gauges.ns_utilization.get(ns)
+        if value is None or not math.isfinite(value):
+            return bad(f"no utilisation known for {ns}/{wl}".rstrip("/"), status=404)
+        return web.json_response({"value": value})
+
+    async def healthz(_req: web.Request) -> web.Response:
+        return web.json_response(agg.health_report())
+
+    async def readyz(_req: web.Request) -> web.Response:
+        report = agg.health_report()
+        return web.json_response(report, status=200 if report["ready"] else 503)
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/api/v1/report", report)
+    app.router.add_get("/api/v1/keda/utilization", keda)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

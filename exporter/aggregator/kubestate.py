@@ -1,0 +1,257 @@
+"""What the aggregator knows from the Kubernetes API, reduced to what accounting needs.
+
+Pods (GPU holders, pending GPU pods, agent pods), nodes (pool and GPU model), namespaces, GPU
+quotas and the events behind pending reasons and quota rejections.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+GPU_RESOURCE_RE = re.compile(r"^(nvidia\.com/(gpu|gpu\.shared|mig-.+)|amd\.com/gpu|gpu\.intel\.com/.+)$")
+QUOTA_KEYS = ("requests.nvidia.com/gpu", "limits.nvidia.com/gpu", "requests.nvidia.com/gpu.shared",
+              "nvidia.com/gpu")
+PENDING_REASONS = ("insufficient_gpu", "node_affinity", "taint", "quota", "other")
+TOMBSTONES = 50_000
+
+
+@dataclass(slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    phase: str
+    gpus: float
+    workload: str
+    workload_kind: str
+    priority_class: str
+    labels: dict[str, str]
+    pod_ip: str
+    pending_message: str
+    created: str
+
+
+def parse_quantity(text: Any) -> float:
+    """Kubernetes quantity -> number (only the forms GPU counts take: integers, m, k/Ki)."""
+    s = str(text).strip()
+    try:
+        if s.endswith("m"):
+            return float(s[:-1]) / 1000.0
+        for suffix, mult in (("Ki", 1024.0), ("k", 1000.0), ("Mi", 1048576.0), ("M", 1e6)):
+            if s.endswith(suffix):
+                return float(s[: -len(suffix)]) * mult
+        return float(s)
+    except ValueError:
+        return 0.0
+
+
+def workload_of(meta: dict[str, Any]) -> tuple[str, str]:
+    """The top owner: a Deployment through its ReplicaSet (by pod-template-hash), a Job, a StatefulSet..."""
+    refs = meta.get("ownerReferences") or []
+    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if ref is None:
+        return ("Pod", meta.get("name", ""))
+    kind, name = ref.get("kind", ""), ref.get("name", "")
+    labels = meta.get("labels") or {}
+    template_hash = labels.get("pod-template-hash")
+    if kind == "ReplicaSet" and template_hash and name.endswith(f"-{template_hash}"):
+        return ("Deployment", name[: -len(template_hash) - 1])
+    if kind == "Job" and re.search(r"-\d{8,}$", name):  # a CronJob's Job: <cronjob>-<scheduled minute>
+        return ("CronJob", name.rsplit("-", 1)[0])
+    return (kind, name)
+
+
+def classify_pending(message: str) -> list[str]:
+    """Reasons a pod is pending, from the scheduler's message; several reasons count under each."""
+    m = message.lower()
+    reasons = []
+    if re.search(r"insufficient (nvidia\.com|amd\.com|gpu\.intel\.com)/", m):
+        reasons.append("insufficient_gpu")
+    if "node affinity" in m or "node selector" in m or "didn't match pod's node" in m:
+        reasons.append("node_affinity")
+    if "taint" in m:
+        reasons.append("taint")
+    if "exceeded quota" in m or "quota" in m:
+        reasons.append("quota")
+    return reasons or ["other"]
+
+
+@dataclass(slots=True)
+class KubeState:
+    """Caches fed by the watcher; ``on_pod_deleted`` fires at once for GPU pods that go away."""
+
+    pool_label: str = "gpu.platform/pool"
+    agent_selector: dict[str, str] = field(default_factory=dict)
+    pods: dict[tuple[str, str], PodInfo] = field(default_factory=dict)
+    tombstones: OrderedDict[tuple[str, str], PodInfo] = field(default_factory=OrderedDict)
+    nodes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> labels
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    quotas: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # (ns, name) -> hard, used
+    scheduling_messages: dict[tuple[str, str], str] = field(default_factory=dict)
+    quota_event_counts: dict[str, tuple[str, int]] = field(default_factory=dict)  # uid -> (ns, count)
+    new_quota_rejections: dict[str, tuple[str, int]] = field(default_factory=dict)
+    on_pod_deleted: Callable[[PodInfo], None] | None = None
+    last_event_at: float = 0.0
+
+    # -- lookups -------------------------------------------------------------------------------------
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        return self.pods.get((namespace, name)) or self.tombstones.get((namespace, name))
+
+    def pool_of(self, node: str) -> str:
+        return self.nodes.get(node, {}).get(self.pool_label, "")
+
+    def model_of_node(self, node: str) -> str | None:
+        product = self.nodes.get(node, {}).get("nvidia.com/gpu.product")
+        return product or None
+
+    def agent_pods(self) -> list[PodInfo]:
+        return [p for p in self.pods.values() if self._is_agent(p.labels) and p.pod_ip and p.phase == "Running"]
+
+    def pending_gpu_pods(self) -> list[PodInfo]:
+        return [p for p in self.pods.values() if p.phase == "Pending" and not p.node and p.gpus > 0]
+
+    def pending_reasons(self, pod: PodInfo) -> list[str]:
+        msg = pod.pending_message or self.scheduling_messages.get((pod.namespace, pod.name), "")
+        return classify_pending(msg) if msg else ["other"]
+
+    def quota_by_namespace(self) -> dict[str, tuple[float, float]]:
+        """Tightest GPU quota per namespace: (hard, used) of the quota with the least headroom."""
+        out: dict[str, tuple[float, float]] = {}
+        for (ns, _name), (hard, used) in self.quotas.items():
+            if ns not in out or hard - used < out[ns][0] - out[ns][1]:
+                out[ns] = (hard, used)
+        return out
+
+    def _is_agent(self, labels: dict[str, str]) -> bool:
+        return bool(self.agent_selector) and all(labels.get(k) == v for k, v in self.agent_selector.items())
+
+    # -- watch handler -------------------------------------------------------------------------------
+    def handle(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+        self.last_event_at = time.time()
+        if etype == "LISTED":
+            self._relisted(kind, obj["items"])
+            return
+        getattr(self, f"_on_{kind}")(etype, obj)
+
+    def _relisted(self, kind: str, items: list[dict[str, Any]]) -> None:
+        if kind == "pods":
+            before = dict(self.pods)
+            self.pods.clear()
+            for item in items:
+                self._on_pods("ADDED", item)
+            for key, info in before.items():  # deleted while we were not watching
+                if key not in self.pods:
+                    self._pod_gone(info)
+        elif kind == "nodes":
+            self.nodes.clear()
+        elif kind == "namespaces":
+            self.namespaces.clear()
+        elif kind == "resourcequotas":
+            self.quotas.clear()
+        if kind != "pods":
+            for item in items:
+                getattr(self, f"_on_{kind}")("ADDED", item)
+
+    def _pod_gone(self, info: PodInfo) -> None:
+        self.tombstones[(info.namespace, info.name)] = info
+        while len(self.tombstones) > TOMBSTONES:
+            self.tombstones.popitem(last=False)
+        if info.gpus > 0 and self.on_pod_deleted is not None:
+            self.on_pod_deleted(info)
+
+    def _on_pods(self, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if etype == "DELETED":
+            info = self.pods.pop(key, None)
+            if info is not None:
+                self._pod_gone(info)
+            return
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        gpus = 0.0
+        for ctr in spec.get("containers") or []:
+            res = ctr.get("resources") or {}
+            amounts = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+            gpus += sum(parse_quantity(v) for k, v in amounts.items() if GPU_RESOURCE_RE.match(k))
+        labels = meta.get("labels") or {}
+        if gpus <= 0 and not self._is_agent(labels):
+            self.pods.pop(key, None)
+            return
+        phase = status.get("phase", "")
+        if phase in ("Succeeded", "Failed"):
+            info = self.pods.pop(key, None)
+            if info is not None:
+                self._pod_gone(info)
+            return
+        pending_msg = ""
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                pending_msg = cond.get("message") or cond.get("reason") or ""
+        wkind, wname = workload_of(meta)
+        self.pods[key] = PodInfo(
+            namespace=key[0], name=key[1], uid=meta.get("uid", ""), node=spec.get("nodeName") or "", phase=phase,
+            gpus=gpus, workload=wname, workload_kind=wkind, priority_class=spec.get("priorityClassName") or "",
+            labels=labels, pod_ip=status.get("podIP") or "", pending_message=pending_msg,
+            created=meta.get("creationTimestamp") or "")
+
+    def _on_nodes(self, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if etype == "DELETED":
+            self.nodes.pop(meta.get("name", ""), None)
+        else:
+            self.nodes[meta.get("name", "")] = dict(meta.get("labels") or {})
+
+    def _on_namespaces(self, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if etype == "DELETED":
+            self.namespaces.pop(meta.get("name", ""), None)
+        else:
+            self.namespaces[meta.get("name", "")] = dict(meta.get("labels") or {})
+
+    def _on_resourcequotas(self, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if etype == "DELETED":
+            self.quotas.pop(key, None)
+            return
+        status = obj.get("status") or {}
+        hard = status.get("hard") or (obj.get("spec") or {}).get("hard") or {}
+        used = status.get("used") or {}
+        best: tuple[float, float] | None = None
+        for qkey, qhard in hard.items():
+            if qkey in QUOTA_KEYS or qkey.startswith(("requests.nvidia.com/mig-", "limits.nvidia.com/mig-")):
+                h, u = parse_quantity(qhard), parse_quantity(used.get(qkey, 0))
+                if best is None or h - u < best[0] - best[1]:
+                    best = (h, u)
+        if best is None:
+            self.quotas.pop(key, None)
+        else:
+            self.quotas[key] = best
+
+    def _on_events(self, etype: str, obj: dict[str, Any]) -> None:
+        if etype == "DELETED":
+            return
+        reason = obj.get("reason", "")
+        message = obj.get("message") or ""
+        involved = obj.get("involvedObject") or {}
+        meta = obj.get("metadata") or {}
+        ns = involved.get("namespace") or meta.get("namespace", "")
+        if reason == "FailedScheduling" and involved.get("kind") == "Pod":
+            self.scheduling_messages[(ns, involved.get("name", ""))] = message
+            if len(self.scheduling_messages) > TOMBSTONES:
+                self.scheduling_messages.pop(next(iter(self.scheduling_messages)))
+        elif reason == "FailedCreate" and "exceeded quota" in message and re.search(
+                r"nvidia\.com/|amd\.com/gpu|gpu\.intel\.com/", message):
+            uid = meta.get("uid") or f"{ns}/{meta.get('name')}"
+            count = int(obj.get("count") or (obj.get("series") or {}).get("count") or 1)
+            seen = self.quota_event_counts.get(uid, (ns, 0))[1]
+            if count > seen:
+                self.quota_event_counts[uid] = (ns, count)
+                prev_new = self.new_quota_rejections.get(uid, (ns, 0))[1]
+                self.new_quota_rejections[uid] = (ns, prev_new + count - seen)

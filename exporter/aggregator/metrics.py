@@ -1,0 +1,142 @@
+"""The aggregator's Prometheus collector over in-memory state: no SQL and no I/O per scrape."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from exporter.aggregator.kubestate import PENDING_REASONS
+
+if TYPE_CHECKING:
+    from exporter.aggregator.service import Aggregator
+
+
+class AggregatorCollector(Collector):
+    """Every series of the metrics contract (ARCHITECTURE.md) plus the aggregator's own health."""
+
+    def __init__(self, agg: Aggregator) -> None:
+        self.agg = agg
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        agg = self.agg
+        if not agg.is_leader:
+            yield GaugeMetricFamily("gpucost_aggregator_leader", "1 on the replica that accounts", value=0.0)
+            return
+        yield GaugeMetricFamily("gpucost_aggregator_leader", "1 on the replica that accounts", value=1.0)
+        books = agg.books
+        names = {
+            "gpucost_allocated_gpu_seconds": ("GPU-seconds held by pods (fraction x seconds)", 0),
+            "gpucost_used_gpu_seconds": ("GPU-seconds used (utilisation-weighted)", 1),
+            "gpucost_unmeasured_gpu_seconds": ("GPU-seconds held while no utilisation reading existed", 2),
+        }
+        fams = {n: CounterMetricFamily(n, doc, labels=["namespace"]) for n, (doc, _i) in names.items()}
+        per_ns: dict[str, list[float]] = defaultdict(lambda: [0.0] * 5)
+        cost = CounterMetricFamily("gpucost_cost", "money for allocated GPU time", labels=["namespace", "currency"])
+        idle_cost = CounterMetricFamily("gpucost_idle_cost", "money for allocated but idle GPU time",
+                                        labels=["namespace", "currency"])
+        for (ns, currency), v in sorted(books.totals.items()) if books else []:
+            acc = per_ns[ns]
+            for i in range(3):
+                acc[i] += v[i]
+            cost.add_metric([ns, currency], v[3])
+            idle_cost.add_metric([ns, currency], v[4])
+        for ns, acc in sorted(per_ns.items()):
+            for n, (_doc, i) in names.items():
+                fams[n].add_metric([ns], acc[i])
+        yield from fams.values()
+        yield cost
+        yield idle_cost
+        unalloc = CounterMetricFamily("gpucost_unallocated_gpu_seconds", "GPU-seconds of capacity nobody held",
+                                      labels=["node", "pool", "gpu_model"])
+        for (node, pool, model), s in sorted(books.unallocated_totals.items()) if books else []:
+            unalloc.add_metric([node, pool, model], s)
+        yield unalloc
+        unpriced = CounterMetricFamily("gpucost_unpriced_gpu_seconds",
+                                       "GPU-seconds of models missing from the pricing file (priced at default)",
+                                       labels=["gpu_model"])
+        for model, s in sorted(books.unpriced_seconds.items()) if books else []:
+            unpriced.add_metric([model], s)
+        yield unpriced
+
+        g = agg.gauges
+        alloc = GaugeMetricFamily("gpucost_allocated_gpus", "GPUs held now (fractional)", labels=["namespace"])
+        for ns, v in sorted(g.allocated_gpus.items()):
+            alloc.add_metric([ns], v)
+        yield alloc
+        util = GaugeMetricFamily("gpucost_gpu_utilization_ratio", "used / measured allocated GPU time, last tick",
+                                 labels=["namespace"])
+        for ns, v in sorted(g.ns_utilization.items()):
+            util.add_metric([ns], v)
+        yield util
+        wutil = GaugeMetricFamily("gpucost_workload_gpu_utilization_ratio",
+                                  "used / measured allocated GPU time of a workload, last tick",
+                                  labels=["namespace", "workload"])
+        for (ns, wl), v in sorted(g.workload_utilization.items()):
+            wutil.add_metric([ns, wl], v)
+        yield wutil
+        idle = GaugeMetricFamily("gpucost_pod_idle_seconds", "seconds a GPU holder has been below the idle threshold",
+                                 labels=["namespace", "pod", "workload"])
+        held = GaugeMetricFamily("gpucost_pod_allocated_gpus", "GPUs a pod holds now (fractional)",
+                                 labels=["namespace", "pod", "workload", "gpu_model"])
+        hourly = GaugeMetricFamily("gpucost_pod_hourly_cost", "what a pod's GPUs cost per hour now",
+                                   labels=["namespace", "pod", "workload", "currency"])
+        for (ns, pod), p in sorted(g.pods.items()):
+            idle.add_metric([ns, pod, p.workload], p.idle_seconds)
+            held.add_metric([ns, pod, p.workload, p.gpu_model], p.gpus)
+            hourly.add_metric([ns, pod, p.workload, agg.pricing.current.currency], p.hourly_cost)
+        yield idle
+        yield held
+        yield hourly
+        price = GaugeMetricFamily("gpucost_gpu_hourly_price", "price of one GPU-hour", labels=["gpu_model", "currency"])
+        doc = agg.pricing.current.doc
+        for model, p in sorted(doc.models.items()):
+            price.add_metric([model, doc.currency], p)
+        price.add_metric(["default", doc.currency], doc.default_price)
+        yield price
+        quota = GaugeMetricFamily("gpucost_quota_gpus", "GPU ResourceQuota per namespace (tightest)",
+                                  labels=["namespace", "type"])
+        for ns, (hard, used) in sorted(agg.kube.quota_by_namespace().items()):
+            quota.add_metric([ns, "hard"], hard)
+            quota.add_metric([ns, "used"], used)
+        yield quota
+        pending = GaugeMetricFamily("gpucost_pending_gpu_pods", "pending pods requesting GPUs, by reason",
+                                    labels=["namespace", "reason"])
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for pod in agg.kube.pending_gpu_pods():
+            for reason in agg.kube.pending_reasons(pod):
+                counts[(pod.namespace, reason)] += 1
+        for (ns, reason), n in sorted(counts.items()):
+            if reason in PENDING_REASONS:
+                pending.add_metric([ns, reason], n)
+        yield pending
+        rejections = CounterMetricFamily("gpucost_quota_rejections", "pod creations rejected by GPU quota",
+                                         labels=["namespace"])
+        rej: dict[str, int] = defaultdict(int)
+        for ns, count in agg.kube.quota_event_counts.values():
+            rej[ns] += count
+        for ns, n in sorted(rej.items()):
+            rejections.add_metric([ns], n)
+        yield rejections
+        agent_up = GaugeMetricFamily("gpucost_agent_up", "1 when the last pull of the node's agent succeeded",
+                                     labels=["node"])
+        dcgm_up = GaugeMetricFamily("gpucost_dcgm_up", "1 when the node's agent could scrape DCGM Exporter",
+                                    labels=["node"])
+        for node, (up, dcgm) in sorted(g.agents.items()):
+            agent_up.add_metric([node], 1.0 if up else 0.0)
+            dcgm_up.add_metric([node], 1.0 if dcgm else 0.0)
+        yield agent_up
+        yield dcgm_up
+        yield GaugeMetricFamily("gpucost_ledger_last_commit_timestamp_seconds",
+                                "when the ledger last committed a tick", value=g.last_commit)
+        yield GaugeMetricFamily("gpucost_aggregator_tick_duration_seconds", "wall time of the last tick",
+                                value=g.tick_duration)
+        yield CounterMetricFamily("gpucost_agent_resets", "agent epochs that changed (counter resets)",
+                                  value=books.resets_total if books else 0)
+        yield GaugeMetricFamily("gpucost_kube_up", "1 while the Kubernetes watch is healthy",
+                                value=1.0 if agg.kube_up else 0.0)
+        yield CounterMetricFamily("gpucost_pricing_reload_errors", "pricing file reloads rejected as invalid",
+                                  value=agg.pricing.reload_errors)

@@ -1,0 +1,132 @@
+"""Cost reports from the ledger: the same rows for ``gpu-cost-exporter report`` and ``/api/v1/report``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from exporter.aggregator.booking import hour_of
+from exporter.model.durations import parse_duration
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "namespace": ("namespace",),
+    "pod": ("namespace", "pod"),
+    "workload": ("namespace", "workload"),
+    "node": ("node",),
+    "pool": ("pool",),
+    "model": ("gpu_model",),
+    "priority_class": ("priority_class",),
+}
+CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}
+UNALLOCATED = "__unallocated__"
+FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost")
+
+Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
+
+
+class ReportError(ValueError):
+    """A bad report request (unknown grouping, unparseable window)."""
+
+
+def parse_time(text: str | None, now: float) -> float | None:
+    """RFC3339 (``2026-11-30T12:00:00Z``), a relative duration back from now (``24h``), or ``now``."""
+    if text is None or text == "":
+        return None
+    if text == "now":
+        return now
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ReportError(f"bad time {text!r}: use RFC3339 (2026-11-30T12:00:00Z) or a duration like 24h") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def build_report(query: Query, by: str, since: float | None, until: float | None) -> list[dict[str, Any]]:
+    """Rows grouped by ``by`` over the hour buckets that start in [since, until)."""
+    if by not in GROUPS:
+        raise ReportError(f"unknown --by {by!r}: use one of {', '.join(GROUPS)}")
+    if since is not None and until is not None and until < since:
+        raise ReportError("--until is before --since")
+    cols = GROUPS[by]
+    where, params = [], []
+    if since is not None:
+        where.append("hour >= ?")
+        params.append(hour_of(since))
+    if until is not None:
+        where.append("hour < ?")
+        params.append(until)
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    col_sql = ", ".join(cols)
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in query(
+        f"SELECT {col_sql}, currency, SUM(allocated_s), SUM(used_s), SUM(idle_s), SUM(unmeasured_s), SUM(cost), "
+        f"SUM(idle_cost) FROM usage {clause} GROUP BY {col_sql}, currency", params):
+        key = tuple(r[: len(cols) + 1])
+        row: dict[str, Any] = dict(zip(cols, r[: len(cols)], strict=True))
+        a, u, i, m, c, ic = r[len(cols) + 1:]
+        row.update(allocated_gpu_hours=a / 3600, used_gpu_hours=u / 3600, idle_gpu_hours=i / 3600,
+                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, currency=r[len(cols)])
+        rows[key] = row
+    unalloc = query(
+        f"SELECT {CAPACITY_GROUPS.get(by, 'currency')}, currency, SUM(seconds), SUM(cost) FROM unallocated {clause} "
+        f"GROUP BY {CAPACITY_GROUPS.get(by, 'currency')}, currency", params)
+    if by in CAPACITY_GROUPS:
+        for group, currency, seconds, cost in unalloc:
+            key = (group, currency)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = {cols[0]: group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+            row["unallocated_gpu_hours"] = seconds / 3600
+            row["unallocated_cost"] = cost
+        for row in rows.values():
+            row.setdefault("unallocated_gpu_hours", 0.0)
+            row.setdefault("unallocated_cost", 0.0)
+    else:
+        for _group, currency, seconds, cost in unalloc:
+            row = {c: UNALLOCATED for c in cols}
+            row.update(allocated_gpu_hours=0.0, used_gpu_hours=0.0, idle_gpu_hours=seconds / 3600,
+                       unmeasured_gpu_hours=0.0, cost=cost, idle_cost=cost, currency=currency)
+            rows[(UNALLOCATED,) * len(cols) + (currency,)] = row
+    return sorted(rows.values(), key=lambda r: (r[cols[0]] == UNALLOCATED, -r["cost"], str(r[cols[0]])))
+
+
+def _round(v: Any) -> Any:
+    return round(v, 6) if isinstance(v, float) and math.isfinite(v) else v
+
+
+def render(rows: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([{k: _round(v) for k, v in r.items()} for r in rows], indent=2) + "\n"
+    if not rows:
+        return "" if fmt == "csv" else "(no usage booked in this window)\n"
+    headers = list(rows[0].keys())
+    for r in rows[1:]:
+        headers += [k for k in r if k not in headers]
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=headers, lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: _round(v) for k, v in r.items()})
+        return buf.getvalue()
+    if fmt != "table":
+        raise ReportError(f"unknown --format {fmt!r}: use table, json or csv")
+    cells = [[(f"{r.get(h):,.2f}" if isinstance(r.get(h), float) else str(r.get(h, ""))) for h in headers]
+             for r in rows]
+    short = [h.replace("_gpu_hours", " GPU-h").replace("_", " ") for h in headers]
+    widths = [max(len(short[i]), *(len(c[i]) for c in cells)) for i in range(len(headers))]
+    lines = ["  ".join(s.ljust(w) if i < 1 else s.rjust(w) for i, (s, w) in enumerate(zip(short, widths, strict=True)))]
+    for c in cells:
+        lines.append("  ".join(v.ljust(w) if i < 1 else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths, strict=True))))
+    return "\n".join(lines) + "\n"

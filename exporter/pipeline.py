@@ -1,0 +1,194 @@
+"""The whole product on a simulated cluster: ``simulate`` (virtual clock) and ``demo`` (real time).
+
+Real agents and the real aggregator run against the simulator's real protocol peers; only the clock
+differs. Restart events stop and recreate daemon objects exactly as a process restart would (the agent
+resumes its state file, the aggregator reopens its ledger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from exporter.agent.service import Agent
+from exporter.agent.state import state_path
+from exporter.aggregator.pricing_source import PricingSource
+from exporter.aggregator.report import build_report, render
+from exporter.aggregator.service import Aggregator
+from exporter.clock import Clock, RealClock, VirtualClock
+from exporter.config import AgentSettings, AggregatorSettings
+from exporter.logs import get_logger
+from exporter.sim.cluster import Happening
+from exporter.sim.kube_store import KINDS
+from exporter.sim.runner import SimPeers, realtime_loop
+from exporter.sim.scenario import Scenario
+
+log = get_logger("pipeline")
+
+
+class Pipeline:
+    """Peers + one agent per node + the aggregator, wired together on loopback."""
+
+    def __init__(self, scenario: Scenario, workdir: Path, clock: Clock, ledger: Path | None = None,
+                 aggregator_listen: str | None = None) -> None:
+        self.scenario = scenario
+        self.clock = clock
+        self.peers = SimPeers(scenario, workdir, clock.now())
+        self.ledger = ledger
+        self.aggregator_listen = aggregator_listen
+        self.agents: dict[str, Agent] = {}
+        self.aggregator: Aggregator | None = None
+        # A virtual clock runs ticks far faster than real time; the kubelet budget is per real second.
+        self.podresources_qps = 5.0 if isinstance(clock, RealClock) else 1e6
+
+    def agent_settings(self, node: str) -> AgentSettings:
+        env = self.peers.agent_env(node)
+        return AgentSettings(node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=env["GPUCOST_LISTEN"],
+                             podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
+                             state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=self.scenario.tick,
+                             podresources_qps=self.podresources_qps)
+
+    def aggregator_settings(self) -> AggregatorSettings:
+        return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,
+                                  pricing_file=self.peers.pricing_file, agents=self.peers.agent_urls(),
+                                  kubeconfig=self.peers.kubeconfig, tick=self.scenario.tick,
+                                  pool_label=self.scenario.pool_label)
+
+    async def start(self, serve_aggregator: bool = True) -> None:
+        await self.peers.start(self.aggregator_listen)
+        for node in self.peers.nodes:
+            await self.start_agent(node)
+        await self.start_aggregator(serve_aggregator)
+
+    async def start_agent(self, node: str) -> None:
+        agent = Agent(self.agent_settings(node), clock=self.clock)
+        await agent.start_http()
+        self.agents[node] = agent
+
+    async def start_aggregator(self, serve_http: bool = True) -> None:
+        settings = self.aggregator_settings()
+        agg = Aggregator(settings, clock=self.clock, pricing=PricingSource(settings.pricing_file))
+        await agg.start(serve_http=serve_http)
+        await agg.wait_synced()
+        self.aggregator = agg
+
+    async def restart(self, h: Happening) -> None:
+        if h.type in ("agent_restart", "agent_state_loss") and h.node in self.agents:
+            await self.agents.pop(h.node).close()
+            if h.type == "agent_state_loss":
+                with contextlib.suppress(FileNotFoundError):
+                    state_path(self.peers.nodes[h.node].state_dir).unlink()
+            await self.start_agent(h.node)
+        elif h.type == "aggregator_restart" and self.aggregator is not None:
+            serve = self.aggregator._runner is not None
+            await self.aggregator.close()
+            self.aggregator = None
+            await self.start_aggregator(serve)
+
+    async def wait_watch_caught_up(self, timeout: float = 10.0) -> None:
+        """In virtual time, let the aggregator's watches see every API change made so far."""
+        agg = self.aggregator
+        if agg is None or agg.watcher is None:
+            return
+        store = self.peers.cluster.store
+        deadline = time.monotonic() + timeout
+        watcher = agg.watcher
+        while True:
+            behind = [k for k in KINDS if k in watcher.synced and (
+                not watcher.synced[k] or int(watcher.resource_version.get(k) or 0) < store.latest_rv(k))]
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                log.warning("watch_lagging", kinds=behind)
+                return
+            await asyncio.sleep(0.001)
+
+    async def close(self) -> None:
+        for agent in self.agents.values():
+            await agent.close()
+        if self.aggregator is not None:
+            await self.aggregator.close()
+        await self.peers.close()
+
+
+async def run_simulation(scenario: Scenario, ledger: Path, workdir: Path, out: TextIO | None = None) -> dict[str, float]:
+    """``gpu-cost-exporter simulate``: the whole scenario on a virtual clock; returns run statistics."""
+    wall0 = time.time()
+    start = float(int(wall0 // 3600) * 3600)  # scenario time 0 on an hour boundary: readable hourly rows
+    clock = VirtualClock(start)
+    pipe = Pipeline(scenario, workdir, clock, ledger=ledger)
+    await pipe.start(serve_aggregator=False)
+    ticks = int(scenario.duration // scenario.tick)
+    try:
+        for k in range(ticks + 1):
+            t = k * scenario.tick
+            clock.set(start + t)
+            for h in await pipe.peers.advance(t):
+                await pipe.restart(h)
+            await pipe.wait_watch_caught_up()
+            await asyncio.gather(*(a.tick() for a in pipe.agents.values()))
+            assert pipe.aggregator is not None
+            await pipe.aggregator.tick()
+    finally:
+        await pipe.close()
+    elapsed = time.time() - wall0
+    stats = {"ticks": ticks + 1, "simulated_seconds": scenario.duration, "wall_seconds": elapsed,
+             "speed": scenario.duration / elapsed if elapsed > 0 else 0.0}
+    if out is not None:
+        print(f"simulated {scenario.duration:g}s of '{scenario.source}' in {elapsed:.1f}s "
+              f"({stats['speed']:.0f}x), ledger: {ledger}", file=out)
+    return stats
+
+
+async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: float | None,
+                   out: TextIO = sys.stdout, refresh: float | None = None) -> None:
+    """``gpu-cost-exporter demo``: real time, real daemons, a cost table every tick."""
+    from exporter.runtime import install_stop_signals
+
+    stop = asyncio.Event()
+    install_stop_signals(stop)
+    clock = RealClock()
+    pipe = Pipeline(scenario, workdir, clock, aggregator_listen=listen)
+    await pipe.start()
+    agg_url = f"http://{listen}"
+    print(f"gpu-cost-exporter demo: simulated cluster '{scenario.source}' with {len(pipe.agents)} GPU nodes",
+          file=out)
+    print(f"  aggregator  {agg_url}/metrics  {agg_url}/api/v1/report  {agg_url}/healthz", file=out)
+    for node, agent in pipe.agents.items():
+        print(f"  agent {node:<14} http://{agent.settings.listen}/metrics  /v1/usage", file=out)
+    print(f"  ticks every {scenario.tick:g}s; Ctrl-C to stop\n", file=out)
+    out.flush()
+
+    async def on_happening(h: Happening) -> None:
+        log.info("scenario_event", type=h.type, node=h.node)
+        await pipe.restart(h)
+
+    tasks = [asyncio.create_task(realtime_loop(pipe.peers, stop, lambda h: asyncio.ensure_future(on_happening(h))))]
+    deadline = None if duration is None else time.monotonic() + duration
+    period = refresh or scenario.tick
+    try:
+        while not stop.is_set():
+            await asyncio.gather(*(a.tick() for a in pipe.agents.values()))
+            if pipe.aggregator is not None:
+                await pipe.aggregator.tick()
+                rows = await pipe.aggregator.ledger.run_report("namespace", None, None)
+                elapsed = clock.now() - pipe.peers.wall_start
+                print(f"--- t+{elapsed:5.0f}s  cost so far by namespace ---", file=out)
+                print(render(rows, "table"), file=out)
+                out.flush()
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), period)
+    finally:
+        stop.set()
+        for t in tasks:
+            await t
+        await pipe.close()
+
+
+__all__ = ["Pipeline", "build_report", "run_demo", "run_simulation"]

@@ -1,0 +1,190 @@
+"""Runs a scenario: the simulated peers, and (for ``simulate`` and ``demo``) the real agents and aggregator.
+
+``simulate`` steps a virtual clock tick by tick as fast as the machine allows while every byte still
+crosses real HTTP and gRPC connections on loopback; ``demo`` and ``sim-cluster`` run in real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+from aiohttp import web
+
+from exporter.sim.cluster import Happening, SimCluster
+from exporter.sim.kube_server import KubeApiServer
+from exporter.sim.peers import DcgmEndpoint, PodResourcesServer
+from exporter.sim.scenario import Scenario
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(slots=True)
+class NodePorts:
+    dcgm: DcgmEndpoint
+    kubelet: PodResourcesServer
+    agent_listen: str
+    state_dir: Path
+
+
+@dataclass
+class SimPeers:
+    """Every simulated peer of one scenario, on loopback, plus the files that point daemons at them."""
+
+    scenario: Scenario
+    workdir: Path
+    wall_start: float
+    cluster: SimCluster = field(init=False)
+    api: KubeApiServer = field(init=False)
+    nodes: dict[str, NodePorts] = field(default_factory=dict)
+    api_port: int = 0
+    aggregator_listen: str = ""
+    _api_runner: web.AppRunner | None = None
+
+    def __post_init__(self) -> None:
+        self.cluster = SimCluster(self.scenario, self.wall_start)
+        self.api = KubeApiServer(self.cluster.store)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def pricing_file(self) -> Path:
+        return self.workdir / "pricing.yaml"
+
+    @property
+    def ledger(self) -> Path:
+        return self.workdir / "ledger.db"
+
+    def agent_urls(self) -> list[str]:
+        return [f"http://{n.agent_listen}" for n in self.nodes.values()]
+
+    async def start(self, aggregator_listen: str | None = None) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.cluster.advance(0.0)
+        self.api_port = free_port()
+        self._api_runner = web.AppRunner(self.api.app, access_log=None)
+        await self._api_runner.setup()
+        await web.TCPSite(self._api_runner, HOST, self.api_port).start()
+        for name in self.cluster.layouts:
+            dcgm = DcgmEndpoint(self.cluster, name, HOST, free_port())
+            await dcgm.start()
+            sock = self.workdir / "kubelet" / name / "pod-resources" / "kubelet.sock"
+            kubelet = PodResourcesServer(self.cluster, name, sock)
+            await kubelet.start()
+            self.nodes[name] = NodePorts(dcgm, kubelet, f"{HOST}:{free_port()}", self.workdir / "state" / name)
+        self.aggregator_listen = aggregator_listen or f"{HOST}:{free_port()}"
+        self._write_files()
+
+    def _write_files(self) -> None:
+        self.kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "sim",
+            "clusters": [{"name": "sim", "cluster": {"server": f"http://{HOST}:{self.api_port}"}}],
+            "users": [{"name": "sim", "user": {"token": "sim-token"}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
+        }))
+        self.pricing_file.write_text(yaml.safe_dump(self.scenario.pricing_document(), sort_keys=False))
+        agents_dir = self.workdir / "agents"
+        agents_dir.mkdir(exist_ok=True)
+        for name, n in self.nodes.items():
+            (agents_dir / f"{name}.env").write_text("".join(f"{k}={v}\n" for k, v in self.agent_env(name).items()))
+        (self.workdir / "aggregator.env").write_text(
+            "".join(f"{k}={v}\n" for k, v in self.aggregator_env().items()))
+
+    def agent_env(self, name: str) -> dict[str, str]:
+        n = self.nodes[name]
+        return {"GPUCOST_NODE_NAME": name, "GPUCOST_DCGM_URL": n.dcgm.url,
+                "GPUCOST_PODRESOURCES_SOCKET": str(n.kubelet.socket_path), "GPUCOST_LISTEN": n.agent_listen,
+                "GPUCOST_STATE_DIR": str(n.state_dir), "GPUCOST_TICK": f"{self.scenario.tick:g}s"}
+
+    def aggregator_env(self) -> dict[str, str]:
+        return {"GPUCOST_LISTEN": self.aggregator_listen, "GPUCOST_LEDGER": str(self.ledger),
+                "GPUCOST_PRICING_FILE": str(self.pricing_file), "GPUCOST_AGENTS": ",".join(self.agent_urls()),
+                "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
+                "GPUCOST_POOL_LABEL": self.scenario.pool_label}
+
+    async def advance(self, t: float) -> list[Happening]:
+        """Move the cluster to scenario time ``t`` and carry out peer outages; return daemon restarts."""
+        fired = self.cluster.advance(t)
+        driver: list[Happening] = []
+        for h in fired:
+            node = self.nodes.get(h.node or "")
+            if h.type == "dcgm_down:start" and node:
+                await node.dcgm.stop_listening()
+            elif h.type == "dcgm_down:end" and node:
+                await node.dcgm.start()
+            elif h.type == "podresources_down:start" and node:
+                await node.kubelet.stop()
+            elif h.type == "podresources_down:end" and node:
+                await node.kubelet.start()
+            else:
+                driver.append(h)
+        return driver
+
+    async def close(self) -> None:
+        for n in self.nodes.values():
+            await n.dcgm.close()
+            await n.kubelet.stop()
+        if self._api_runner is not None:
+            await self._api_runner.cleanup()
+
+
+async def realtime_loop(peers: SimPeers, stop: asyncio.Event,
+                        on_happening: Callable[[Happening], Any] | None = None, period: float = 0.1) -> None:
+    """Advance the cluster with the wall clock until ``stop`` is set."""
+    while not stop.is_set():
+        for h in await peers.advance(time.time() - peers.wall_start):
+            if on_happening is not None:
+                on_happening(h)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+
+
+async def serve_sim_cluster(scenario: Scenario, workdir: Path, out: TextIO = sys.stdout,
+                            stop: asyncio.Event | None = None) -> None:
+    """``gpu-cost-exporter sim-cluster``: serve only the peers, in real time, until SIGTERM."""
+    from exporter.runtime import install_stop_signals
+
+    stop = stop or asyncio.Event()
+    install_stop_signals(stop)
+    peers = SimPeers(scenario, workdir, time.time())
+    await peers.start()
+    ready = workdir / "ready"
+    ready.touch()
+    print(f"simulated cluster '{scenario.source}' is serving ({len(peers.nodes)} nodes)", file=out)
+    print(f"  Kubernetes API : http://{HOST}:{peers.api_port}   kubeconfig: {peers.kubeconfig}", file=out)
+    for name, n in peers.nodes.items():
+        print(f"  {name:<16} DCGM {n.dcgm.url}  kubelet {n.kubelet.socket_path}", file=out)
+    print("start an agent per node and the aggregator with:", file=out)
+    for name in peers.nodes:
+        print(f"  env $(cat {workdir}/agents/{name}.env | xargs) gpu-cost-exporter agent", file=out)
+    print(f"  env $(cat {workdir}/aggregator.env | xargs) gpu-cost-exporter aggregator", file=out)
+    out.flush()
+    try:
+        await realtime_loop(peers, stop)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            ready.unlink()
+        await peers.close()
+
+
+def reset_dir(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
