@@ -39,7 +39,7 @@ class _Base(BaseSettings):
     @field_validator("listen")
     @classmethod
     def _host_port(cls, v: str) -> str:
-        host, sep, port = v.rpartition(":")
+        _host, sep, port = v.rpartition(":")
         if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError(f"expected host:port, got {v!r}")
         return v

@@ -115,7 +115,8 @@ class Pipeline:
         await self.peers.close()
 
 
-async def run_simulation(scenario: Scenario, ledger: Path, workdir: Path, out: TextIO | None = None) -> dict[str, float]:
+async def run_simulation(scenario: Scenario, ledger: Path, workdir: Path,
+                         out: TextIO | None = None) -> dict[str, float]:
     """``gpu-cost-exporter simulate``: the whole scenario on a virtual clock; returns run statistics."""
     wall0 = time.time()
     start = float(int(wall0 // 3600) * 3600)  # scenario time 0 on an hour boundary: readable hourly rows

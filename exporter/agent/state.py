@@ -93,7 +93,7 @@ def write_state(path: Path, state: dict[str, Any]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    tmp.replace(path)
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)

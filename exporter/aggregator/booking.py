@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState, TickWrite
-from exporter.model.accounting import Usage, counter_delta, cost_of
+from exporter.model.accounting import Usage, cost_of, counter_delta
 from exporter.model.pricing import Pricing
 from exporter.model.usage import UsageSnapshot
 

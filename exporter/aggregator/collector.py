@@ -50,7 +50,7 @@ class AgentPuller:
                 body = await resp.content.read(MAX_USAGE_BYTES + 1)
                 if len(body) > MAX_USAGE_BYTES:
                     raise PeerResponseTooLarge(f"{target}: over {MAX_USAGE_BYTES} bytes")
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
             raise PeerUnavailable(f"{target}: {exc!r}") from exc
         except aiohttp.ClientError as exc:
             raise PeerBadResponse(f"{target}: {exc!r}") from exc

@@ -147,9 +147,11 @@ class Ledger:
     # -- state ---------------------------------------------------------------------------------------
     def load_state_sync(self) -> LedgerState:
         db = self._db()
-        agents = {r[0]: (r[1], float(r[2]), int(r[3])) for r in db.execute("SELECT node, epoch, booked_ts, seq FROM agents")}
+        agents = {r[0]: (r[1], float(r[2]), int(r[3]))
+                  for r in db.execute("SELECT node, epoch, booked_ts, seq FROM agents")}
         hwm: dict[str, dict[str, tuple[float, float, float, float]]] = {}
-        for node, key, a, u, m, e in db.execute("SELECT node, key, allocated_s, used_s, unmeasured_s, energy_j FROM hwm"):
+        for node, key, a, u, m, e in db.execute(
+                "SELECT node, key, allocated_s, used_s, unmeasured_s, energy_j FROM hwm"):
             hwm.setdefault(node, {})[key] = (a, u, m, e)
         totals = {(r[0], r[1]): list(r[2:]) for r in db.execute(
             "SELECT namespace, currency, allocated_s, used_s, unmeasured_s, cost, idle_cost FROM totals")}
@@ -170,11 +172,13 @@ class Ledger:
                 marks = ", ".join("?" * (len(USAGE_KEY) + len(USAGE_VALUES)))
                 upd = ", ".join(f"{c} = {c} + excluded.{c}" for c in USAGE_VALUES)
                 db.executemany(
-                    f"INSERT INTO usage ({cols}) VALUES ({marks}) ON CONFLICT ({', '.join(USAGE_KEY)}) DO UPDATE SET {upd}",
+                    f"INSERT INTO usage ({cols}) VALUES ({marks}) "
+                    f"ON CONFLICT ({', '.join(USAGE_KEY)}) DO UPDATE SET {upd}",
                     [(*k, *v) for k, v in w.usage.items()])
             if w.unallocated:
                 db.executemany(
-                    "INSERT INTO unallocated (hour, node, pool, gpu_model, currency, seconds, cost) VALUES (?,?,?,?,?,?,?) "
+                    "INSERT INTO unallocated (hour, node, pool, gpu_model, currency, seconds, cost) "
+                    "VALUES (?,?,?,?,?,?,?) "
                     "ON CONFLICT (hour, node, pool, gpu_model, currency) DO UPDATE SET "
                     "seconds = seconds + excluded.seconds, cost = cost + excluded.cost",
                     [(*k, *v) for k, v in w.unallocated.items()])
@@ -187,7 +191,8 @@ class Ledger:
                     "INSERT OR REPLACE INTO hwm (node, key, allocated_s, used_s, unmeasured_s, energy_j) "
                     "VALUES (?,?,?,?,?,?)", w.hwm)
             if w.agents:
-                db.executemany("INSERT OR REPLACE INTO agents (node, epoch, booked_ts, seq) VALUES (?,?,?,?)", w.agents)
+                db.executemany("INSERT OR REPLACE INTO agents (node, epoch, booked_ts, seq) VALUES (?,?,?,?)",
+                               w.agents)
             if w.totals:
                 db.executemany(
                     "INSERT INTO totals (namespace, currency, allocated_s, used_s, unmeasured_s, cost, idle_cost) "

@@ -64,19 +64,19 @@ class AggregatorCollector(Collector):
 
         g = agg.gauges
         alloc = GaugeMetricFamily("gpucost_allocated_gpus", "GPUs held now (fractional)", labels=["namespace"])
-        for ns, v in sorted(g.allocated_gpus.items()):
-            alloc.add_metric([ns], v)
+        for ns, gpus in sorted(g.allocated_gpus.items()):
+            alloc.add_metric([ns], gpus)
         yield alloc
         util = GaugeMetricFamily("gpucost_gpu_utilization_ratio", "used / measured allocated GPU time, last tick",
                                  labels=["namespace"])
-        for ns, v in sorted(g.ns_utilization.items()):
-            util.add_metric([ns], v)
+        for ns, ratio in sorted(g.ns_utilization.items()):
+            util.add_metric([ns], ratio)
         yield util
         wutil = GaugeMetricFamily("gpucost_workload_gpu_utilization_ratio",
                                   "used / measured allocated GPU time of a workload, last tick",
                                   labels=["namespace", "workload"])
-        for (ns, wl), v in sorted(g.workload_utilization.items()):
-            wutil.add_metric([ns, wl], v)
+        for (ns, wl), wratio in sorted(g.workload_utilization.items()):
+            wutil.add_metric([ns, wl], wratio)
         yield wutil
         idle = GaugeMetricFamily("gpucost_pod_idle_seconds", "seconds a GPU holder has been below the idle threshold",
                                  labels=["namespace", "pod", "workload"])
@@ -84,17 +84,17 @@ class AggregatorCollector(Collector):
                                  labels=["namespace", "pod", "workload", "gpu_model"])
         hourly = GaugeMetricFamily("gpucost_pod_hourly_cost", "what a pod's GPUs cost per hour now",
                                    labels=["namespace", "pod", "workload", "currency"])
-        for (ns, pod), p in sorted(g.pods.items()):
-            idle.add_metric([ns, pod, p.workload], p.idle_seconds)
-            held.add_metric([ns, pod, p.workload, p.gpu_model], p.gpus)
-            hourly.add_metric([ns, pod, p.workload, agg.pricing.current.currency], p.hourly_cost)
+        for (ns, pod_name), pg in sorted(g.pods.items()):
+            idle.add_metric([ns, pod_name, pg.workload], pg.idle_seconds)
+            held.add_metric([ns, pod_name, pg.workload, pg.gpu_model], pg.gpus)
+            hourly.add_metric([ns, pod_name, pg.workload, agg.pricing.current.currency], pg.hourly_cost)
         yield idle
         yield held
         yield hourly
         price = GaugeMetricFamily("gpucost_gpu_hourly_price", "price of one GPU-hour", labels=["gpu_model", "currency"])
         doc = agg.pricing.current.doc
-        for model, p in sorted(doc.models.items()):
-            price.add_metric([model, doc.currency], p)
+        for model, model_price in sorted(doc.models.items()):
+            price.add_metric([model, doc.currency], model_price)
         price.add_metric(["default", doc.currency], doc.default_price)
         yield price
         quota = GaugeMetricFamily("gpucost_quota_gpus", "GPU ResourceQuota per namespace (tightest)",
@@ -106,20 +106,20 @@ class AggregatorCollector(Collector):
         pending = GaugeMetricFamily("gpucost_pending_gpu_pods", "pending pods requesting GPUs, by reason",
                                     labels=["namespace", "reason"])
         counts: dict[tuple[str, str], int] = defaultdict(int)
-        for pod in agg.kube.pending_gpu_pods():
-            for reason in agg.kube.pending_reasons(pod):
-                counts[(pod.namespace, reason)] += 1
-        for (ns, reason), n in sorted(counts.items()):
+        for pending_pod in agg.kube.pending_gpu_pods():
+            for reason in agg.kube.pending_reasons(pending_pod):
+                counts[(pending_pod.namespace, reason)] += 1
+        for (ns, reason), npods in sorted(counts.items()):
             if reason in PENDING_REASONS:
-                pending.add_metric([ns, reason], n)
+                pending.add_metric([ns, reason], npods)
         yield pending
         rejections = CounterMetricFamily("gpucost_quota_rejections", "pod creations rejected by GPU quota",
                                          labels=["namespace"])
         rej: dict[str, int] = defaultdict(int)
         for ns, count in agg.kube.quota_event_counts.values():
             rej[ns] += count
-        for ns, n in sorted(rej.items()):
-            rejections.add_metric([ns], n)
+        for ns, nrej in sorted(rej.items()):
+            rejections.add_metric([ns], nrej)
         yield rejections
         agent_up = GaugeMetricFamily("gpucost_agent_up", "1 when the last pull of the node's agent succeeded",
                                      labels=["node"])

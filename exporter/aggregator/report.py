@@ -59,7 +59,8 @@ def build_report(query: Query, by: str, since: float | None, until: float | None
     if since is not None and until is not None and until < since:
         raise ReportError("--until is before --since")
     cols = GROUPS[by]
-    where, params = [], []
+    where: list[str] = []
+    params: list[float] = []
     if since is not None:
         where.append("hour >= ?")
         params.append(hour_of(since))
@@ -84,11 +85,11 @@ def build_report(query: Query, by: str, since: float | None, until: float | None
     if by in CAPACITY_GROUPS:
         for group, currency, seconds, cost in unalloc:
             key = (group, currency)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = {cols[0]: group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
-            row["unallocated_gpu_hours"] = seconds / 3600
-            row["unallocated_cost"] = cost
+            existing = rows.get(key)
+            if existing is None:
+                existing = rows[key] = {cols[0]: group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+            existing["unallocated_gpu_hours"] = seconds / 3600
+            existing["unallocated_cost"] = cost
         for row in rows.values():
             row.setdefault("unallocated_gpu_hours", 0.0)
             row.setdefault("unallocated_cost", 0.0)
@@ -128,5 +129,6 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
     widths = [max(len(short[i]), *(len(c[i]) for c in cells)) for i in range(len(headers))]
     lines = ["  ".join(s.ljust(w) if i < 1 else s.rjust(w) for i, (s, w) in enumerate(zip(short, widths, strict=True)))]
     for c in cells:
-        lines.append("  ".join(v.ljust(w) if i < 1 else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths, strict=True))))
+        pairs = enumerate(zip(c, widths, strict=True))
+        lines.append("  ".join(v.ljust(w) if i < 1 else v.rjust(w) for i, (v, w) in pairs))
     return "\n".join(lines) + "\n"

@@ -268,7 +268,7 @@ class Aggregator:
     async def _safe_tick(self) -> None:
         try:
             await self.tick()
-        except Exception as exc:  # noqa: BLE001 - a failed tick is retried next tick; nothing was committed
+        except Exception as exc:
             log.error("tick_failed", error=repr(exc))
 
     async def compact(self) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 
 from exporter.clients.errors import PeerBadResponse, PeerResponseTooLarge, PeerUnavailable
@@ -44,7 +42,7 @@ class DcgmClient:
                         raise PeerResponseTooLarge(f"DCGM body exceeds {self.max_bytes} bytes")
                     chunks.append(chunk)
                 return b"".join(chunks).decode("utf-8", errors="replace")
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
             raise PeerUnavailable(f"DCGM Exporter unreachable at {self.url}: {exc!r}") from exc
         except aiohttp.ClientError as exc:
             raise PeerBadResponse(f"DCGM Exporter error: {exc!r}") from exc

@@ -114,7 +114,7 @@ class Watcher:
                 log.info("watch_expired_relist", kind=spec.kind)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - any fault of the peer: back off and retry
+            except Exception as exc:
                 self.errors += 1
                 self.up = False
                 delay = next(delays)
@@ -125,7 +125,7 @@ class Watcher:
         method = getattr(self.api, spec.method)
         try:
             resp: aiohttp.ClientResponse = await method(**self._kwargs(spec), **extra)
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
             raise PeerUnavailable(f"API server unreachable: {exc!r}") from exc
         if resp.status == 410:
             resp.release()

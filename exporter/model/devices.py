@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 #: Compute slices of a whole GPU by model family. A MIG profile "Ng.*" holds N of them.
 #: A30 GPUs have four slices; A100/H100/H200/B200/GB200 have seven.
@@ -13,7 +13,7 @@ _FOUR_SLICE_PROFILES = {"1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb
 _PROFILE_RE = re.compile(r"^(\d+)g\.(\d+)gb")
 
 
-class DeviceKind(str, Enum):
+class DeviceKind(StrEnum):
     """What a pod-resources device ID names."""
 
     GPU = "gpu"  # a whole physical GPU

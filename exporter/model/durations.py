@@ -37,7 +37,7 @@ def parse_duration(value: object) -> float:
 
 def format_duration(seconds: float) -> str:
     """Short human form: 3725 -> ``1h2m5s``."""
-    s = int(round(seconds))
+    s = round(seconds)
     out = ""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if s >= size:

@@ -58,7 +58,8 @@ class SimCluster:
         self._energy_t = 0.0
         self._timeline = self._build_timeline()
         self._next = 0
-        self._pod_uids = {(p.namespace, p.name): str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"pod/{p.namespace}/{p.name}"))
+        self._pod_uids = {(p.namespace, p.name): str(uuidlib.uuid5(uuidlib.NAMESPACE_URL,
+                                                                    f"pod/{p.namespace}/{p.name}"))
                           for p in scenario.pods}
         self.hostnames = {n: f"dcgm-exporter-{hashlib.sha1(n.encode()).hexdigest()[:5]}" for n in self.layouts}
         self.event_counter = 0
@@ -186,7 +187,7 @@ class SimCluster:
                 "status": {"phase": "Active"}})
             if ns.gpu_quota is not None:
                 self.store.upsert("resourcequotas", self._quota_object(ns.name, ns.gpu_quota, 0))
-        for node, layout in self.layouts.items():
+        for _node, layout in self.layouts.items():
             self.store.upsert("nodes", self.node_object(layout))
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
@@ -253,7 +254,8 @@ class SimCluster:
             status = {"phase": "Pending", "conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                 "message": self.pending_message(pod), "lastTransitionTime": iso(created)}]}
-        meta: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": self._pod_uids[(pod.namespace, pod.name)],
+        meta: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace,
+                                "uid": self._pod_uids[(pod.namespace, pod.name)],
                                 "labels": labels, "creationTimestamp": iso(created)}
         if owner_refs:
             meta["ownerReferences"] = owner_refs
@@ -337,10 +339,6 @@ class SimCluster:
             extra = "".join(f',{k}="{v}"' for k, v in pod.items())
             return f"{e[0]},{host}{extra}"
 
-        idle_w, max_w = _lookup(_MODEL_WATTS, spec.model, (50.0, 300.0))
-        gpu_util_all = {g.uuid: 0.0 for g in layout.gpus}
-        for e in entities:
-            gpu_util_all[e[5].uuid] += e[2] if not e[1] else 0.0
         family("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
                [(lbl(e), str(1980 if e[2] > 0 else 345)) for e in entities])
         family("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
@@ -359,9 +357,9 @@ class SimCluster:
         whole = [e for e in entities if not e[1]]
         if whole:
             family("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
-                   [(lbl(e), str(int(round(e[2] * 100)))) for e in whole])
+                   [(lbl(e), str(round(e[2] * 100))) for e in whole])
             family("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
-                   [(lbl(e), str(int(round(e[2] * 40)))) for e in whole])
+                   [(lbl(e), str(round(e[2] * 40))) for e in whole])
         family("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", [(lbl(e), "0") for e in entities])
         family("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", [(lbl(e), "0") for e in entities])
         family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
@@ -392,7 +390,6 @@ class SimCluster:
         family("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - "
                "including both protocol headers and data payloads - in bytes per second.",
                [(lbl(e), str(int(2_000_000 + e[2] * 9e7))) for e in entities])
-        del idle_w, max_w, gpu_util_all
         return "".join(out)
 
     @staticmethod

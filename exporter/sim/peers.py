@@ -82,7 +82,7 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
             name=container, devices=[pb.ContainerDevices(resource_name=resource, device_ids=devices)],
             cpu_ids=[])])
 
-    async def List(self, request: pb.ListPodResourcesRequest, context: object) -> pb.ListPodResourcesResponse:  # noqa: N802
+    async def List(self, request: pb.ListPodResourcesRequest, context: object) -> pb.ListPodResourcesResponse:
         self.owner.calls += 1
         if self.owner.before_call is not None:
             self.owner.before_call()
@@ -91,14 +91,15 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
             self._pod(p.namespace, p.name, devs, p.resource, p.container)
             for p, devs in cluster.pod_resources(self.owner.node)])
 
-    async def GetAllocatableResources(self, request: pb.AllocatableResourcesRequest,  # noqa: N802
+    async def GetAllocatableResources(self, request: pb.AllocatableResourcesRequest,
                                       context: object) -> pb.AllocatableResourcesResponse:
         self.owner.calls += 1
         layout = self.owner.cluster.layouts[self.owner.node]
         return pb.AllocatableResourcesResponse(devices=[
             pb.ContainerDevices(resource_name=r, device_ids=ids) for r, ids in sorted(layout.resources.items())])
 
-    async def Get(self, request: pb.GetPodResourcesRequest, context: grpc.aio.ServicerContext) -> pb.GetPodResourcesResponse:  # noqa: N802
+    async def Get(self, request: pb.GetPodResourcesRequest,
+                  context: grpc.aio.ServicerContext) -> pb.GetPodResourcesResponse:
         self.owner.calls += 1
         for p, devs in self.owner.cluster.pod_resources(self.owner.node):
             if p.name == request.pod_name and p.namespace == request.pod_namespace:

@@ -102,7 +102,7 @@ class SimPeers:
         self.pricing_file.write_text(yaml.safe_dump(self.scenario.pricing_document(), sort_keys=False))
         agents_dir = self.workdir / "agents"
         agents_dir.mkdir(exist_ok=True)
-        for name, n in self.nodes.items():
+        for name, _n in self.nodes.items():
             (agents_dir / f"{name}.env").write_text("".join(f"{k}={v}\n" for k, v in self.agent_env(name).items()))
         (self.workdir / "aggregator.env").write_text(
             "".join(f"{k}={v}\n" for k, v in self.aggregator_env().items()))

@@ -4,5 +4,5 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 cd "$root"
-python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. \
+python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. \
   exporter/clients/proto/podresources_v1.proto

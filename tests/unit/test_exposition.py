@@ -1,0 +1,204 @@
+"""The DCGM exposition parser: correctness on DCGM Exporter's shapes, hostile input, and equivalence
+with prometheus-client's parser on anything both accept."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.agent.dcgm_devices import build_devices, parse_name_table
+from exporter.clients.exposition import parse_exposition
+from tests.conftest import SHARED_FIXTURES
+
+
+def test_escapes_nan_inf_timestamps_and_bad_lines() -> None:
+    """Escaped label values, special floats and timestamps parse; a malformed line is skipped and counted."""
+    text = (
+        '# HELP m A help with \\n newline\n# TYPE m gauge\n'
+        'm{a="x\\"y",b="back\\\\slash",c="line\\nbreak"} NaN 1700000000000\n'
+        'm{a="2"} +Inf\nm{a="3"} -Inf\n'
+        "this is { not valid\n"
+        'm{a="4",} 1.5e3\n'
+        "bare 7\n"
+    )
+    r = parse_exposition(text)
+    assert r.errors == 1
+    assert r.types["m"] == "gauge"
+    s = r.samples
+    assert s[0].labels == {"a": 'x"y', "b": "back\\slash", "c": "line\nbreak"}
+    assert math.isnan(s[0].value) and s[0].timestamp_ms == 1700000000000
+    assert s[1].value == math.inf and s[2].value == -math.inf
+    assert s[3].labels == {"a": "4"} and s[3].value == 1500.0
+    assert (s[4].name, s[4].labels, s[4].value) == ("bare", {}, 7.0)
+
+
+@pytest.mark.parametrize("line", [
+    'm{a="unterminated} 1', 'm{a="bad\\q"} 1', 'm{a="1",a="2"} 1', "m{a=1} 1", "m 1_000", "m{} ", '{a="1"} 1',
+])
+def test_malformed_lines_never_raise(line: str) -> None:
+    """Each hostile line is counted as an error, never an exception."""
+    r = parse_exposition(line + "\n")
+    assert r.errors == 1 and r.samples == []
+
+
+def test_huge_body_is_linear_and_bounded() -> None:
+    """A 10 MB body of junk and samples parses without raising."""
+    junk = ("x" * 1000 + "\n") * 5000 + 'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1"} 150\n' * 5000
+    r = parse_exposition(junk)
+    assert r.errors == 5000 and len(r.samples) == 5000
+
+
+def test_name_table_units_and_ranges() -> None:
+    """Classic names convert %, MiB and mJ; 4.9 names are ratios, bytes and joules; extras come from settings."""
+    text = (
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="M"} 42\n'
+        'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",modelName="M"} 2\n'
+        'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",UUID="GPU-a",modelName="M"} 5000\n'
+        'DCGM_FI_DEV_GPU_UTIL_RATIO{gpu="1",UUID="GPU-b",modelName="M"} 0.25\n'
+        'DCGM_FI_DEV_FB_USED_BYTES{gpu="1",UUID="GPU-b",modelName="M"} 1024\n'
+        'DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL{gpu="1",UUID="GPU-b",modelName="M"} 7\n'
+        'MY_UTIL_PERMILLE{gpu="2",UUID="GPU-c",modelName="M"} 500\n'
+    )
+    table = {**build_devices.__globals__["DEFAULT_NAME_TABLE"], **parse_name_table("MY_UTIL_PERMILLE=util:0.001")}
+    devs = build_devices(parse_exposition(text).samples, table)
+    a, b, c = devs[("GPU-a", "")], devs[("GPU-b", "")], devs[("GPU-c", "")]
+    assert (a.util, a.fb_used, a.energy) == (pytest.approx(0.42), 2 * 1048576, pytest.approx(5.0))
+    assert (b.util, b.fb_used, b.energy) == (0.25, 1024, 7)
+    assert c.util == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="bad metric-name entry"):
+        parse_name_table("X=bogus")
+
+
+def test_gr_engine_preferred_and_mig_instances_separate() -> None:
+    """GR engine activity wins over GPU_UTIL; MIG instances are separate devices; pod labels are kept."""
+    text = (
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="M"} 90\n'
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-a",modelName="M"} 0.3\n'
+        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="1",UUID="GPU-b",modelName="M",GPU_I_PROFILE="1g.10gb",GPU_I_ID="7",'
+        'exported_namespace="ns",exported_pod="p",exported_container="c"} 0.6\n'
+    )
+    devs = build_devices(parse_exposition(text).samples)
+    assert devs[("GPU-a", "")].utilization_raw == 0.3
+    mig = devs[("GPU-b", "7")]
+    assert (mig.mig_profile, mig.utilization_raw, mig.pods) == ("1g.10gb", 0.6, {("ns", "p", "c")})
+
+
+# -- conformance with real captures (skipped when ../shared is absent) -------------------------------
+needs_fixtures = pytest.mark.skipif(not SHARED_FIXTURES.is_dir(), reason="../shared/fixtures/dcgm absent")
+
+
+def _fixture(name: str) -> str:
+    return (SHARED_FIXTURES / name).read_text()
+
+
+@needs_fixtures
+def test_every_fixture_parses_like_prometheus_client() -> None:
+    """Every captured file parses with no errors and to the same samples as prometheus-client."""
+    for path in sorted(Path(SHARED_FIXTURES).glob("*.txt")):
+        text = path.read_text()
+        ours = parse_exposition(text)
+        assert ours.errors == 0, path.name
+        # prometheus-client appends _total to counters that lack it; DCGM's counters lack it.
+        theirs = [(s.name.removesuffix("_total"), s.labels, s.value)
+                  for f in text_string_to_metric_families(text) for s in f.samples]
+        assert [(s.name.removesuffix("_total"), s.labels, s.value) for s in ours.samples] == theirs, path.name
+
+
+@needs_fixtures
+def test_l4_full_scrape_values() -> None:
+    """L4 capture: one GPU, GR engine 0, GPU_UTIL 0, 16.365 W, energy 4742776 mJ = 4742.776 J, no pods."""
+    devs = build_devices(parse_exposition(_fixture("l4_gpu-operator_full_scrape_default_counters.txt")).samples)
+    assert len(devs) == 1
+    (dev,) = devs.values()
+    assert dev.model == "NVIDIA L4" and dev.mig_profile is None
+    assert dev.gr_engine == 0.0 and dev.util == 0.0
+    assert dev.power == pytest.approx(16.365)
+    assert dev.energy == pytest.approx(4742.776)
+    assert dev.pods == set()
+
+
+@needs_fixtures
+def test_h100_mig_pod_labels() -> None:
+    """H100 MIG 1g.10gb instances 7, 8, 9; 7 and 9 carry KServe pod labels, 8 none."""
+    devs = build_devices(parse_exposition(_fixture("h100_mig_1g10gb_k8s_pod_labels_issue512_excerpt.txt")).samples)
+    uuid = "GPU-58e8f5ea-13cc-013a-d88f-2bcf5ae8bc77"
+    assert sorted(devs) == [(uuid, "7"), (uuid, "8"), (uuid, "9")]
+    assert devs[(uuid, "7")].pods == {("model-playground-stg",
+                                       "text-embedding-predictor-00008-deployment-57946f6c67-vdtjl",
+                                       "kserve-container")}
+    assert devs[(uuid, "8")].pods == set()
+    assert all(d.mig_profile == "1g.10gb" and d.gr_engine == 0.0 for d in devs.values())
+
+
+@needs_fixtures
+def test_a100_mig_doc_sample_whole_and_instance() -> None:
+    """A100 doc sample: whole GPU GR engine 0.995630, FB used 4845 MiB; instance 13 (1g.5gb) 0.995687."""
+    devs = build_devices(parse_exposition(_fixture("a100_mig_1g5gb_gpu_and_gpu_instance_nvidia_docs.txt")).samples)
+    uuid = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"
+    whole, inst = devs[(uuid, "")], devs[(uuid, "13")]
+    assert whole.gr_engine == pytest.approx(0.995630) and whole.fb_used == 4845 * 1048576
+    assert whole.model is None  # this older label set has no modelName
+    assert inst.mig_profile == "1g.5gb" and inst.gr_engine == pytest.approx(0.995687)
+
+
+@needs_fixtures
+def test_lowercase_hostname_and_old_empty_pod_labels() -> None:
+    """2026 builds use `hostname`; 2022 builds carry empty pod labels, which mean 'no pod'."""
+    devs = build_devices(parse_exposition(
+        _fixture("mixed_rtx2000ada_a30mig_k8s_pods_lowercase_hostname_pr736_excerpt1.txt")).samples)
+    mig = devs[("GPU-63bc0b91-2265-1b94-831c-15c41fe92675", "3")]
+    assert mig.pods == {("default", "triton-server-f7cb5d77-95xcf", "triton-server")}
+    assert mig.fb_free == 2207 * 1048576
+    old = build_devices(parse_exposition(_fixture("titanv_old_labels_empty_pod_labels_issue58_excerpt.txt")).samples)
+    assert len(old) == 5 and all(d.pods == set() and d.model == "NVIDIA TITAN V" for d in old.values())
+
+
+# -- property: whatever prometheus-client parses, ours parses to the same samples ---------------------
+_label_value = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_label_name = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,8}", fullmatch=True)
+_metric_name = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,12}", fullmatch=True)
+_value = st.one_of(st.floats(allow_nan=False, width=64), st.integers(-10**9, 10**9).map(float))
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@st.composite
+def _expositions(draw: st.DrawFn) -> str:
+    lines = []
+    for name in draw(st.lists(_metric_name, min_size=1, max_size=4, unique=True)):
+        lines.append(f"# TYPE {name} gauge")
+        for _ in range(draw(st.integers(1, 4))):
+            labels = draw(st.dictionaries(_label_name, _label_value, max_size=4))
+            label_text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            v = draw(_value)
+            lines.append(f"{name}{{{label_text}}} {v!r}" if labels else f"{name} {v!r}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(_expositions())
+def test_property_same_samples_as_prometheus_client(text: str) -> None:
+    """Anything prometheus-client accepts, we parse to exactly the same samples."""
+    try:
+        theirs = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+    except ValueError:
+        return
+    ours = parse_exposition(text)
+    assert ours.errors == 0
+    assert [(s.name, s.labels, s.value) for s in ours.samples] == theirs
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_property_arbitrary_text_never_raises(text: str) -> None:
+    """Arbitrary text never raises; every non-comment, non-blank line is a sample or an error."""
+    r = parse_exposition(text)
+    lines = [ln for ln in text.split("\n") if ln and not ln.isspace() and ln[0] != "#"]
+    assert len(r.samples) + r.errors == len(lines)
