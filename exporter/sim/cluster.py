@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid as uuidlib
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -248,7 +249,11 @@ class SimCluster:
             spec["nodeName"] = pod.node
             status = {"phase": "Running", "startTime": iso(created),
                       "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+                      "podIP": f"10.244.{zlib.crc32(str(pod.node).encode()) % 250}."
+                               f"{zlib.crc32(pod.name.encode()) % 250 + 2}",
                       "containerStatuses": [{"name": pod.container, "ready": True, "restartCount": 0,
+                                             "image": "registry.local/workloads/sim:1",
+                                             "imageID": "registry.local/workloads/sim@sha256:" + "0" * 64,
                                              "state": {"running": {"startedAt": iso(created)}}}]}
         else:
             status = {"phase": "Pending", "conditions": [{

@@ -11,6 +11,7 @@ import contextlib
 import shutil
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ class SimPeers:
     api_port: int = 0
     aggregator_listen: str = ""
     _api_runner: web.AppRunner | None = None
+    _sockdir: Path | None = None
+    _own_sockdir: bool = False
 
     def __post_init__(self) -> None:
         self.cluster = SimCluster(self.scenario, self.wall_start)
@@ -85,7 +88,7 @@ class SimPeers:
         for name in self.cluster.layouts:
             dcgm = DcgmEndpoint(self.cluster, name, HOST, free_port())
             await dcgm.start()
-            sock = self.workdir / "kubelet" / name / "pod-resources" / "kubelet.sock"
+            sock = self._socket_dir() / name / "kubelet.sock"
             kubelet = PodResourcesServer(self.cluster, name, sock)
             await kubelet.start()
             self.nodes[name] = NodePorts(dcgm, kubelet, f"{HOST}:{free_port()}", self.workdir / "state" / name)
@@ -119,6 +122,18 @@ class SimPeers:
                 "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
                 "GPUCOST_POOL_LABEL": self.scenario.pool_label}
 
+    def _socket_dir(self) -> Path:
+        """Unix socket paths are limited to 107 bytes: fall back to a short private dir under /tmp."""
+        if self._sockdir is None:
+            preferred = self.workdir / "kubelet"
+            longest = max((len(n) for n in self.cluster.layouts), default=0)
+            if len(str(preferred)) + longest + len("/kubelet.sock") + 1 <= 100:
+                self._sockdir = preferred
+            else:
+                self._sockdir = Path(tempfile.mkdtemp(prefix="gpucost-kubelet-"))
+                self._own_sockdir = True
+        return self._sockdir
+
     async def advance(self, t: float) -> list[Happening]:
         """Move the cluster to scenario time ``t`` and carry out peer outages; return daemon restarts."""
         fired = self.cluster.advance(t)
@@ -143,6 +158,8 @@ class SimPeers:
             await n.kubelet.stop()
         if self._api_runner is not None:
             await self._api_runner.cleanup()
+        if self._own_sockdir and self._sockdir is not None:
+            shutil.rmtree(self._sockdir, ignore_errors=True)
 
 
 async def realtime_loop(peers: SimPeers, stop: asyncio.Event,

@@ -1,0 +1,233 @@
+"""The agent against real peers on loopback: the simulator's DCGM endpoint and kubelet gRPC socket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.agent.service import Agent
+from exporter.agent.state import state_path
+from exporter.clock import VirtualClock
+from exporter.config import AgentSettings
+from exporter.sim.runner import SimPeers, free_port
+from exporter.sim.scenario import parse_scenario
+
+START = 1_800_000_000.0
+SCENARIO = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA A100-SXM4-80GB": 2.0, "NVIDIA L4": 0.8}
+nodes:
+  - {name: a100, model: "NVIDIA A100-SXM4-80GB", gpus: 2, mig: {0: [3g.40gb, 1g.10gb]}}
+  - {name: l4, model: "NVIDIA L4", gpus: 1, time_slicing: 4}
+pods:
+  - {name: whole, namespace: t, node: a100, gpus: 1, utilization: 0.5}
+  - {name: mig3, namespace: t, node: a100, gpus: 1, resource: nvidia.com/mig-3g.40gb, utilization: 0.7}
+  - {name: share1, namespace: d, node: l4, gpus: 1, utilization: 0.2}
+  - {name: share2, namespace: d, node: l4, gpus: 2, utilization: 0.4}
+events:
+  - {type: dcgm_down, node: a100, from: 60s, to: 90s}
+"""
+
+
+class Rig:
+    def __init__(self, peers: SimPeers, clock: VirtualClock) -> None:
+        self.peers, self.clock = peers, clock
+        self.agents: dict[str, Agent] = {}
+
+    def settings(self, node: str, **kw: object) -> AgentSettings:
+        env = self.peers.agent_env(node)
+        base: dict[str, object] = {
+            "node_name": node, "dcgm_url": env["GPUCOST_DCGM_URL"], "listen": env["GPUCOST_LISTEN"],
+            "podresources_socket": Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
+            "state_dir": Path(env["GPUCOST_STATE_DIR"]), "tick": 15.0, "podresources_qps": 1e6}
+        if "podresources_socket" in kw or "dcgm_url" in kw:
+            base["listen"] = f"127.0.0.1:{free_port()}"
+        return AgentSettings(**{**base, **kw})  # type: ignore[arg-type]
+
+    async def start(self, node: str) -> Agent:
+        agent = Agent(self.settings(node), clock=self.clock)
+        await agent.start_http()
+        self.agents[node] = agent
+        return agent
+
+    async def step(self, t: float) -> None:
+        self.clock.set(START + t)
+        await self.peers.advance(t)
+        for a in self.agents.values():
+            await a.tick()
+
+
+@pytest.fixture(name="rig")
+async def _rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    clock = VirtualClock(START)
+    peers = SimPeers(parse_scenario(SCENARIO, "agent.yaml"), tmp_path, START)
+    await peers.start()
+    rig = Rig(peers, clock)
+    yield rig
+    for a in rig.agents.values():
+        await a.close()
+    await peers.close()
+
+
+async def _get(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as s, s.get(url) as r:
+        return r.status, await r.text()
+
+
+def _holders(agent: Agent) -> dict[str, dict[str, float]]:
+    snap = json.loads(agent.published_json or b"{}")
+    return {h["pod"] + "/" + h["device_id"][:3] + ("" if "::" not in h["device_id"] else h["device_id"][-3:]): h
+            for h in snap["holders"]}
+
+
+async def test_metrics_show_every_device_and_counters_grow_by_fraction_times_tick(rig: Rig) -> None:
+    """/metrics has each DCGM device's utilisation; /v1/usage grows by fraction x 15 s per tick."""
+    a100 = await rig.start("a100")
+    l4 = await rig.start("l4")
+    await rig.step(0)
+    await rig.step(15)
+    await rig.step(30)
+    status, text = await _get(f"http://{a100.settings.listen}/metrics")
+    assert status == 200
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    util = {(s.labels["mig_profile"], s.labels["gpu_i_id"]): s.value
+            for s in fams["gpucost_device_utilization_ratio"].samples}
+    # GPU 0: 3g.40gb (held, 0.7) and 1g.10gb (free, 0); GPU 1: whole (held, 0.5)
+    assert sorted(util.values()) == [0.0, pytest.approx(0.5), pytest.approx(0.7)]
+    assert len(util) == 3
+    h = _holders(a100)
+    assert h["whole/GPU"]["allocated_s"] == pytest.approx(30.0)
+    assert h["whole/GPU"]["used_s"] == pytest.approx(15.0)
+    assert h["mig3/MIG"]["allocated_s"] == pytest.approx(30 * 3 / 7)
+    assert h["mig3/MIG"]["used_s"] == pytest.approx(30 * 3 / 7 * 0.7)
+    assert h["mig3/MIG"]["gpu_model"] == "NVIDIA A100-SXM4-80GB"
+    # L4: 4 replicas; share1 holds 1 (0.25), share2 holds 2 (0.5); device util min(1, 0.2+0.4+0.4)=1.0;
+    # busy 15 s split 1:2 -> 5 and 10 GPU-s per tick, capped at 3.75 and 7.5 allocated.
+    s = _holders(l4)
+    share2 = [v for k, v in s.items() if k.startswith("share2")]
+    assert s["share1/GPU::0"]["allocated_s"] == pytest.approx(7.5)
+    assert s["share1/GPU::0"]["used_s"] == pytest.approx(7.5)
+    assert sum(v["allocated_s"] for v in share2) == pytest.approx(15.0)
+    snap = json.loads(a100.published_json or b"{}")
+    # unallocated on the A100 node: 2 GPUs - 1 - 3/7 = 4/7 GPU for 30 s
+    assert snap["unallocated"][0]["seconds"] == pytest.approx(30 * 4 / 7)
+
+
+async def test_dcgm_down_counts_unmeasured_not_used(rig: Rig) -> None:
+    """60-90 s DCGM is down: the 75 and 90 s ticks add 30 s allocated and unmeasured, no used."""
+    a100 = await rig.start("a100")
+    for t in (0, 15, 30, 45, 60):
+        await rig.step(t)
+    before = _holders(a100)["whole/GPU"]
+    await rig.step(75)
+    await rig.step(89)
+    after = _holders(a100)["whole/GPU"]
+    assert after["allocated_s"] - before["allocated_s"] == pytest.approx(29.0)
+    assert after["unmeasured_s"] - before["unmeasured_s"] == pytest.approx(29.0)
+    assert after["used_s"] == pytest.approx(before["used_s"])
+    health = json.loads((await _get(f"http://{a100.settings.listen}/healthz"))[1])
+    assert health["status"] == "degraded" and health["dcgm_up"] is False
+    status, _ = await _get(f"http://{a100.settings.listen}/readyz")
+    assert status == 503
+
+
+async def test_restart_resumes_and_corrupt_state_starts_new_epoch(rig: Rig) -> None:
+    """A restarted agent resumes its counters and epoch; a corrupt state file gives a new epoch."""
+    a100 = await rig.start("a100")
+    for t in (0, 15, 30):
+        await rig.step(t)
+    epoch = a100.meter.epoch
+    await a100.close()
+    del rig.agents["a100"]
+    a100 = await rig.start("a100")
+    assert a100.meter.epoch == epoch
+    await rig.step(45)
+    assert _holders(a100)["whole/GPU"]["allocated_s"] == pytest.approx(45.0)
+    await a100.close()
+    del rig.agents["a100"]
+    state_path(rig.settings("a100").state_dir).write_text("{not json")
+    a100 = await rig.start("a100")
+    assert a100.meter.epoch != epoch and a100.health.state_resets == 1
+    await rig.step(60)
+    await rig.step(75)
+    assert _holders(a100)["whole/GPU"]["allocated_s"] == pytest.approx(15.0)
+
+
+async def test_missing_socket_keeps_agent_up_and_degraded(rig: Rig, tmp_path: Path) -> None:
+    """No kubelet socket: the agent keeps serving, /healthz says degraded, nothing is charged blindly."""
+    agent = Agent(rig.settings("a100", podresources_socket=tmp_path / "nope.sock"), clock=rig.clock)
+    await agent.start_http()
+    rig.agents["x"] = agent
+    await rig.step(0)
+    await rig.step(15)
+    status, body = await _get(f"http://{agent.settings.listen}/healthz")
+    assert status == 200 and json.loads(body)["podresources_up"] is False
+    assert json.loads(agent.published_json or b"{}")["holders"] == []
+    status, text = await _get(f"http://{agent.settings.listen}/metrics")
+    assert "gpucost_agent_podresources_up 0.0" in text
+
+
+async def test_socket_vanishes_and_returns(rig: Rig) -> None:
+    """The kubelet restarts (socket removed, recreated): the agent reconnects without a restart."""
+    l4 = await rig.start("l4")
+    await rig.step(0)
+    await rig.step(15)
+    assert _holders(l4)["share1/GPU::0"]["allocated_s"] == pytest.approx(3.75)
+    await rig.peers.nodes["l4"].kubelet.stop()
+    rig.clock.set(START + 200)
+    await l4.tick()  # beyond the charge cap without holders: nothing charged
+    assert l4.health.podresources_up is False
+    await rig.peers.nodes["l4"].kubelet.start()
+    await rig.step(215)
+    assert l4.health.podresources_up is True
+    assert _holders(l4)["share1/GPU::0"]["allocated_s"] == pytest.approx(3.75 + 3.75)
+
+
+@pytest.fixture(name="hostile")
+async def _hostile() -> AsyncIterator[tuple[str, dict[str, str]]]:
+    body = {"text": ""}
+
+    async def metrics(_r: web.Request) -> web.Response:
+        return web.Response(text=body["text"])
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield f"http://127.0.0.1:{port}/metrics", body
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize("payload", [
+    'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-x",modelName="M"} NaN\n',
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-x",modelName="M"} 150\n',
+    'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-x",modelName="M"} -0.5\n',
+    'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-x\\q"} 1\n{{{\n',
+    "x" * (11 << 20),
+], ids=["nan", "150-percent", "negative", "bad-escape", "11MB-body"])
+async def test_hostile_exposition_never_crashes_the_tick(rig: Rig, hostile: tuple[str, dict[str, str]],
+                                                        payload: str) -> None:
+    """NaN, 150 %, negative, bad escapes and an 11 MB body: the tick completes and the agent serves."""
+    url, body = hostile
+    body["text"] = payload
+    agent = Agent(rig.settings("a100", dcgm_url=url, dcgm_max_bytes=10 << 20), clock=rig.clock)
+    await agent.start_http()
+    rig.agents["h"] = agent
+    await rig.step(0)
+    await rig.step(15)
+    assert agent.health.ticks == 2
+    status, _ = await _get(f"http://{agent.settings.listen}/metrics")
+    assert status == 200
+    if len(payload) > 1 << 20:
+        assert agent.health.dcgm_up is False  # refused as too large, not parsed
+    for h in json.loads(agent.published_json or b"{}")["holders"]:
+        assert 0 <= h["used_s"] <= h["allocated_s"]

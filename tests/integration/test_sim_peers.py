@@ -1,0 +1,151 @@
+"""The simulator's peers speak the real protocols: prometheus-client parses its DCGM text, a real
+grpc.aio client lists pod resources over the unix socket, and kubernetes_asyncio lists and watches
+through the generated kubeconfig, including a forced 410 Gone and bookmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import grpc
+import pytest
+from kubernetes_asyncio import client, config
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.clients.proto import podresources_v1_pb2 as pb
+from exporter.clients.proto import podresources_v1_pb2_grpc as pb_grpc
+from exporter.sim.runner import SimPeers
+from exporter.sim.scenario import load_scenario
+from tests.conftest import REPO
+
+DEFAULT = REPO / "exporter" / "sim" / "scenarios" / "default.yaml"
+
+
+@pytest.fixture(name="peers")
+async def _peers(tmp_path: Path) -> AsyncIterator[SimPeers]:
+    peers = SimPeers(load_scenario(DEFAULT), tmp_path, time.time())
+    await peers.start()
+    await peers.advance(1800.0)  # 30 minutes in: batch-infer and dev-dan are running
+    yield peers
+    await peers.close()
+
+
+async def test_dcgm_text_parses_with_prometheus_client(peers: SimPeers) -> None:
+    """The A100 MIG node serves per-instance GR engine values equal to the holders' utilisation."""
+    async with aiohttp.ClientSession() as s, s.get(peers.nodes["gpu-a100-0"].dcgm.url) as resp:
+        text = await resp.text()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    gr = fams["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].samples
+    by_pod = {s.labels.get("pod"): s.value for s in gr}
+    assert by_pod["llm-serve-6c9f7-abcde"] == pytest.approx(0.65)
+    assert by_pod["embed-5d8b9-ccccc"] == pytest.approx(0.02)
+    assert by_pod["batch-infer-0"] == pytest.approx(0.8)
+    mig = [s for s in gr if "GPU_I_PROFILE" in s.labels]
+    assert len(mig) == 9  # 2 x 3g.40gb + 7 x 1g.10gb
+    util = fams["DCGM_FI_DEV_GPU_UTIL"].samples
+    assert all("GPU_I_ID" not in s.labels for s in util)  # GPU_UTIL does not exist per MIG instance
+    assert {s.labels["modelName"] for s in gr} == {"NVIDIA A100-SXM4-80GB"}
+
+
+async def test_time_sliced_gpu_utilisation_is_sum_capped(peers: SimPeers) -> None:
+    """L4 GPU 0 is shared by bob (0.25), carol (0.35) and dan (0.5): DCGM reads min(1, 1.1) = 1."""
+    async with aiohttp.ClientSession() as s, s.get(peers.nodes["gpu-l4-0"].dcgm.url) as resp:
+        text = await resp.text()
+    gr = next(f for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    values = sorted(s.value for s in gr.samples)
+    assert values == [0.0, 0.0, 0.0, 1.0]
+
+
+async def test_dcgm_down_refuses_connections(peers: SimPeers) -> None:
+    """During dcgm_down (40m-50m on the L4 node) the endpoint refuses connections."""
+    await peers.advance(2500.0)
+    with pytest.raises(aiohttp.ClientConnectionError):
+        async with aiohttp.ClientSession() as s, s.get(peers.nodes["gpu-l4-0"].dcgm.url):
+            pass
+    await peers.advance(3100.0)
+    async with aiohttp.ClientSession() as s, s.get(peers.nodes["gpu-l4-0"].dcgm.url) as resp:
+        assert resp.status == 200
+
+
+async def test_podresources_grpc(peers: SimPeers) -> None:
+    """A real grpc.aio client: List, GetAllocatableResources and Get over the unix socket."""
+    sock = peers.nodes["gpu-l4-0"].kubelet.socket_path
+    async with grpc.aio.insecure_channel(f"unix://{sock}") as channel:
+        stub = pb_grpc.PodResourcesListerStub(channel)
+        listed = await stub.List(pb.ListPodResourcesRequest())
+        pods = {p.name: [d for c in p.containers for d in c.devices] for p in listed.pod_resources}
+        assert sorted(pods) == ["dev-bob", "dev-carol", "dev-dan"]
+        assert len(pods["dev-dan"][0].device_ids) == 2
+        assert all("::" in i for devs in pods.values() for d in devs for i in d.device_ids)
+        alloc = await stub.GetAllocatableResources(pb.AllocatableResourcesRequest())
+        assert sum(len(d.device_ids) for d in alloc.devices) == 16  # 4 GPUs x 4 replicas
+        got = await stub.Get(pb.GetPodResourcesRequest(pod_name="dev-bob", pod_namespace="ai-dev"))
+        assert got.pod_resources.name == "dev-bob"
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Get(pb.GetPodResourcesRequest(pod_name="nope", pod_namespace="ai-dev"))
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_kubernetes_asyncio_list_and_watch_with_410_and_bookmarks(peers: SimPeers) -> None:
+    """The real client lists typed pods, watches changes, sees bookmarks, and gets 410 after compaction."""
+    api_client = await config.new_client_from_config(config_file=str(peers.kubeconfig))
+    async with api_client:
+        v1 = client.CoreV1Api(api_client)
+        pods = await v1.list_pod_for_all_namespaces()
+        names = {p.metadata.name for p in pods.items}
+        assert {"train-llm-0", "train-big-0", "dev-dan"} <= names
+        pending = next(p for p in pods.items if p.metadata.name == "train-big-0")
+        assert pending.status.phase == "Pending"
+        assert pending.status.conditions[0].reason == "Unschedulable"
+        assert "Insufficient nvidia.com/gpu" in pending.status.conditions[0].message
+        serve = next(p for p in pods.items if p.metadata.name == "llm-serve-6c9f7-abcde")
+        assert serve.metadata.owner_references[0].kind == "ReplicaSet"
+        nodes = await v1.list_node(label_selector="nvidia.com/gpu.present=true")
+        assert len(nodes.items) == 3
+        assert nodes.items[0].metadata.labels["nvidia.com/gpu.count"] == "8"
+        rv = pods.metadata.resource_version
+
+        # Watch from the list's version: the end of finetune-0 at 75m arrives as DELETED, then a bookmark.
+        resp = await v1.list_pod_for_all_namespaces(watch=True, resource_version=rv, allow_watch_bookmarks=True,
+                                                    timeout_seconds=5, _preload_content=False)
+        await peers.advance(75 * 60.0)
+        seen: list[str] = []
+        while True:
+            line = await resp.content.readline()
+            if not line:
+                break
+            event = json.loads(line)
+            seen.append(event["type"] + ":" + event["object"]["metadata"].get("name", ""))
+            if event["type"] == "BOOKMARK":
+                break
+        resp.release()
+        assert "DELETED:finetune-0" in seen and seen[-1].startswith("BOOKMARK")
+
+        peers.cluster.store.expire_history()
+        resp = await v1.list_pod_for_all_namespaces(watch=True, resource_version=rv, timeout_seconds=5,
+                                                    _preload_content=False)
+        event = json.loads(await resp.content.readline())
+        resp.release()
+        assert event["type"] == "ERROR" and event["object"]["code"] == 410
+
+
+async def test_field_and_label_selectors(peers: SimPeers) -> None:
+    """Field selectors (spec.nodeName) and namespaced lists filter like the API server."""
+    api_client = await config.new_client_from_config(config_file=str(peers.kubeconfig))
+    async with api_client:
+        v1 = client.CoreV1Api(api_client)
+        on_l4 = await v1.list_pod_for_all_namespaces(field_selector="spec.nodeName=gpu-l4-0")
+        assert {p.metadata.name for p in on_l4.items} == {"dev-bob", "dev-carol", "dev-dan"}
+        inf = await v1.list_namespaced_pod("ai-inference", label_selector="app=embed")
+        assert len(inf.items) == 3
+        quotas = await v1.list_resource_quota_for_all_namespaces()
+        used = {q.metadata.namespace: q.status.used["requests.nvidia.com/gpu"] for q in quotas.items}
+        assert used == {"ai-training": "15", "ai-inference": "1", "ai-dev": "4"}
+        events = await v1.list_event_for_all_namespaces()
+        reasons = {e.reason for e in events.items}
+        assert {"FailedScheduling", "FailedCreate"} <= reasons
+    await asyncio.sleep(0)
