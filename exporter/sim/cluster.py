@@ -151,9 +151,10 @@ class SimCluster:
                 for inst in gpu.mig:
                     out[inst.uuid] = sum(p.util_at(self.t) for p in holders.get(inst.uuid, []))
             elif gpu.replicas:
-                total = sum(p.util_at(self.t) for k in range(gpu.replicas)
-                            for p in holders.get(f"{gpu.uuid}::{k}", []))
-                out[gpu.uuid] = min(1.0, total)
+                # The sum of its holders' (pods') values, capped at 1: a pod with two replicas counts once.
+                sharing = {(p.namespace, p.name): p for k in range(gpu.replicas)
+                           for p in holders.get(f"{gpu.uuid}::{k}", [])}
+                out[gpu.uuid] = min(1.0, sum(p.util_at(self.t) for p in sharing.values()))
             else:
                 out[gpu.uuid] = sum(p.util_at(self.t) for p in holders.get(gpu.uuid, []))
         return out

@@ -108,13 +108,14 @@ async def test_metrics_show_every_device_and_counters_grow_by_fraction_times_tic
     assert h["mig3/MIG"]["allocated_s"] == pytest.approx(30 * 3 / 7)
     assert h["mig3/MIG"]["used_s"] == pytest.approx(30 * 3 / 7 * 0.7)
     assert h["mig3/MIG"]["gpu_model"] == "NVIDIA A100-SXM4-80GB"
-    # L4: 4 replicas; share1 holds 1 (0.25), share2 holds 2 (0.5); device util min(1, 0.2+0.4+0.4)=1.0;
-    # busy 15 s split 1:2 -> 5 and 10 GPU-s per tick, capped at 3.75 and 7.5 allocated.
+    # L4: 4 replicas; share1 holds 1 (0.25), share2 holds 2 (0.5); device util = 0.2 + 0.4 = 0.6 (a pod
+    # counts once); busy 0.6 x 15 = 9 GPU-s per tick split 1:2 -> 3 and 6 (under the 3.75 and 7.5 caps).
     s = _holders(l4)
     share2 = [v for k, v in s.items() if k.startswith("share2")]
     assert s["share1/GPU::0"]["allocated_s"] == pytest.approx(7.5)
-    assert s["share1/GPU::0"]["used_s"] == pytest.approx(7.5)
+    assert s["share1/GPU::0"]["used_s"] == pytest.approx(6.0)
     assert sum(v["allocated_s"] for v in share2) == pytest.approx(15.0)
+    assert sum(v["used_s"] for v in share2) == pytest.approx(12.0)
     snap = json.loads(a100.published_json or b"{}")
     # unallocated on the A100 node: 2 GPUs - 1 - 3/7 = 4/7 GPU for 30 s
     assert snap["unallocated"][0]["seconds"] == pytest.approx(30 * 4 / 7)

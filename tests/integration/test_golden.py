@@ -1,0 +1,216 @@
+"""Golden scenarios: `simulate` through the real agents, aggregator and protocols, then the report,
+against answers computed by hand (the arithmetic is in each test). Each figure may differ from the
+exact integral by at most one tick per pod start or end (SCENARIO.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.aggregator.report import build_report
+from exporter.pipeline import run_simulation
+from exporter.sim.scenario import parse_scenario
+
+TICK = 15.0
+
+
+async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str, dict[str, Any]]:
+    import sqlite3
+
+    ledger = tmp_path / "ledger.db"
+    with tempfile.TemporaryDirectory(prefix="gce-") as work:
+        await run_simulation(parse_scenario(text, "golden.yaml"), ledger, Path(work))
+    conn = sqlite3.connect(ledger)
+    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, None, None)
+    conn.close()
+    key = {"namespace": "namespace", "pod": "pod", "model": "gpu_model", "node": "node", "pool": "pool"}[by]
+    return {r[key]: r for r in rows}
+
+
+def close(got: float, exact: float, ticks: float = 0.0, fraction: float = 1.0, price: float = 1.0) -> None:
+    """|got - exact| <= ticks x 15 s x fraction (in hours, times price), plus float noise."""
+    tol = ticks * TICK * fraction / 3600.0 * price + 1e-6
+    assert abs(got - exact) <= tol, f"{got} vs exact {exact} (tolerance {tol})"
+
+
+WHOLE = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA H100 80GB HBM3": 4.0}
+nodes: [{name: h100, model: "NVIDIA H100 80GB HBM3", gpus: 2, labels: {gpu.platform/pool: train}}]
+pods:
+  - {name: a, namespace: team-a, node: h100, gpus: 1, utilization: [{at: 0m, value: 0.8}, {at: 30m, value: 0.2}]}
+  - {name: b, namespace: team-b, node: h100, gpus: 1, start: 30m, utilization: 0.5}
+"""
+
+
+async def test_whole_gpus_with_step_utilisation(tmp_path: Path) -> None:
+    """a: 1 GPU x 1 h = 1 GPU-h, used 0.5 h x 0.8 + 0.5 h x 0.2 = 0.5, cost 1 x 4 = 4, idle cost 2.
+    b: 1 GPU x 0.5 h = 0.5 GPU-h, used 0.25, cost 2. Unallocated: 2 GPU-h - 1.5 = 0.5 -> 2.00."""
+    r = await simulate(WHOLE, tmp_path)
+    a, b, un = r["team-a"], r["team-b"], r["__unallocated__"]
+    close(a["allocated_gpu_hours"], 1.0)
+    close(a["used_gpu_hours"], 0.5, ticks=1, fraction=0.6)  # the step at 30m: one tick at the new value
+    close(a["cost"], 4.0)
+    close(a["idle_cost"], 2.0, ticks=1, fraction=0.6, price=4.0)
+    assert a["unmeasured_gpu_hours"] == 0 and a["currency"] == "USD"
+    close(b["allocated_gpu_hours"], 0.5, ticks=1)
+    close(b["used_gpu_hours"], 0.25, ticks=1, fraction=0.5)
+    close(b["cost"], 2.0, ticks=1, price=4.0)
+    close(un["idle_gpu_hours"], 0.5, ticks=1)
+    close(un["cost"], 2.0, ticks=1, price=4.0)
+    assert un["allocated_gpu_hours"] == 0 and un["used_gpu_hours"] == 0
+
+
+async def test_restarts_lose_and_repeat_nothing(tmp_path: Path) -> None:
+    """The same cluster with an agent restart at 20m and an aggregator restart at 40m books the same
+    figures as without (the agent resumes its state file; the aggregator its ledger and marks)."""
+    plain = await simulate(WHOLE, tmp_path / "plain")
+    restarted = await simulate(WHOLE + """
+events:
+  - {type: agent_restart, node: h100, at: 20m}
+  - {type: aggregator_restart, at: 40m}
+""", tmp_path / "restarted")
+    for ns in ("team-a", "team-b", "__unallocated__"):
+        for f in ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost"):
+            assert restarted[ns][f] == pytest.approx(plain[ns][f], abs=1e-9), (ns, f)
+
+
+async def test_agent_state_loss_is_a_reset_not_a_double_count(tmp_path: Path) -> None:
+    """The agent's state file is deleted at 20m: new epoch, counters from zero. The aggregator books
+    the reset as new time: nothing double-counted, at most the restart tick lost (1 tick per pod)."""
+    r = await simulate(WHOLE + "events: [{type: agent_state_loss, node: h100, at: 20m}]\n", tmp_path)
+    a = r["team-a"]
+    assert a["allocated_gpu_hours"] <= 1.0 + 1e-9
+    close(a["allocated_gpu_hours"], 1.0, ticks=1)
+
+
+MIG = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA A100-SXM4-80GB": 2.5}
+nodes: [{name: a100, model: "NVIDIA A100-SXM4-80GB", gpus: 2, mig: {0: [3g.40gb, 1g.10gb]}}]
+pods:
+  - {name: big, namespace: inf, node: a100, gpus: 1, resource: nvidia.com/mig-3g.40gb, utilization: 0.6}
+  - {name: small, namespace: emb, node: a100, gpus: 1, resource: nvidia.com/mig-1g.10gb, utilization: 0.3}
+"""
+
+
+async def test_mig_fractions_and_uncarved_capacity(tmp_path: Path) -> None:
+    """big: 3/7 GPU x 1 h = 0.428571 GPU-h, used x 0.6 = 0.257143, cost x 2.5 = 1.071429.
+    small: 1/7 = 0.142857, used 0.042857, cost 0.357143.
+    Unallocated: GPU 0 has 3 uncarved slices (3/7), GPU 1 is whole and free (1): 10/7 = 1.428571 GPU-h,
+    cost 3.571429."""
+    r = await simulate(MIG, tmp_path)
+    close(r["inf"]["allocated_gpu_hours"], 3 / 7)
+    close(r["inf"]["used_gpu_hours"], 3 / 7 * 0.6)
+    close(r["inf"]["cost"], 3 / 7 * 2.5)
+    close(r["emb"]["allocated_gpu_hours"], 1 / 7)
+    close(r["emb"]["used_gpu_hours"], 1 / 7 * 0.3)
+    close(r["emb"]["idle_cost"], 1 / 7 * 0.7 * 2.5)
+    close(r["__unallocated__"]["idle_gpu_hours"], 10 / 7)
+    close(r["__unallocated__"]["cost"], 10 / 7 * 2.5)
+
+
+SHARED = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA L4": 0.8}
+nodes: [{name: l4, model: "NVIDIA L4", gpus: 1, time_slicing: 4}]
+pods:
+  - {name: x, namespace: dev-x, node: l4, gpus: 1, utilization: 0.2}
+  - {name: y, namespace: dev-y, node: l4, gpus: 2, utilization: 0.3}
+"""
+
+
+async def test_time_slicing_splits_busy_time(tmp_path: Path) -> None:
+    """4 replicas: x holds 1/4, y holds 2/4. DCGM reads 0.2 + 0.3 = 0.5, so busy = 0.5 GPU-h, split by
+    fraction (0.25 : 0.5): x used 1/6 GPU-h (allocated 0.25), y 1/3 (allocated 0.5).
+    Cost x 0.25 x 0.8 = 0.2, y 0.4. Unallocated 1 - 0.75 = 0.25 GPU-h, 0.2."""
+    r = await simulate(SHARED, tmp_path)
+    close(r["dev-x"]["allocated_gpu_hours"], 0.25)
+    close(r["dev-x"]["used_gpu_hours"], 1 / 6)
+    close(r["dev-y"]["allocated_gpu_hours"], 0.5)
+    close(r["dev-y"]["used_gpu_hours"], 1 / 3)
+    close(r["dev-x"]["cost"], 0.2)
+    close(r["dev-y"]["cost"], 0.4)
+    close(r["dev-y"]["idle_gpu_hours"], 0.5 - 1 / 3)
+    close(r["__unallocated__"]["idle_gpu_hours"], 0.25)
+
+
+async def test_dcgm_down_is_unmeasured_not_idle(tmp_path: Path) -> None:
+    """1 GPU at 0.5 for 1 h, DCGM down 20m-30m: allocated 1, unmeasured 1/6, used 0.5 x 5/6 = 5/12,
+    idle 1 - 5/12 - 1/6 = 5/12."""
+    r = await simulate("""
+tick: 15s
+duration: 1h
+prices: {"NVIDIA H100 80GB HBM3": 4.0}
+nodes: [{name: h100, model: "NVIDIA H100 80GB HBM3", gpus: 1}]
+pods: [{name: p, namespace: ns, node: h100, gpus: 1, utilization: 0.5}]
+events: [{type: dcgm_down, node: h100, from: 20m, to: 30m}]
+""", tmp_path)
+    ns = r["ns"]
+    close(ns["allocated_gpu_hours"], 1.0)
+    close(ns["unmeasured_gpu_hours"], 1 / 6)
+    close(ns["used_gpu_hours"], 5 / 12)
+    close(ns["idle_gpu_hours"], 5 / 12)
+
+
+async def test_pod_deleted_mid_tick_and_unknown_model(tmp_path: Path) -> None:
+    """A pod ending at 20m7s (mid-tick) is charged within one tick of 20m7s; an unlisted model is priced
+    at default_price 1.5: 1 GPU x (1207/3600) h x 1.5 = 0.502917 (within one tick)."""
+    r = await simulate("""
+tick: 15s
+duration: 1h
+prices: {}
+default_price: 1.5
+nodes: [{name: x, model: "NVIDIA Mystery X", gpus: 1}]
+pods: [{name: p, namespace: ns, node: x, gpus: 1, end: 1207s, utilization: 1.0}]
+""", tmp_path)
+    close(r["ns"]["allocated_gpu_hours"], 1207 / 3600, ticks=1)
+    close(r["ns"]["cost"], 1207 / 3600 * 1.5, ticks=1, price=1.5)
+    by_model = await simulate("""
+tick: 15s
+duration: 1h
+prices: {}
+default_price: 1.5
+nodes: [{name: x, model: "NVIDIA Mystery X", gpus: 1}]
+pods: [{name: p, namespace: ns, node: x, gpus: 1, end: 1207s, utilization: 1.0}]
+""", tmp_path / "again", by="model")
+    assert set(by_model) == {"NVIDIA Mystery X"}
+    close(by_model["NVIDIA Mystery X"]["unallocated_gpu_hours"], 1 - 1207 / 3600, ticks=1)
+
+
+def test_cli_simulate_then_report_json(tmp_path: Path) -> None:
+    """The documented commands: `simulate` then `report --by namespace --format json` (and csv, pool)."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(WHOLE)
+    ledger = tmp_path / "l.db"
+    cmd = [sys.executable, "-m", "exporter"]
+    subprocess.run([*cmd, "simulate", "--scenario", str(scenario), "--ledger", str(ledger)], check=True,
+                   capture_output=True)
+    out = subprocess.run([*cmd, "report", "--ledger", str(ledger), "--by", "namespace", "--format", "json"],
+                         check=True, capture_output=True, text=True).stdout
+    rows = {r["namespace"]: r for r in json.loads(out)}
+    for field in ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost",
+                  "idle_cost", "currency"):
+        assert field in rows["team-a"]
+    close(rows["team-a"]["cost"], 4.0)
+    csv_out = subprocess.run([*cmd, "report", "--ledger", str(ledger), "--by", "pool", "--format", "csv"],
+                             check=True, capture_output=True, text=True).stdout
+    assert csv_out.splitlines()[0].startswith("pool,") and "train" in csv_out
+    bad = subprocess.run([*cmd, "report", "--ledger", str(ledger), "--by", "colour"], capture_output=True,
+                         text=True, check=False)
+    assert bad.returncode == 2 and "--by" in bad.stderr
+    bad = subprocess.run([*cmd, "report", "--ledger", str(ledger), "--since", "yesterday-ish"],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "bad time" in bad.stderr
+    future = subprocess.run([*cmd, "report", "--ledger", str(ledger), "--since", "2999-01-01T00:00:00Z",
+                             "--format", "json"], capture_output=True, text=True, check=True)
+    assert json.loads(future.stdout) == []
