@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 from pydantic import BeforeValidator, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from exporter.model.durations import parse_duration
 
@@ -22,7 +22,7 @@ def _split_list(value: object) -> object:
     return value
 
 
-CommaList = Annotated[list[str], BeforeValidator(_split_list)]
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(_split_list)]
 
 
 class _Base(BaseSettings):

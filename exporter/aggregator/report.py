@@ -123,7 +123,7 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         return buf.getvalue()
     if fmt != "table":
         raise ReportError(f"unknown --format {fmt!r}: use table, json or csv")
-    cells = [[(f"{r.get(h):,.2f}" if isinstance(r.get(h), float) else str(r.get(h, ""))) for h in headers]
+    cells = [[(f"{r.get(h):,.4f}" if isinstance(r.get(h), float) else str(r.get(h, ""))) for h in headers]
              for r in rows]
     short = [h.replace("_gpu_hours", " GPU-h").replace("_", " ") for h in headers]
     widths = [max(len(short[i]), *(len(c[i]) for c in cells)) for i in range(len(headers))]
