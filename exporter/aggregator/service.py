@@ -80,6 +80,7 @@ class Aggregator:
         self.watcher: Watcher | None = None
         self.is_leader = True
         self.ticks = 0
+        self.pulls = 0
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: web.AppRunner | None = None
@@ -174,6 +175,7 @@ class Aggregator:
             self.pricing.maybe_reload()
             targets = urls if urls is not None else self.agent_urls()
             results = await self.puller.pull_all({u: self._ack(u) for u in targets})
+            self.pulls += len(results)
             snapshots = []
             for r in results:
                 if r.snapshot is not None:

@@ -4,6 +4,7 @@ exact integral by at most one tick per pod start or end (SCENARIO.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -214,3 +215,53 @@ def test_cli_simulate_then_report_json(tmp_path: Path) -> None:
     future = subprocess.run([*cmd, "report", "--ledger", str(ledger), "--since", "2999-01-01T00:00:00Z",
                              "--format", "json"], capture_output=True, text=True, check=True)
     assert json.loads(future.stdout) == []
+
+
+async def test_forced_410_mid_run_loses_no_pod(tmp_path: Path) -> None:
+    """The API server compacts its history at 10m and 31m (watches resuming get 410 Gone and relist);
+    pod b starts at 30m inside that window. Workloads and totals match the run without compaction."""
+    plain = await simulate(WHOLE, tmp_path / "plain", by="pod")
+    expired = await simulate(WHOLE + """
+events:
+  - {type: watch_expire, at: 10m}
+  - {type: watch_expire, at: 31m}
+""", tmp_path / "expired", by="pod")
+    assert set(plain) == set(expired) == {"a", "b", "__unallocated__"}
+    for pod in plain:
+        assert expired[pod]["cost"] == pytest.approx(plain[pod]["cost"], abs=1e-9)
+
+
+async def test_pod_deletion_closes_books_through_the_watch(tmp_path: Path) -> None:
+    """When a GPU pod is deleted the aggregator drops it from the held gauges at once (the watch event),
+    and pulls its node's agent without waiting for the next tick."""
+    from exporter.clock import VirtualClock
+    from exporter.pipeline import Pipeline
+
+    scenario = parse_scenario(WHOLE.replace("start: 30m, utilization: 0.5}", "start: 0m, end: 90s, utilization: 0.5}"),
+                              "del.yaml")
+    clock = VirtualClock(1_800_000_000.0)
+    pipe = Pipeline(scenario, tmp_path / "w", clock)
+    await pipe.start(serve_aggregator=False)
+    agg = pipe.aggregator
+    assert agg is not None
+    try:
+        for k in range(6):  # 0..75 s: both pods hold a GPU
+            clock.set(1_800_000_000.0 + k * 15)
+            await pipe.peers.advance(k * 15)
+            await pipe.wait_watch_caught_up()
+            for a in pipe.agents.values():
+                await a.tick()
+            await agg.tick()
+        assert agg.gauges.allocated_gpus == {"team-a": 1.0, "team-b": 1.0}
+        pulls = agg.pulls
+        await pipe.peers.advance(90.0)  # b ends: DELETED arrives on the watch
+        await pipe.wait_watch_caught_up()
+        for _ in range(100):
+            if agg.pulls > pulls:
+                break
+            await asyncio.sleep(0.01)
+        assert agg.gauges.allocated_gpus.get("team-b", 0.0) == 0.0
+        assert ("team-b", "b") not in agg.gauges.pods
+        assert agg.pulls == pulls + 1  # the deletion pulled the pod's node's agent at once
+    finally:
+        await pipe.close()
