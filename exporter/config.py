@@ -107,6 +107,7 @@ class AggregatorSettings(_Base):
     pull_timeout: Duration = Field(default=10.0, description="per-agent pull timeout")
     pull_concurrency: int = Field(default=64, ge=1, description="agents pulled at once")
     pool_label: str = Field(default="gpu.platform/pool", description="node label naming the pool")
+    team_label: str = Field(default="gpu.platform/team", description="namespace label naming the owning team")
     idle_threshold: float = Field(default=0.05, ge=0, le=1, description="utilisation below which a pod idles")
     ledger_retention: Duration = Field(default=400 * 86400.0, description="keep hourly rows this long")
     watch_timeout: Duration = Field(default=300.0, description="server-side timeout of one watch request")

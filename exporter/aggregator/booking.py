@@ -55,7 +55,8 @@ class Books:
             node: AgentMarks(epoch, ts, seq, dict(state.hwm.get(node, {})))
             for node, (epoch, ts, seq) in state.agents.items()}
         self.totals: dict[tuple[str, str], list[float]] = {k: list(v) for k, v in state.totals.items()}
-        self.unallocated_totals: dict[tuple[str, str, str], float] = dict(state.unallocated_totals)
+        self.unallocated_totals: dict[tuple[str, str, str, str], list[float]] = {
+            k: list(v) for k, v in state.unallocated_totals.items()}
         self.unpriced_seconds: dict[str, float] = defaultdict(float)
         self.resets_total = 0
 
@@ -134,11 +135,13 @@ class Books:
                 model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
                 price = pricing.price(model, None, pool)
                 uk = (hour, node, pool, model, currency)
+                ucost = cost_of(delta.allocated, price.per_gpu_hour)
                 urow = w.unallocated.setdefault(uk, [0.0, 0.0])
                 urow[0] += delta.allocated
-                urow[1] += cost_of(delta.allocated, price.per_gpu_hour)
-                tk = (node, pool, model)
-                w.unallocated_totals[tk] = w.unallocated_totals.get(tk, 0.0) + delta.allocated
+                urow[1] += ucost
+                trow = w.unallocated_totals.setdefault((node, pool, model, currency), [0.0, 0.0])
+                trow[0] += delta.allocated
+                trow[1] += ucost
             for key in list(values):
                 if key not in seen:  # the agent dropped it after our ack: forget the mark too
                     del values[key]
@@ -157,8 +160,10 @@ class Books:
             tot = self.totals.setdefault(k, [0.0] * 5)
             for i in range(5):
                 tot[i] += v[i]
-        for k2, s in prepared.write.unallocated_totals.items():
-            self.unallocated_totals[k2] = self.unallocated_totals.get(k2, 0.0) + s
+        for k2, (secs, ucost) in prepared.write.unallocated_totals.items():
+            acc = self.unallocated_totals.setdefault(k2, [0.0, 0.0])
+            acc[0] += secs
+            acc[1] += ucost
         for model, s in prepared.unpriced.items():
             self.unpriced_seconds[model] += s
         self.resets_total += prepared.resets

@@ -44,8 +44,9 @@ MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (namespace, currency)
     ) WITHOUT ROWID;
     CREATE TABLE unallocated_totals (
-        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, seconds REAL NOT NULL,
-        PRIMARY KEY (node, pool, gpu_model)
+        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
+        seconds REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (node, pool, gpu_model, currency)
     ) WITHOUT ROWID;
     CREATE TABLE quota_events (uid TEXT PRIMARY KEY, namespace TEXT NOT NULL, count INTEGER NOT NULL);
     CREATE INDEX usage_namespace ON usage (namespace, hour);
@@ -72,7 +73,7 @@ class TickWrite:
     hwm_deleted: list[tuple[str, str]] = field(default_factory=list)
     agents: list[tuple[str, str, float, int]] = field(default_factory=list)
     totals: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (ns, cur) -> 5 values
-    unallocated_totals: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    unallocated_totals: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)  # -> [s, cost]
     quota_events: list[tuple[str, str, int]] = field(default_factory=list)
 
     def empty(self) -> bool:
@@ -87,7 +88,7 @@ class LedgerState:
     agents: dict[str, tuple[str, float, int]]
     hwm: dict[str, dict[str, tuple[float, float, float, float]]]
     totals: dict[tuple[str, str], list[float]]
-    unallocated_totals: dict[tuple[str, str, str], float]
+    unallocated_totals: dict[tuple[str, str, str, str], list[float]]
     quota_events: dict[str, tuple[str, int]]
 
 
@@ -155,8 +156,8 @@ class Ledger:
             hwm.setdefault(node, {})[key] = (a, u, m, e)
         totals = {(r[0], r[1]): list(r[2:]) for r in db.execute(
             "SELECT namespace, currency, allocated_s, used_s, unmeasured_s, cost, idle_cost FROM totals")}
-        unalloc = {(r[0], r[1], r[2]): float(r[3]) for r in db.execute(
-            "SELECT node, pool, gpu_model, seconds FROM unallocated_totals")}
+        unalloc = {(r[0], r[1], r[2], r[3]): [float(r[4]), float(r[5])] for r in db.execute(
+            "SELECT node, pool, gpu_model, currency, seconds, cost FROM unallocated_totals")}
         quota = {r[0]: (r[1], int(r[2])) for r in db.execute("SELECT uid, namespace, count FROM quota_events")}
         return LedgerState(agents, hwm, totals, unalloc, quota)
 
@@ -203,9 +204,10 @@ class Ledger:
                     [(*k, *v) for k, v in w.totals.items()])
             if w.unallocated_totals:
                 db.executemany(
-                    "INSERT INTO unallocated_totals (node, pool, gpu_model, seconds) VALUES (?,?,?,?) "
-                    "ON CONFLICT (node, pool, gpu_model) DO UPDATE SET seconds = seconds + excluded.seconds",
-                    [(*k, v) for k, v in w.unallocated_totals.items()])
+                    "INSERT INTO unallocated_totals (node, pool, gpu_model, currency, seconds, cost) "
+                    "VALUES (?,?,?,?,?,?) ON CONFLICT (node, pool, gpu_model, currency) DO UPDATE SET "
+                    "seconds = seconds + excluded.seconds, cost = cost + excluded.cost",
+                    [(*k, *v) for k, v in w.unallocated_totals.items()])
             if w.quota_events:
                 db.executemany("INSERT OR REPLACE INTO quota_events (uid, namespace, count) VALUES (?,?,?)",
                                w.quota_events)

@@ -52,9 +52,16 @@ class AggregatorCollector(Collector):
         yield idle_cost
         unalloc = CounterMetricFamily("gpucost_unallocated_gpu_seconds", "GPU-seconds of capacity nobody held",
                                       labels=["node", "pool", "gpu_model"])
-        for (node, pool, model), s in sorted(books.unallocated_totals.items()) if books else []:
-            unalloc.add_metric([node, pool, model], s)
+        unalloc_cost = CounterMetricFamily("gpucost_unallocated_cost", "money for capacity nobody held",
+                                           labels=["node", "pool", "gpu_model", "currency"])
+        per_capacity: dict[tuple[str, str, str], float] = defaultdict(float)
+        for (node, pool, model, currency), (secs, ucost) in sorted(books.unallocated_totals.items()) if books else []:
+            per_capacity[(node, pool, model)] += secs
+            unalloc_cost.add_metric([node, pool, model, currency], ucost)
+        for (node, pool, model), secs in sorted(per_capacity.items()):
+            unalloc.add_metric([node, pool, model], secs)
         yield unalloc
+        yield unalloc_cost
         unpriced = CounterMetricFamily("gpucost_unpriced_gpu_seconds",
                                        "GPU-seconds of models missing from the pricing file (priced at default)",
                                        labels=["gpu_model"])
@@ -113,6 +120,13 @@ class AggregatorCollector(Collector):
             if reason in PENDING_REASONS:
                 pending.add_metric([ns, reason], npods)
         yield pending
+        info = GaugeMetricFamily("gpucost_namespace_info", "1 per namespace that carries the team label",
+                                 labels=["namespace", "team"])
+        team_label = agg.settings.team_label
+        for ns, ns_labels in sorted(agg.kube.namespaces.items()):
+            if ns_labels.get(team_label):
+                info.add_metric([ns, ns_labels[team_label]], 1.0)
+        yield info
         rejections = CounterMetricFamily("gpucost_quota_rejections", "pod creations rejected by GPU quota",
                                          labels=["namespace"])
         rej: dict[str, int] = defaultdict(int)
