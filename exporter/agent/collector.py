@@ -67,7 +67,8 @@ class AgentCollector(Collector):
                 ("gpucost_pod_energy_joules", "energy attributed to the holder"),
             )
         }
-        held = GaugeMetricFamily("gpucost_pod_allocated_gpus", "fraction of GPUs held now", labels=HOLDER_LABELS)
+        held = GaugeMetricFamily("gpucost_holder_allocated_gpus", "fraction of a GPU each holder holds now",
+                                 labels=HOLDER_LABELS)
         for h in snap.holders:
             labels = [h.namespace, h.pod, h.container, h.device_id, h.gpu_uuid, h.gpu_model or "unknown",
                       h.mig_profile or ""]

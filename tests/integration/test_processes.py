@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.procs import Cluster, get, wait
 
 SCENARIO = """
 tick: 1s
@@ -40,69 +39,13 @@ events:
 """
 
 
-def _env_file(path: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line)
-
-
-def _get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback only
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-def _wait(predicate: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():  # type: ignore[operator]
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
-
-
-class Cluster:
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.logs = workdir / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
-
-    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        log = (self.logs / f"{name}.log").open("ab")
-        proc = subprocess.Popen([sys.executable, "-m", "exporter", *args], stdout=log, stderr=log,
-                                env={**os.environ, **(env or {})})
-        self.procs[name] = proc
-        return proc
-
-    def agent_env(self, node: str, **extra: str) -> dict[str, str]:
-        return {**_env_file(self.workdir / "agents" / f"{node}.env"), "GPUCOST_TICK": "0.5s", **extra}
-
-    def aggregator_env(self) -> dict[str, str]:
-        return {**_env_file(self.workdir / "aggregator.env"), "GPUCOST_TICK": "0.5s"}
-
-    def stop(self, name: str, sig: int = signal.SIGTERM) -> int:
-        proc = self.procs.pop(name)
-        proc.send_signal(sig)
-        return proc.wait(timeout=20)
-
-    def close(self) -> None:
-        for name in list(self.procs):
-            proc = self.procs.pop(name)
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @pytest.fixture(name="cluster")
 def _cluster() -> Iterator[Cluster]:
     workdir = Path(tempfile.mkdtemp(prefix="gce-proc-"))
     (workdir / "s.yaml").write_text(SCENARIO)
     c = Cluster(workdir)
     c.spawn("sim", ["sim-cluster", "--scenario", str(workdir / "s.yaml"), "--workdir", str(workdir)])
-    _wait(lambda: (workdir / "ready").exists())
+    wait(lambda: (workdir / "ready").exists())
     yield c
     c.close()
     shutil.rmtree(workdir, ignore_errors=True)
@@ -141,12 +84,12 @@ def test_sigkill_aggregator_loses_and_repeats_nothing(cluster: Cluster) -> None:
         assert cluster.stop(f"agent-{n}") == 0
         cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n, GPUCOST_TICK="1h"))
     cluster.spawn("aggregator", ["aggregator"], agg_env)
-    _wait(lambda: _get(f"http://{listen}/readyz")[0] == 200)
+    wait(lambda: get(f"http://{listen}/readyz")[0] == 200)
     time.sleep(2.0)
     agent_alloc: dict[str, float] = {}
     epochs = set()
     for n in nodes:
-        snap = json.loads(_get(f"http://{cluster.agent_env(n)['GPUCOST_LISTEN']}/v1/usage")[1])
+        snap = json.loads(get(f"http://{cluster.agent_env(n)['GPUCOST_LISTEN']}/v1/usage")[1])
         epochs.add(snap["epoch"])
         for h in snap["holders"]:
             agent_alloc[h["namespace"]] = agent_alloc.get(h["namespace"], 0.0) + h["allocated_s"]
@@ -169,11 +112,11 @@ def test_real_scrape_passes_promtool_and_carries_the_contract(cluster: Cluster) 
     env = cluster.aggregator_env()
     cluster.spawn("aggregator", ["aggregator"], env)
     listen = env["GPUCOST_LISTEN"]
-    _wait(lambda: _get(f"http://{listen}/readyz")[0] == 200)
-    _wait(lambda: b'gpucost_pod_idle_seconds{namespace="team-a",pod="idle-nb"' in _get(
+    wait(lambda: get(f"http://{listen}/readyz")[0] == 200)
+    wait(lambda: b'gpucost_pod_idle_seconds{namespace="team-a",pod="idle-nb"' in get(
         f"http://{listen}/metrics")[1])
     time.sleep(1.5)
-    _status, body = _get(f"http://{listen}/metrics")
+    _status, body = get(f"http://{listen}/metrics")
     text = body.decode()
     for series in ("gpucost_allocated_gpu_seconds_total", "gpucost_used_gpu_seconds_total",
                    "gpucost_unmeasured_gpu_seconds_total", "gpucost_cost_total", "gpucost_idle_cost_total",
@@ -188,7 +131,7 @@ def test_real_scrape_passes_promtool_and_carries_the_contract(cluster: Cluster) 
     assert 'gpucost_pending_gpu_pods{namespace="team-a",reason="insufficient_gpu"} 1.0' in text
     assert 'gpucost_quota_rejections_total{namespace="team-a"} 1.0' in text
     assert 'gpucost_workload_gpu_utilization_ratio{namespace="team-b",workload="serve"} 0.5' in text
-    keda = json.loads(_get(f"http://{listen}/api/v1/keda/utilization?namespace=team-b&workload=serve")[1])
+    keda = json.loads(get(f"http://{listen}/api/v1/keda/utilization?namespace=team-b&workload=serve")[1])
     assert keda["value"] == pytest.approx(0.5)
     promtool = shutil.which("promtool")
     if promtool is None:
@@ -196,6 +139,6 @@ def test_real_scrape_passes_promtool_and_carries_the_contract(cluster: Cluster) 
     proc = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     agent_listen = cluster.agent_env("n-a100")["GPUCOST_LISTEN"]
-    proc = subprocess.run([promtool, "check", "metrics"], input=_get(f"http://{agent_listen}/metrics")[1],
+    proc = subprocess.run([promtool, "check", "metrics"], input=get(f"http://{agent_listen}/metrics")[1],
                           capture_output=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -94,14 +95,14 @@ def test_bad_scenarios(write_scenario: Callable[[str], Path], extra: str, messag
 def test_unpriced_model_needs_default(write_scenario: Callable[[str], Path]) -> None:
     """A model with no price and no default_price is an error (a GPU is never free)."""
     path = write_scenario("nodes: [{name: n0, model: Mystery GPU, gpus: 1}]\n")
-    with pytest.raises(ScenarioError, match="nodes\\[0\\].model: 'Mystery GPU' has no price"):
+    with pytest.raises(ScenarioError, match=re.escape("nodes[0].model: 'Mystery GPU' has no price")):
         load_scenario(path)
 
 
 def test_mig_on_too_many_slices(write_scenario: Callable[[str], Path]) -> None:
     """MIG profiles that need more slices than the GPU has are rejected."""
     path = write_scenario(BASE.replace("gpus: 2}", "gpus: 2, mig: {0: [4g.40gb, 4g.40gb]}}"))
-    with pytest.raises(ScenarioError, match="nodes\\[0\\].mig.0: profiles need 8 slices"):
+    with pytest.raises(ScenarioError, match=re.escape("nodes[0].mig.0: profiles need 8 slices")):
         load_scenario(path)
 
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Generate the Grafana dashboards (JSON) from this one description.
+
+Written as a small generator rather than by hand because every panel shares the same data-source,
+variable and layout boilerplate; written without a dashboard SDK because the output is plain JSON in
+Grafana's stable classic model and needs nothing more. The JSON goes to dashboards/ and into the Helm
+chart (files/dashboards/), and a test fails when either copy is stale.
+Usage: ``python dashboards/generate.py [--check]``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CHART_COPY = HERE.parent / "helm" / "gpu-cost-exporter" / "files" / "dashboards"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+NS = 'namespace=~"$namespace"'
+
+
+def _var_query(name: str, label: str, metric: str, all_value: str = ".*") -> dict[str, Any]:
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": f"label_values({metric}, {name if name != 'gpu_model' else 'gpu_model'})",
+                      "refId": f"{name}-var"},
+            "definition": f"label_values({metric}, {name})", "refresh": 2, "multi": True, "includeAll": True,
+            "allValue": all_value, "current": {"selected": True, "text": "All", "value": "$__all"}, "sort": 1}
+
+
+TEMPLATING = [
+    {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+     "current": {}, "hide": 0},
+    _var_query("namespace", "Namespace", "gpucost_allocated_gpu_seconds_total"),
+    _var_query("pool", "Pool", "gpucost_unallocated_gpu_seconds_total"),
+    _var_query("gpu_model", "GPU model", "gpucost_unallocated_gpu_seconds_total"),
+]
+
+
+def panel(title: str, kind: str, exprs: list[tuple[str, str]], unit: str = "short", w: int = 12, h: int = 8,
+          description: str = "", instant: bool = False) -> dict[str, Any]:
+    return {
+        "type": kind, "title": title, "description": description, "datasource": DS,
+        "gridPos": {"h": h, "w": w, "x": 0, "y": 0},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {"legend": {"displayMode": "table", "placement": "bottom"}} if kind == "timeseries" else {},
+        "targets": [{"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend, "datasource": DS,
+                     **({"instant": True, "format": "table"} if instant else {})}
+                    for i, (expr, legend) in enumerate(exprs)],
+    }
+
+
+def layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    x = y = row_h = 0
+    for i, p in enumerate(panels, start=1):
+        w, h = p["gridPos"]["w"], p["gridPos"]["h"]
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p["gridPos"].update(x=x, y=y)
+        p["id"] = i
+        x += w
+        row_h = max(row_h, h)
+    return panels
+
+
+def dashboard(uid: str, title: str, panels: list[dict[str, Any]], description: str) -> dict[str, Any]:
+    return {
+        "uid": uid, "title": title, "description": description, "tags": ["gpu", "cost", "gpu-cost-exporter"],
+        "timezone": "browser", "editable": True, "graphTooltip": 1, "schemaVersion": 39, "version": 1,
+        "refresh": "1m", "time": {"from": "now-24h", "to": "now"},
+        "templating": {"list": TEMPLATING}, "annotations": {"list": []}, "links": [],
+        "panels": layout(panels),
+    }
+
+
+DASHBOARDS: dict[str, dict[str, Any]] = {
+    "gpu-cost-overview": dashboard("gpucost-overview", "GPU cost overview", [
+        panel("Cost in range", "stat", [(f"sum(increase(gpucost_cost_total{{{NS}}}[$__range]))", "cost")], w=6, h=4),
+        panel("Idle cost in range", "stat", [(f"sum(increase(gpucost_idle_cost_total{{{NS}}}[$__range]))", "idle")],
+              w=6, h=4),
+        panel("GPUs held now", "stat", [(f"sum(gpucost_allocated_gpus{{{NS}}})", "GPUs")], w=6, h=4),
+        panel("Unallocated capacity cost in range", "stat",
+              [('sum(increase(gpucost_unallocated_cost_total{pool=~"$pool",gpu_model=~"$gpu_model"}[$__range]))',
+                "unallocated")], w=6, h=4),
+        panel("Cost per namespace (per hour)", "timeseries",
+              [(f"sum by (namespace, currency) (rate(gpucost_cost_total{{{NS}}}[$__rate_interval])) * 3600",
+                "{{namespace}} ({{currency}})")]),
+        panel("Idle cost per namespace (per hour)", "timeseries",
+              [(f"sum by (namespace, currency) (rate(gpucost_idle_cost_total{{{NS}}}[$__rate_interval])) * 3600",
+                "{{namespace}} ({{currency}})")]),
+        panel("Top idle pods (money wasted per hour)", "table",
+              [(f"topk(10, gpucost_pod_hourly_cost{{{NS}}} and on (namespace, pod) (gpucost_pod_idle_seconds > 0))",
+                "")], instant=True),
+        panel("Unallocated GPUs by pool and model", "timeseries",
+              [('sum by (pool, gpu_model) (rate(gpucost_unallocated_gpu_seconds_total{pool=~"$pool",'
+                'gpu_model=~"$gpu_model"}[$__rate_interval]))', "{{pool}} {{gpu_model}}")]),
+    ], "Cost and idle cost per namespace, idle pods, and capacity nobody holds."),
+    "gpu-namespace-drilldown": dashboard("gpucost-namespace", "GPU namespace drill-down", [
+        panel("Allocated vs used GPU-hours in range", "bargauge",
+              [(f"sum by (namespace) (increase(gpucost_allocated_gpu_seconds_total{{{NS}}}[$__range])) / 3600",
+                "{{namespace}} allocated"),
+               (f"sum by (namespace) (increase(gpucost_used_gpu_seconds_total{{{NS}}}[$__range])) / 3600",
+                "{{namespace}} used"),
+               (f"sum by (namespace) (increase(gpucost_unmeasured_gpu_seconds_total{{{NS}}}[$__range])) / 3600",
+                "{{namespace}} unmeasured")], w=24),
+        panel("GPU utilisation by namespace", "timeseries",
+              [(f"gpucost_gpu_utilization_ratio{{{NS}}}", "{{namespace}}")], unit="percentunit"),
+        panel("GPUs held by namespace", "timeseries", [(f"gpucost_allocated_gpus{{{NS}}}", "{{namespace}}")]),
+        panel("Utilisation by workload", "timeseries",
+              [(f"gpucost_workload_gpu_utilization_ratio{{{NS}}}", "{{namespace}}/{{workload}}")],
+              unit="percentunit"),
+        panel("GPUs held by workload", "table",
+              [(f"sum by (namespace, workload, gpu_model) (gpucost_pod_allocated_gpus{{{NS}}})", "")], instant=True),
+        panel("GPU-hours per namespace per hour (recorded)", "timeseries",
+              [(f"namespace:gpucost_allocated_gpu_hours:increase1h{{{NS}}}", "{{namespace}} allocated"),
+               (f"namespace:gpucost_used_gpu_hours:increase1h{{{NS}}}", "{{namespace}} used")], w=24),
+    ], "Allocated vs used GPU-hours, utilisation and workloads of one or more namespaces."),
+    "gpu-idle-waste": dashboard("gpucost-idle", "GPU idle waste", [
+        panel("Squatting pods ranked by money wasted per hour", "table",
+              [(f"sort_desc(gpucost_pod_hourly_cost{{{NS}}} and on (namespace, pod) (gpucost_pod_idle_seconds > 0))",
+                "")], w=24, instant=True),
+        panel("Idle time per pod", "timeseries",
+              [(f"gpucost_pod_idle_seconds{{{NS}}} > 0", "{{namespace}}/{{pod}}")], unit="s"),
+        panel("Idle cost rate per namespace (recorded, per hour)", "timeseries",
+              [(f"namespace:gpucost_idle_cost_per_hour:rate15m{{{NS}}}", "{{namespace}} ({{currency}})")]),
+        panel("Idle cost per namespace, last 24 h (recorded)", "bargauge",
+              [(f"namespace:gpucost_idle_cost:increase1d{{{NS}}}", "{{namespace}}")], w=24),
+    ], "Pods that hold GPUs they do not use, and what that costs."),
+    "gpu-quota-queue": dashboard("gpucost-quota", "GPU quota and queue", [
+        panel("GPU quota: used vs hard", "timeseries", [(f"gpucost_quota_gpus{{{NS}}}", "{{namespace}} {{type}}")]),
+        panel("GPU quota headroom", "bargauge",
+              [(f'gpucost_quota_gpus{{{NS},type="hard"}} - ignoring (type) gpucost_quota_gpus{{{NS},type="used"}}',
+                "{{namespace}}")]),
+        panel("Pending GPU pods by reason", "timeseries",
+              [(f"sum by (namespace, reason) (gpucost_pending_gpu_pods{{{NS}}})", "{{namespace}} {{reason}}")]),
+        panel("Quota rejections in range", "bargauge",
+              [(f"sum by (namespace) (increase(gpucost_quota_rejections_total{{{NS}}}[$__range]))", "{{namespace}}")]),
+    ], "What platform teams otherwise script by hand: quota, pending pods and why, rejections."),
+    "gpu-device-health": dashboard("gpucost-devices", "GPU device health", [
+        panel("Utilisation per device", "timeseries",
+              [("gpucost_device_utilization_ratio", "{{node}} {{gpu_uuid}} {{mig_profile}}")], unit="percentunit"),
+        panel("GPU temperature (DCGM, with holder)", "timeseries",
+              [("DCGM_FI_DEV_GPU_TEMP", "{{Hostname}} gpu{{gpu}} {{namespace}}/{{pod}}")], unit="celsius"),
+        panel("Power draw (DCGM)", "timeseries",
+              [("DCGM_FI_DEV_POWER_USAGE", "{{Hostname}} gpu{{gpu}} {{GPU_I_PROFILE}}")], unit="watt"),
+        panel("Framebuffer used (DCGM)", "timeseries",
+              [("DCGM_FI_DEV_FB_USED", "{{Hostname}} gpu{{gpu}} {{namespace}}/{{pod}}")], unit="decmbytes"),
+        panel("Power attributed to pods", "timeseries",
+              [(f"sum by (namespace, pod) (rate(gpucost_pod_energy_joules_total{{{NS}}}[$__rate_interval]))",
+                "{{namespace}}/{{pod}}")], unit="watt"),
+        panel("DCGM reachable per node", "stat", [("gpucost_dcgm_up", "{{node}}")]),
+    ], "Per-GPU DCGM readings joined to the pods that hold each device."),
+}
+
+
+def render() -> dict[str, str]:
+    return {f"{name}.json": json.dumps(d, indent=2, sort_keys=False) + "\n" for name, d in DASHBOARDS.items()}
+
+
+def main() -> int:
+    files = render()
+    if "--check" in sys.argv:
+        stale = [n for n, t in files.items() for d in (HERE, CHART_COPY)
+                 if not (d / n).exists() or (d / n).read_text() != t]
+        if stale:
+            print(f"stale dashboards: {stale}; run python dashboards/generate.py", file=sys.stderr)
+            return 1
+        return 0
+    CHART_COPY.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (HERE / name).write_text(text)
+        (CHART_COPY / name).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""Helpers to run the real daemons as processes against `gpu-cost-exporter sim-cluster`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def env_file(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line)
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def wait(predicate: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():  # type: ignore[operator]
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting")
+
+
+class Cluster:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs = workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"{name}.log").open("ab")
+        proc = subprocess.Popen([sys.executable, "-m", "exporter", *args], stdout=log, stderr=log,
+                                env={**os.environ, **(env or {})})
+        self.procs[name] = proc
+        return proc
+
+    def agent_env(self, node: str, **extra: str) -> dict[str, str]:
+        return {**env_file(self.workdir / "agents" / f"{node}.env"), "GPUCOST_TICK": "0.5s", **extra}
+
+    def aggregator_env(self) -> dict[str, str]:
+        return {**env_file(self.workdir / "aggregator.env"), "GPUCOST_TICK": "0.5s"}
+
+    def stop(self, name: str, sig: int = signal.SIGTERM) -> int:
+        proc = self.procs.pop(name)
+        proc.send_signal(sig)
+        return proc.wait(timeout=20)
+
+    def close(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs.pop(name)
+            proc.kill()
+            proc.wait(timeout=10)
+
+
