@@ -118,7 +118,7 @@ class Agent:
             self.health.dcgm_up = False
             self.health.last_error = str(exc)
             return None
-        parsed = parse_exposition(text)
+        parsed = parse_exposition(text, only=self.name_table)
         if parsed.errors:
             self.health.parse_errors += parsed.errors
             log.warning("dcgm_malformed_lines", count=parsed.errors, first=parsed.first_error)

@@ -202,3 +202,14 @@ def test_property_arbitrary_text_never_raises(text: str) -> None:
     r = parse_exposition(text)
     lines = [ln for ln in text.split("\n") if ln and not ln.isspace() and ln[0] != "#"]
     assert len(r.samples) + r.errors == len(lines)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_expositions())
+def test_property_name_filter_keeps_exactly_the_named_samples(text: str) -> None:
+    """Filtering by name (the agent's fast path) yields exactly the unfiltered samples of those names."""
+    full = parse_exposition(text).samples
+    names = {s.name for s in full[::2]}
+    filtered = parse_exposition(text, only=names).samples
+    assert [(s.name, s.labels, s.value) for s in filtered] == [(s.name, s.labels, s.value) for s in full
+                                                                 if s.name in names]

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""gpu-cost-exporter benchmarks: prints one JSON object, never asserts.
+
+Every figure is taken next to a baseline measured in the same run (these machines are noisy):
+prometheus-client's parser for the agent tick, prometheus-client's own Gauge/Counter rendering for
+/metrics. ``--quick`` finishes in well under 3 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from exporter.agent.attribution import attribute  # noqa: E402
+from exporter.agent.dcgm_devices import DEFAULT_NAME_TABLE, build_devices  # noqa: E402
+from exporter.agent.meter import Meter  # noqa: E402
+from exporter.agent.state import dump_meter  # noqa: E402
+from exporter.clients.exposition import parse_exposition  # noqa: E402
+from exporter.clients.podresources import ContainerDevices  # noqa: E402
+from exporter.sim.cluster import SimCluster  # noqa: E402
+from exporter.sim.scenario import parse_scenario  # noqa: E402
+
+
+def median_ms(fn: Any, repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) * 1000
+
+
+def rss_mb(pid: int | None = None) -> float:
+    for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# -- agent tick ------------------------------------------------------------------------------------
+def _node_scenario(mig: bool) -> str:
+    if mig:
+        node = ('{name: n, model: "NVIDIA A100-SXM4-80GB", gpus: 8, mig: {'
+                + ", ".join(f"{i}: [{', '.join(['1g.10gb'] * 7)}]" for i in range(8)) + "}}")
+        pods = ",".join(f"{{name: p{i}, namespace: ns{i % 4}, node: n, gpus: 1, resource: nvidia.com/mig-1g.10gb, "
+                        f"utilization: 0.{i % 9 + 1}}}" for i in range(56))
+        prices = '{"NVIDIA A100-SXM4-80GB": 2.5}'
+    else:
+        node = '{name: n, model: "NVIDIA H100 80GB HBM3", gpus: 8}'
+        pods = ",".join(f"{{name: p{i}, namespace: ns{i % 4}, node: n, gpus: 1, utilization: 0.{i + 1}}}"
+                        for i in range(8))
+        prices = '{"NVIDIA H100 80GB HBM3": 4.0}'
+    return f"prices: {prices}\nnodes: [{node}]\npods: [{pods}]\n"
+
+
+def bench_agent_tick(mig: bool, repeat: int) -> dict[str, float]:
+    """One whole agent tick minus the two socket reads: parse DCGM, join pod-resources, count, snapshot."""
+    cluster = SimCluster(parse_scenario(_node_scenario(mig), "bench"), 0.0)
+    cluster.advance(0.0)
+    cluster.advance(60.0)
+    text = cluster.render_dcgm("n")
+    held = [ContainerDevices(p.namespace, p.name, p.container, p.resource, tuple(devs))
+            for p, devs in cluster.pod_resources("n")]
+    meter = Meter(node="n")
+    clock = [0.0]
+
+    def tick() -> None:
+        clock[0] += 15.0
+        devices = build_devices(parse_exposition(text, only=DEFAULT_NAME_TABLE).samples)
+        attribution = attribute(held, devices, None, meter.mig_known, meter.inventory)
+        meter.tick(clock[0], attribution, devices, cap=60.0)
+        meter.snapshot(clock[0], True, True).model_dump_json()
+        dump_meter(meter)
+
+    tick()
+    samples = sum(1 for line in text.splitlines() if line and line[0] != "#")
+    return {"tick_ms": median_ms(tick, repeat),
+            "baseline_parse_ms": median_ms(lambda: list(text_string_to_metric_families(text)), repeat),
+            "samples": samples, "bytes": len(text)}
+
+
+# -- agent RSS over 1000 ticks (a real agent against a real sim-cluster, separate processes) -----------
+RSS_SCRIPT = r"""
+import asyncio, json, sys
+from pathlib import Path
+from exporter.agent.service import Agent
+from exporter.config import AgentSettings
+from exporter.logs import configure_logging
+env = dict(l.split("=", 1) for l in Path(sys.argv[1]).read_text().splitlines() if l)
+ticks = int(sys.argv[2])
+def rss():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+async def main():
+    configure_logging("error", "json")
+    s = AgentSettings(node_name=env["GPUCOST_NODE_NAME"], dcgm_url=env["GPUCOST_DCGM_URL"],
+                      podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]), listen=env["GPUCOST_LISTEN"],
+                      state_dir=Path(env["GPUCOST_STATE_DIR"]), podresources_qps=1e6)
+    agent = Agent(s)
+    await agent.start_http()
+    at = {}
+    for i in range(1, ticks + 1):
+        await agent.tick()
+        if i in (100, ticks):
+            at[i] = rss()
+    await agent.close()
+    print(json.dumps({"rss_at_100": at[100], "rss_at_end": at[ticks]}))
+asyncio.run(main())
+"""
+
+
+def bench_agent_rss(ticks: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+        scen = Path(tmp) / "s.yaml"
+        scen.write_text(_node_scenario(False).replace("prices:", "tick: 1s\nprices:"))
+        sim = subprocess.Popen([sys.executable, "-m", "exporter", "sim-cluster", "--scenario", str(scen),
+                                "--workdir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 30
+            while not (Path(tmp) / "ready").exists() and time.time() < deadline:
+                time.sleep(0.1)
+            out = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(Path(tmp) / "agents" / "n.env"), str(ticks)],
+                                 capture_output=True, text=True, check=True, cwd=REPO).stdout
+        finally:
+            sim.terminate()
+            sim.wait(timeout=20)
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+# -- aggregator tick over N simulated agents ----------------------------------------------------------
+AGENTS_SERVER = r"""
+import json, sys, time
+from aiohttp import web
+n, port = int(sys.argv[1]), int(sys.argv[2])
+seq = {}
+async def usage(req):
+    i = int(req.match_info["i"])
+    k = seq.get(i, 0) + 1
+    seq[i] = k
+    holders = [{"namespace": f"ns-{(i * 8 + g) % 500}", "pod": f"pod-{i}-{g}", "container": "main",
+                "device_id": f"GPU-{i:05d}-{g}", "gpu_uuid": f"GPU-{i:05d}-{g}", "gpu_model": "NVIDIA H100 80GB HBM3",
+                "fraction": 1.0, "active": True, "allocated_s": 15.0 * k, "used_s": 7.5 * k, "unmeasured_s": 0.0,
+                "energy_j": 5000.0 * k, "utilization": 0.5} for g in range(8)]
+    body = {"node": f"node-{i}", "epoch": "e1", "timestamp": time.time(), "seq": k, "holders": holders,
+            "unallocated": [{"gpu_model": "NVIDIA H100 80GB HBM3", "seconds": 0.0}]}
+    return web.Response(body=json.dumps(body).encode(), content_type="application/json")
+app = web.Application()
+app.router.add_get("/a/{i}/v1/usage", usage)
+web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+"""
+
+
+def bench_aggregator(nodes: int, ticks: int) -> dict[str, float]:
+    from exporter.aggregator.service import Aggregator
+    from exporter.config import AggregatorSettings
+    from exporter.sim.runner import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", AGENTS_SERVER, str(nodes), str(port)])
+    try:
+        time.sleep(1.5)
+        with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+            settings = AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=Path(tmp) / "l.db",
+                                          agents=[f"http://127.0.0.1:{port}/a/{i}" for i in range(nodes)],
+                                          pull_concurrency=128, pull_timeout=30)
+
+            async def run() -> list[float]:
+                agg = Aggregator(settings)
+                await agg.start(serve_http=False)
+                times = []
+                for _ in range(ticks):
+                    t0 = time.perf_counter()
+                    await agg.tick()
+                    times.append(time.perf_counter() - t0)
+                await agg.close()
+                return times
+
+            times = asyncio.run(run())
+            return {"tick_s": round(statistics.median(times[1:] or times), 3), "first_tick_s": round(times[0], 3),
+                    "rss_mb": round(rss_mb(), 1)}
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+# -- /metrics rendering ------------------------------------------------------------------------------
+def bench_metrics_render(repeat: int) -> dict[str, float]:
+    from exporter.aggregator.booking import Books
+    from exporter.aggregator.ledger import LedgerState
+    from exporter.aggregator.metrics import AggregatorCollector
+    from exporter.aggregator.pricing_source import PricingSource
+    from exporter.aggregator.service import Gauges, PodGauge
+    from exporter.aggregator.kubestate import KubeState
+    from exporter.config import AggregatorSettings
+
+    class FakeAgg:  # the collector's view of an aggregator, filled with 500 namespaces and 20 000 pods
+        def __init__(self) -> None:
+            self.is_leader = True
+            self.settings = AggregatorSettings()
+            self.books = Books(LedgerState({}, {}, {(f"ns-{n}", "USD"): [1e5, 5e4, 10.0, 100.0, 40.0]
+                                                    for n in range(500)}, {}, {}))
+            self.gauges = Gauges()
+            self.gauges.allocated_gpus = {f"ns-{n}": 40.0 for n in range(500)}
+            self.gauges.ns_utilization = {f"ns-{n}": 0.5 for n in range(500)}
+            self.gauges.pods = {(f"ns-{p % 500}", f"pod-{p}"): PodGauge(f"wl-{p // 4}", 1.0, "NVIDIA H100 80GB HBM3",
+                                                                         0.5, 0.0, 4.0) for p in range(20000)}
+            self.gauges.workload_utilization = {(f"ns-{p % 500}", f"wl-{p // 4}"): 0.5 for p in range(0, 20000, 4)}
+            self.pricing = PricingSource(None)
+            self.kube = KubeState()
+            self.kube_up = True
+
+    fake = FakeAgg()
+    ours = CollectorRegistry(auto_describe=False)
+    ours.register(AggregatorCollector(fake))  # type: ignore[arg-type]
+    base = CollectorRegistry()
+    c_alloc = Counter("gpucost_allocated_gpu_seconds", "", ["namespace"], registry=base)
+    g_alloc = Gauge("gpucost_allocated_gpus", "", ["namespace"], registry=base)
+    g_util = Gauge("gpucost_gpu_utilization_ratio", "", ["namespace"], registry=base)
+    g_idle = Gauge("gpucost_pod_idle_seconds", "", ["namespace", "pod", "workload"], registry=base)
+    g_held = Gauge("gpucost_pod_allocated_gpus", "", ["namespace", "pod", "workload", "gpu_model"], registry=base)
+    g_cost = Gauge("gpucost_pod_hourly_cost", "", ["namespace", "pod", "workload", "currency"], registry=base)
+    g_wl = Gauge("gpucost_workload_gpu_utilization_ratio", "", ["namespace", "workload"], registry=base)
+    for n in range(500):
+        c_alloc.labels(f"ns-{n}").inc(1e5)
+        g_alloc.labels(f"ns-{n}").set(40)
+        g_util.labels(f"ns-{n}").set(0.5)
+    for (ns, pod), pg in fake.gauges.pods.items():
+        g_idle.labels(ns, pod, pg.workload).set(0)
+        g_held.labels(ns, pod, pg.workload, pg.gpu_model).set(1)
+        g_cost.labels(ns, pod, pg.workload, "USD").set(4)
+    for (ns, wl) in fake.gauges.workload_utilization:
+        g_wl.labels(ns, wl).set(0.5)
+    return {"ms": median_ms(lambda: generate_latest(ours), repeat),
+            "baseline_ms": median_ms(lambda: generate_latest(base), repeat)}
+
+
+# -- pod deletion -> books closed (real time) ------------------------------------------------------------
+def bench_event_to_books_closed(samples: int) -> dict[str, float]:
+    from exporter.clock import RealClock
+    from exporter.pipeline import Pipeline
+
+    scen = parse_scenario("tick: 1s\nprices: {\"NVIDIA H100 80GB HBM3\": 4}\n"
+                          "nodes: [{name: n, model: \"NVIDIA H100 80GB HBM3\", gpus: 8}]\npods: ["
+                          + ",".join(f"{{name: p{i}, namespace: ns, node: n, gpus: 1, utilization: 0.5}}"
+                                     for i in range(8)) + "]\n", "bench")
+
+    async def run() -> list[float]:
+        with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+            pipe = Pipeline(scen, Path(tmp), RealClock())
+            await pipe.start(serve_aggregator=False)
+            agg = pipe.aggregator
+            assert agg is not None
+            await pipe.peers.advance(1.0)
+            for a in pipe.agents.values():
+                await a.tick()
+            await agg.tick()
+            out = []
+            for i in range(samples):
+                key = ("ns", f"p{i}")
+                assert key in agg.gauges.pods
+                t0 = time.perf_counter()
+                pipe.peers.cluster.store.delete("pods", "ns", f"p{i}")
+                while key in agg.gauges.pods:
+                    await asyncio.sleep(0.0005)
+                out.append((time.perf_counter() - t0) * 1000)
+            await pipe.close()
+            return out
+
+    values = asyncio.run(run())
+    return {"median_ms": round(statistics.median(values), 2), "max_ms": round(max(values), 2)}
+
+
+# -- simulate speed --------------------------------------------------------------------------------
+def bench_simulate(nodes: int, hours: float) -> dict[str, float]:
+    from exporter.pipeline import run_simulation
+
+    text = ("tick: 15s\nduration: %dm\nprices: {\"NVIDIA H100 80GB HBM3\": 4}\nnodes: [" % int(hours * 60)
+            + ",".join(f"{{name: n{i}, model: \"NVIDIA H100 80GB HBM3\", gpus: 8}}" for i in range(nodes)) + "]\npods: ["
+            + ",".join(f"{{name: p{i}-{g}, namespace: ns{g % 3}, node: n{i}, gpus: 1, utilization: 0.5}}"
+                       for i in range(nodes) for g in range(6)) + "]\n")
+    with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+        stats = asyncio.run(run_simulation(parse_scenario(text, "bench"), Path(tmp) / "l.db", Path(tmp) / "w"))
+    return {"simulated_s": stats["simulated_seconds"], "wall_s": round(stats["wall_seconds"], 2),
+            "speed": round(stats["speed"], 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, under 3 minutes on 2 cores")
+    args = parser.parse_args()
+    from exporter.logs import configure_logging
+
+    configure_logging("error", "json")
+    quick = args.quick
+    started = time.time()
+    whole = bench_agent_tick(False, 200)
+    mig = bench_agent_tick(True, 100)
+    rss = bench_agent_rss(1000)
+    aggregator = {str(n): bench_aggregator(n, 3 if quick else 5) for n in (250, 1000, 2500)}
+    render = bench_metrics_render(5 if quick else 15)
+    event = bench_event_to_books_closed(5 if quick else 8)
+    sim = bench_simulate(16, 1.0 if quick else 24.0)
+    result = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "agent_tick_ms": round(whole["tick_ms"], 3),
+        "baseline_parse_ms": round(whole["baseline_parse_ms"], 3),
+        "agent_tick_vs_baseline": round(whole["tick_ms"] / whole["baseline_parse_ms"], 3),
+        "agent_payload": {"samples": whole["samples"], "bytes": whole["bytes"]},
+        "agent_tick_mig_ms": round(mig["tick_ms"], 3),
+        "baseline_parse_mig_ms": round(mig["baseline_parse_ms"], 3),
+        "agent_rss_mb": round(rss["rss_at_end"], 1),
+        "agent_rss_mb_at_tick_100": round(rss["rss_at_100"], 1),
+        "aggregator": aggregator,
+        "aggregator_how": "agents simulated by one aiohttp server in a separate process (one URL per agent, 8 GPUs "
+                          "each, counters advancing per pull); the aggregator in this process pulls them over "
+                          "loopback with concurrency 128, books, commits SQLite and refreshes gauges",
+        "metrics_render_ms": round(render["ms"], 2),
+        "metrics_render_baseline_ms": round(render["baseline_ms"], 2),
+        "metrics_render_vs_baseline": round(render["ms"] / render["baseline_ms"], 3),
+        "event_to_books_closed_ms": event["median_ms"],
+        "event_to_books_closed_max_ms": event["max_ms"],
+        "simulate_speed": sim["speed"],
+        "simulate_scenario": f"16 nodes x 8 GPUs, 96 pods, {sim['simulated_s'] / 3600:g} h at 15 s ticks",
+        "wall_seconds": round(time.time() - started, 1),
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
