@@ -68,7 +68,7 @@ class SlackStandIn:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 outer.posts.append({"path": self.path, "body": json.loads(body)})
                 self.send_response(200)
@@ -197,7 +197,7 @@ def test_idle_pod_alert_reaches_slack_then_resolves(stack: dict[str, Any]) -> No
     att = firing["attachments"][0]
     assert firing["channel"] == "#gpu-research"  # routed by the namespace's team label
     assert "team-a/notebook-0" in att["text"] and "GPUAllocatedButIdle" in att["title"]
-    assert "GPUs: 1.00 × NVIDIA H100 80GB HBM3" in att["text"] and "wasting *4.00 USD/h*" in att["text"]
+    assert "GPUs: 1.00 \u00d7 NVIDIA H100 80GB HBM3" in att["text"] and "wasting *4.00 USD/h*" in att["text"]
     assert "train-0" not in att["text"]  # the busy pod is not idle
 
     # While the idle pod still exists: every dashboard panel's expression returns data.

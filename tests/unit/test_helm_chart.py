@@ -91,7 +91,8 @@ def test_rule_and_alertmanager_sources_are_single() -> None:
 
 def test_metric_names_in_chart_exist() -> None:
     """Every gpucost_* metric the chart renders (KEDA query) is one the exporter produces."""
-    produced = set(re.findall(r'"(gpucost_[a-z_]+)"', "".join(p.read_text() for p in (REPO / "exporter").rglob("*.py"))))
+    sources = "".join(p.read_text() for p in (REPO / "exporter").rglob("*.py"))
+    produced = set(re.findall(r'"(gpucost_[a-z_]+)"', sources))
     for tpl in TEMPLATES:
         for metric in re.findall(r"\b(gpucost_[a-z_]+)", tpl.read_text()):
             assert metric in produced or metric.removesuffix("_total") in produced, (tpl.name, metric)
@@ -134,9 +135,9 @@ def test_helm_lint_and_template_when_available(tmp_path: Path) -> None:
     if helm is None:
         pytest.skip("helm is not installed: the static checks above stand in for it")
     subprocess.run([helm, "lint", str(CHART)], check=True, capture_output=True)
-    out = subprocess.run([helm, "template", "t", str(CHART), "--set", "monitoring.serviceMonitor.enabled=true",
-                          "--set", "alerts.prometheusRule.enabled=true", "--set", "keda.scaledObjectExample.enabled=true",
-                          "--set", "networkPolicy.enabled=true", "--set", "alerts.alertmanagerConfig.enabled=true"],
+    sets = ["monitoring.serviceMonitor.enabled=true", "alerts.prometheusRule.enabled=true",
+            "keda.scaledObjectExample.enabled=true", "networkPolicy.enabled=true", "alerts.alertmanagerConfig.enabled=true"]
+    out = subprocess.run([helm, "template", "t", str(CHART), *[a for s in sets for a in ("--set", s)]],
                          check=True, capture_output=True, text=True).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
     assert {d["kind"] for d in docs} >= {"DaemonSet", "Deployment", "PrometheusRule", "ServiceMonitor"}
