@@ -136,7 +136,8 @@ def test_helm_lint_and_template_when_available(tmp_path: Path) -> None:
         pytest.skip("helm is not installed: the static checks above stand in for it")
     subprocess.run([helm, "lint", str(CHART)], check=True, capture_output=True)
     sets = ["monitoring.serviceMonitor.enabled=true", "alerts.prometheusRule.enabled=true",
-            "keda.scaledObjectExample.enabled=true", "networkPolicy.enabled=true", "alerts.alertmanagerConfig.enabled=true"]
+            "keda.scaledObjectExample.enabled=true", "networkPolicy.enabled=true",
+            "alerts.alertmanagerConfig.enabled=true"]
     out = subprocess.run([helm, "template", "t", str(CHART), *[a for s in sets for a in ("--set", s)]],
                          check=True, capture_output=True, text=True).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
