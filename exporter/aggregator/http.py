@@ -7,8 +7,9 @@ import math
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from exporter.aggregator.metrics import ExpositionRenderer
 from exporter.aggregator.report import ReportError, parse_time
 
 if TYPE_CHECKING:
@@ -23,8 +24,11 @@ def build_app(agg: Aggregator) -> web.Application:
     def bad(msg: str, status: int = 400) -> web.Response:
         return web.json_response({"error": msg}, status=status)
 
+    renderer = ExpositionRenderer()
+
     async def metrics(_req: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(agg.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body = renderer.render(list(agg.collector.collect()))
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def report(req: web.Request) -> web.Response:
         q = req.query

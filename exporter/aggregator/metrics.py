@@ -1,4 +1,10 @@
-"""The aggregator's Prometheus collector over in-memory state: no SQL and no I/O per scrape."""
+"""The aggregator's metrics over in-memory state: no SQL and no I/O per scrape.
+
+``AggregatorCollector`` yields prometheus-client metric families (used by tests and the registry);
+``render_exposition`` writes the same families as text 0.0.4 with label strings escaped once and cached,
+which is what ``/metrics`` serves: with tens of thousands of pods, prometheus-client's generic
+per-sample formatting dominates a scrape.
+"""
 
 from __future__ import annotations
 
@@ -154,3 +160,47 @@ class AggregatorCollector(Collector):
                                 value=1.0 if agg.kube_up else 0.0)
         yield CounterMetricFamily("gpucost_pricing_reload_errors", "pricing file reloads rejected as invalid",
                                   value=agg.pricing.reload_errors)
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
+
+
+def _fmt(value: float) -> str:
+    text = repr(float(value))
+    if text[-1] in "nf":  # nan, inf, -inf
+        return "NaN" if text == "nan" else ("+Inf" if text == "inf" else "-Inf")
+    return text
+
+
+class ExpositionRenderer:
+    """Renders families to text; caches escaped label strings between scrapes (bounded)."""
+
+    MAX_CACHE = 200_000
+
+    def __init__(self) -> None:
+        self._labels: dict[str, dict[tuple[str, ...], str]] = {}
+        self._size = 0
+
+    def render(self, families: list[GaugeMetricFamily | CounterMetricFamily]) -> bytes:
+        out: list[str] = []
+        append = out.append
+        if self._size > self.MAX_CACHE:
+            self._labels.clear()
+            self._size = 0
+        for fam in families:
+            name = fam.name + "_total" if fam.type == "counter" else fam.name
+            append(f"# HELP {name} {fam.documentation.translate(_ESCAPES)}\n# TYPE {name} {fam.type}\n")
+            cache = self._labels.setdefault(fam.name, {})
+            for sample in fam.samples:
+                labels = sample.labels
+                if not labels:
+                    append(f"{sample.name} {_fmt(sample.value)}\n")
+                    continue
+                values = tuple(labels.values())
+                text = cache.get(values)
+                if text is None:
+                    text = ",".join(f'{k}="{str(v).translate(_ESCAPES)}"' for k, v in labels.items())
+                    cache[values] = text
+                    self._size += 1
+                append(f"{sample.name}{{{text}}} {_fmt(sample.value)}\n")
+        return "".join(out).encode()

@@ -86,7 +86,8 @@ class Aggregator:
         self._runner: web.AppRunner | None = None
         self._api_client: Any = None
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(AggregatorCollector(self))
+        self.collector = AggregatorCollector(self)
+        self.registry.register(self.collector)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def start(self, serve_http: bool = True) -> None:
