@@ -11,6 +11,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from exporter.aggregator.metrics import ExpositionRenderer
 from exporter.aggregator.report import ReportError, parse_time
+from exporter.aggregator.status_page import render_status
 
 if TYPE_CHECKING:
     from exporter.aggregator.service import Aggregator
@@ -58,6 +59,10 @@ def build_app(agg: Aggregator) -> web.Application:
         report = agg.health_report()
         return web.json_response(report, status=200 if report["ready"] else 503)
 
+    async def status(_req: web.Request) -> web.Response:
+        return web.Response(text=await render_status(agg), content_type="text/html", charset="utf-8")
+
+    app.router.add_get("/", status)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/report", report)
     app.router.add_get("/api/v1/keda/utilization", keda)

@@ -96,6 +96,7 @@ class KubeState:
     scheduling_messages: dict[tuple[str, str], str] = field(default_factory=dict)
     quota_event_counts: dict[str, tuple[str, int]] = field(default_factory=dict)  # uid -> (ns, count)
     new_quota_rejections: dict[str, tuple[str, int]] = field(default_factory=dict)
+    recent_rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (time, namespace, message)
     on_pod_deleted: Callable[[PodInfo], None] | None = None
     last_event_at: float = 0.0
 
@@ -252,6 +253,9 @@ class KubeState:
             count = int(obj.get("count") or (obj.get("series") or {}).get("count") or 1)
             seen = self.quota_event_counts.get(uid, (ns, 0))[1]
             if count > seen:
+                self.recent_rejections.append((obj.get("lastTimestamp") or meta.get("creationTimestamp") or "", ns,
+                                               message[:300]))
+                del self.recent_rejections[:-50]
                 self.quota_event_counts[uid] = (ns, count)
                 prev_new = self.new_quota_rejections.get(uid, (ns, 0))[1]
                 self.new_quota_rejections[uid] = (ns, prev_new + count - seen)

@@ -1,0 +1,110 @@
+"""The aggregator's status page at ``/``: one server-rendered HTML page, no JavaScript, no external
+assets (it must work offline inside a cluster). Every value that came from the cluster is escaped:
+pod and namespace names are user input."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from exporter.aggregator.service import Aggregator
+
+STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1d2330;background:#fafbfc}
+h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.6em 0 .4em;border-bottom:1px solid #dde}
+table{border-collapse:collapse;background:#fff;min-width:60%}th,td{padding:.3em .7em;border-bottom:1px solid #eef;
+text-align:right}th{background:#f0f2f7}td:first-child,th:first-child{text-align:left}.muted{color:#778}
+.bar{vertical-align:middle}.warn{color:#b3261e;font-weight:600}.tag{background:#eef;border-radius:3px;padding:0 .3em}
+"""
+
+
+def _bar(value: float, limit: float, width: int = 120) -> str:
+    """A small inline SVG bar: value against limit (red when over 90 %)."""
+    if limit <= 0:
+        return ""
+    frac = max(0.0, min(1.0, value / limit))
+    color = "#b3261e" if frac >= 0.9 else "#2f6fde"
+    return (f'<svg class="bar" width="{width}" height="10" role="img" aria-label="{frac:.0%}">'
+            f'<rect width="{width}" height="10" fill="#e3e7ef"/><rect width="{frac * width:.1f}" height="10" '
+            f'fill="{color}"/></svg>')
+
+
+def _money(v: float, currency: str) -> str:
+    return f"{v:,.2f} {escape(currency)}"
+
+
+async def render_status(agg: Aggregator) -> str:
+    now = agg.clock.now()
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    month = day.replace(day=1)
+    today = {r["namespace"]: r for r in await agg.ledger.run_report("namespace", day.timestamp(), None)}
+    this_month = {r["namespace"]: r for r in await agg.ledger.run_report("namespace", month.timestamp(), None)}
+    currency = agg.pricing.current.currency
+    g, kube = agg.gauges, agg.kube
+    quotas = kube.quota_by_namespace()
+    pending: dict[str, list[str]] = {}
+    for pod in kube.pending_gpu_pods():
+        reasons = ", ".join(kube.pending_reasons(pod))
+        pending.setdefault(pod.namespace, []).append(f"{escape(pod.name)} <span class=tag>{escape(reasons)}</span>")
+    namespaces = sorted(set(g.allocated_gpus) | set(quotas) | set(today) | set(pending) - {"__unallocated__"}
+                        | {ns for ns in this_month if ns != "__unallocated__"})
+    rows = []
+    for ns in namespaces:
+        if ns == "__unallocated__":
+            continue
+        held = g.allocated_gpus.get(ns, 0.0)
+        hard, used = quotas.get(ns, (0.0, 0.0))
+        util = g.ns_utilization.get(ns)
+        t, m = today.get(ns, {}), this_month.get(ns, {})
+        quota_cell = f"{used:g} / {hard:g} {_bar(used, hard)}" if hard else '<span class="muted">none</span>'
+        rows.append(
+            f"<tr><td>{escape(ns)}</td><td>{held:.2f}</td><td>{quota_cell}</td>"
+            f"<td>{'' if util is None else f'{util:.0%}'}</td>"
+            f"<td>{_money(t.get('cost', 0.0), currency)}</td><td>{_money(t.get('idle_cost', 0.0), currency)}</td>"
+            f"<td>{_money(m.get('cost', 0.0), currency)}</td><td>{_money(m.get('idle_cost', 0.0), currency)}</td>"
+            f"<td>{'<br>'.join(pending.get(ns, [])) or '<span class=muted>none</span>'}</td></tr>")
+
+    pools: dict[str, list[float]] = {}
+    for node, snap in agg.latest.items():
+        acc = pools.setdefault(kube.pool_of(node) or "(no pool)", [0.0, 0.0])
+        acc[0] += len(snap.capacity)
+        acc[1] += sum(c.held_fraction for c in snap.capacity)
+    pool_rows = [f"<tr><td>{escape(p)}</td><td>{cap:g}</td><td>{held:.2f} {_bar(held, cap)}</td>"
+                 f"<td>{max(0.0, cap - held):.2f}</td></tr>" for p, (cap, held) in sorted(pools.items())]
+
+    idle = sorted(((k, p) for k, p in g.pods.items() if p.idle_seconds > 0), key=lambda kp: -kp[1].hourly_cost)[:20]
+    idle_rows = [f"<tr><td>{escape(ns)}/{escape(pod)}</td><td>{escape(p.workload)}</td><td>{p.gpus:.2f} &times; "
+                 f"{escape(p.gpu_model)}</td><td>{p.idle_seconds / 60:.0f} min</td>"
+                 f"<td class=warn>{_money(p.hourly_cost, currency)}/h</td></tr>" for (ns, pod), p in idle]
+    rejections = [f"<tr><td>{escape(ts)}</td><td>{escape(ns)}</td><td style='text-align:left'>{escape(msg)}</td></tr>"
+                  for ts, ns, msg in reversed(kube.recent_rejections[-10:])]
+    agents_up = sum(1 for up, _ in g.agents.values() if up)
+    refresh = max(5, int(agg.settings.tick))
+
+    def table(head: list[str], body: list[str], empty: str) -> str:
+        if not body:
+            return f'<p class="muted">{empty}</p>'
+        return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(body) + "</table>"
+
+    parts: list[Any] = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f'<meta http-equiv="refresh" content="{refresh}"><title>GPU cost status</title><style>{STYLE}</style>',
+        "</head><body><h1>GPU cost status</h1>",
+        f'<p class="muted">{datetime.fromtimestamp(now, UTC):%Y-%m-%d %H:%M:%S} UTC · agents up {agents_up}/'
+        f"{len(g.agents)} · ledger committed {max(0, int(time.time() - g.last_commit)) if g.last_commit else '-'} s ago"
+        f" · refreshes every {refresh} s</p>",
+        "<h2>Namespaces</h2>",
+        table(["namespace", "GPUs held", "quota used / hard", "utilisation", "cost today", "idle today",
+               "cost this month", "idle this month", "pending GPU pods"], rows, "No GPU usage booked yet."),
+        "<h2>Pools</h2>",
+        table(["pool", "GPUs", "held", "unallocated"], pool_rows, "No agent reported yet."),
+        "<h2>Top idle pods</h2>",
+        table(["pod", "workload", "GPUs", "idle for", "wasted"], idle_rows, "No pod holds an idle GPU."),
+        "<h2>Recent quota rejections</h2>",
+        table(["time", "namespace", "message"], rejections, "None."),
+        "</body></html>",
+    ]
+    return "".join(parts)

@@ -1,0 +1,64 @@
+"""The status page and the capacity, quota and queue views on the default demo scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from exporter.aggregator.kubestate import classify_pending
+from exporter.aggregator.status_page import render_status
+from exporter.clock import VirtualClock
+from exporter.pipeline import Pipeline
+from exporter.sim.scenario import load_scenario
+from tests.conftest import REPO
+
+START = 1_800_000_000.0
+
+
+def test_classify_pending_messages() -> None:
+    """Scheduler messages map to reasons; a message with several reasons counts under each."""
+    msg = ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
+           "affinity/selector. preemption: 0/3 nodes are available: 3 No preemption victims found.")
+    assert classify_pending(msg) == ["insufficient_gpu", "node_affinity"]
+    assert classify_pending("0/2 nodes are available: 2 node(s) had untolerated taint {nvidia.com/gpu: present}.") \
+        == ["taint"]
+    assert classify_pending("pods \"x\" is forbidden: exceeded quota: gpu-quota") == ["quota"]
+    assert classify_pending("0/1 nodes are available: 1 Insufficient memory.") == ["other"]
+
+
+async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:
+    """After 3 simulated minutes of the demo scenario: every namespace, the pending pod with its reason,
+    the quota rejection (counted once), quotas matching the scenario, pools with unallocated capacity."""
+    scenario = load_scenario(REPO / "exporter" / "sim" / "scenarios" / "default.yaml")
+    clock = VirtualClock(START)
+    pipe = Pipeline(scenario, tmp_path, clock)
+    await pipe.start(serve_aggregator=False)
+    agg = pipe.aggregator
+    assert agg is not None
+    try:
+        for k in range(13):
+            clock.set(START + k * 15)
+            await pipe.peers.advance(k * 15)
+            await pipe.wait_watch_caught_up()
+            for a in pipe.agents.values():
+                await a.tick()
+            await agg.tick()
+        # The rejection event is updated (count 2): it counts once more, not twice.
+        ev = next(o for o in pipe.peers.cluster.store.objects["events"].values() if o["reason"] == "FailedCreate")
+        pipe.peers.cluster.store.upsert("events", {**ev, "count": 2})
+        pipe.peers.cluster.store.upsert("events", {**ev, "count": 2, "message": ev["message"]})
+        await pipe.wait_watch_caught_up()
+        html = await render_status(agg)
+    finally:
+        await pipe.close()
+    for ns in ("ai-training", "ai-inference", "ai-dev"):
+        assert f"<td>{ns}</td>" in html
+    assert "train-big-0 <span class=tag>insufficient_gpu</span>" in html
+    assert "exceeded quota: gpu-quota" in html
+    assert "notebook-alice-0" in html  # the idle squatter is in the top idle pods
+    assert "<td>training</td>" in html and "<td>inference</td>" in html and "<td>dev</td>" in html
+    assert sum(c for ns, c in agg.kube.quota_event_counts.values() if ns == "ai-dev") == 2
+    # ai-training at 3m: train-llm-0 (4) + notebook (1) + the pending train-big-0 (8, admitted) = 13
+    assert agg.kube.quota_by_namespace() == {"ai-training": (16.0, 13.0), "ai-inference": (4.0, 0.0),
+                                             "ai-dev": (4.0, 2.0)}
+    pending = [(p.namespace, agg.kube.pending_reasons(p)) for p in agg.kube.pending_gpu_pods()]
+    assert pending == [("ai-training", ["insufficient_gpu"])]
