@@ -35,6 +35,8 @@ class _Base(BaseSettings):
     log_level: str = Field(default="info", description="debug, info, warning or error")
     log_format: str = Field(default="auto", description="json, console, or auto (console on a TTY)")
     max_request_bytes: int = Field(default=1 << 20, ge=1024, description="largest HTTP request accepted")
+    tls_cert_file: Path | None = Field(default=None, description="serve HTTPS with this certificate (PEM)")
+    tls_key_file: Path | None = Field(default=None, description="private key of tls_cert_file (PEM)")
 
     @field_validator("listen")
     @classmethod
@@ -84,6 +86,9 @@ class AgentSettings(_Base):
     )
     retention: Duration = Field(default=3600.0, description="keep counters of gone pods this long after ack")
     safety_retention: Duration = Field(default=86400.0, description="drop gone pods' counters after this")
+    usage_token_file: Path | None = Field(
+        default=None, description="when set, /v1/usage requires 'Authorization: Bearer <token in this file>'")
+    max_holder_series: int = Field(default=5000, ge=1, description="per-holder series on /metrics before folding")
 
     def charge_cap(self) -> float:
         return self.max_charge_interval or 4.0 * self.tick
@@ -111,3 +116,7 @@ class AggregatorSettings(_Base):
     idle_threshold: float = Field(default=0.05, ge=0, le=1, description="utilisation below which a pod idles")
     ledger_retention: Duration = Field(default=400 * 86400.0, description="keep hourly rows this long")
     watch_timeout: Duration = Field(default=300.0, description="server-side timeout of one watch request")
+    agent_token_file: Path | None = Field(default=None, description="bearer token the agents' /v1/usage requires")
+    agent_ca_file: Path | None = Field(default=None, description="CA bundle to verify agents served over HTTPS")
+    max_pods_per_namespace: int = Field(
+        default=2000, ge=1, description="pod-level series per namespace before the rest fold into __overflow__")

@@ -75,6 +75,16 @@ class Attribution:
     learned: dict[str, MigLocation] = field(default_factory=dict)
 
 
+def safe_fraction(profile: str | None, model: str | None) -> tuple[float, str | None]:
+    """A MIG instance's fraction; a profile we cannot read counts as one slice and is dropped."""
+    if profile:
+        try:
+            return mig_fraction(profile, model), profile
+        except ValueError:
+            pass
+    return 1.0 / gpu_slices(model), None
+
+
 def accepted_resource(resource: str, extra: Iterable[str] = ()) -> bool:
     """GPU resources we account: whole/shared NVIDIA GPUs, MIG profiles, and configured extras."""
     return resource in GPU_RESOURCES or resource.startswith("nvidia.com/mig-") or resource in extra
@@ -183,17 +193,16 @@ def attribute(
                 loc = locations.get(d.physical)
                 if loc is None:
                     result.unresolved.append(raw)
-                    profile = profile_from_resource
                     model = fallback_model
-                    frac = mig_fraction(profile, model) if profile else 1.0 / gpu_slices(model)
+                    frac, profile = safe_fraction(profile_from_resource, model)
                     result.assignments.append(Assignment(
                         cd.namespace, cd.pod, cd.container, raw, d.kind, "", None, model, profile, frac))
                     continue
                 key = (loc.gpu_uuid, loc.gpu_instance_id)
                 dev = dcgm.get(key)
-                profile = (dev.mig_profile if dev else None) or loc.profile or profile_from_resource
                 model = model_of(loc.gpu_uuid)
-                frac = mig_fraction(profile, model) if profile else 1.0 / gpu_slices(model)
+                frac, profile = safe_fraction(
+                    (dev.mig_profile if dev else None) or loc.profile or profile_from_resource, model)
                 result.assignments.append(Assignment(
                     cd.namespace, cd.pod, cd.container, raw, d.kind, loc.gpu_uuid,
                     key if dev is not None else None, model, profile, frac))

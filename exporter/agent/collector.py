@@ -69,7 +69,13 @@ class AgentCollector(Collector):
         }
         held = GaugeMetricFamily("gpucost_holder_allocated_gpus", "fraction of a GPU each holder holds now",
                                  labels=HOLDER_LABELS)
-        for h in snap.holders:
+        limit = agent.settings.max_holder_series
+        holders = snap.holders
+        if len(holders) > limit:  # bound cardinality: the biggest holders keep their own series
+            holders = sorted(holders, key=lambda h: -h.allocated_s)[:limit]
+        yield GaugeMetricFamily("gpucost_agent_overflow_holders", "holders left off /metrics by the series limit",
+                                value=len(snap.holders) - len(holders))
+        for h in holders:
             labels = [h.namespace, h.pod, h.container, h.device_id, h.gpu_uuid, h.gpu_model or "unknown",
                       h.mig_profile or ""]
             fams["gpucost_pod_allocated_gpu_seconds"].add_metric(labels, h.allocated_s)

@@ -22,6 +22,10 @@ def build_app(agent: Agent, registry: CollectorRegistry) -> web.Application:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def usage(request: web.Request) -> web.Response:
+        if agent.usage_token is not None and not agent.usage_token.matches_bearer(
+                request.headers.get("Authorization")):
+            return web.json_response({"error": "unauthorized"}, status=401,
+                                     headers={"WWW-Authenticate": "Bearer"})
         body = agent.published_json
         if body is None:
             return web.json_response({"error": "no tick has completed yet"}, status=503)

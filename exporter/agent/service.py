@@ -25,6 +25,8 @@ from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
 from exporter.runtime import install_stop_signals, split_listen
+from exporter.secrets import SecretFile
+from exporter.tlsconf import server_context
 
 log = get_logger("agent")
 ALLOCATABLE_REFRESH_TICKS = 20
@@ -68,6 +70,7 @@ class Agent:
         self._allocatable: dict[str, tuple[str, ...]] | None = None
         self._runner: web.AppRunner | None = None
         self._tick_lock = asyncio.Lock()
+        self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(self))
 
@@ -94,7 +97,8 @@ class Agent:
         host, port = split_listen(self.settings.listen)
         self._runner = web.AppRunner(build_app(self, self.registry), access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, host, port).start()
+        tls = server_context(self.settings.tls_cert_file, self.settings.tls_key_file)
+        await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
 
     def acknowledge(self, ts: float) -> None:
         if self.published is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from dataclasses import dataclass
 
 import aiohttp
@@ -10,6 +11,7 @@ from pydantic import ValidationError
 
 from exporter.clients.errors import PeerBadResponse, PeerError, PeerResponseTooLarge, PeerUnavailable
 from exporter.model.usage import UsageSnapshot
+from exporter.secrets import SecretFile
 
 MAX_USAGE_BYTES = 64 << 20
 
@@ -24,25 +26,27 @@ class PullResult:
 class AgentPuller:
     """One shared keep-alive session for all agents."""
 
-    def __init__(self, timeout: float, concurrency: int, token: str | None = None) -> None:
+    def __init__(self, timeout: float, concurrency: int, token: SecretFile | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.timeout = timeout
         self.semaphore = asyncio.Semaphore(concurrency)
         self.token = token
+        self.ssl_context = ssl_context
         self._session: aiohttp.ClientSession | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout, connect=min(3.0, self.timeout)),
-                connector=aiohttp.TCPConnector(limit=0, limit_per_host=2), headers=headers)
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=2, ssl=self.ssl_context or True))
         return self._session
 
     async def fetch(self, url: str, ack: float | None) -> UsageSnapshot:
         target = url.rstrip("/") + "/v1/usage"
         params = {"ack": repr(ack)} if ack is not None else None
         try:
-            async with self._get_session().get(target, params=params) as resp:
+            headers = {"Authorization": f"Bearer {self.token.value()}"} if self.token is not None else None
+            async with self._get_session().get(target, params=params, headers=headers) as resp:
                 if resp.status != 200:
                     raise PeerBadResponse(f"{target}: HTTP {resp.status}")
                 if (resp.content_length or 0) > MAX_USAGE_BYTES:

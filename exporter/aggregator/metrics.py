@@ -104,6 +104,12 @@ class AggregatorCollector(Collector):
         yield idle
         yield held
         yield hourly
+        overflow = GaugeMetricFamily("gpucost_overflow_pods",
+                                     "pods folded into pod=__overflow__ by the per-namespace series limit",
+                                     labels=["namespace"])
+        for ns, folded in sorted(g.overflow_pods.items()):
+            overflow.add_metric([ns], folded)
+        yield overflow
         price = GaugeMetricFamily("gpucost_gpu_hourly_price", "price of one GPU-hour", labels=["gpu_model", "currency"])
         doc = agg.pricing.current.doc
         for model, model_price in sorted(doc.models.items()):

@@ -27,6 +27,8 @@ from exporter.config import AggregatorSettings
 from exporter.logs import get_logger
 from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen
+from exporter.secrets import SecretFile
+from exporter.tlsconf import client_context, server_context
 
 log = get_logger("aggregator")
 
@@ -50,8 +52,34 @@ class Gauges:
     workload_utilization: dict[tuple[str, str], float] = field(default_factory=dict)
     pods: dict[tuple[str, str], PodGauge] = field(default_factory=dict)
     agents: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    overflow_pods: dict[str, int] = field(default_factory=dict)
     last_commit: float = 0.0
     tick_duration: float = 0.0
+
+
+OVERFLOW = "__overflow__"
+
+
+def fold_overflow(pods: dict[tuple[str, str], PodGauge], limit: int) -> tuple[
+        dict[tuple[str, str], PodGauge], dict[str, int]]:
+    """Bound label cardinality: per namespace keep the ``limit`` most expensive pods as their own series
+    and fold the rest into one ``__overflow__`` pod (GPUs and cost summed, idle time the longest)."""
+    by_ns: dict[str, list[tuple[str, PodGauge]]] = {}
+    for (ns, pod), g in pods.items():
+        by_ns.setdefault(ns, []).append((pod, g))
+    out: dict[tuple[str, str], PodGauge] = {}
+    folded: dict[str, int] = {}
+    for ns, items in by_ns.items():
+        if len(items) <= limit:
+            out.update({(ns, pod): g for pod, g in items})
+            continue
+        items.sort(key=lambda item: -item[1].hourly_cost)
+        out.update({(ns, pod): g for pod, g in items[: limit - 1]})
+        rest = [g for _pod, g in items[limit - 1:]]
+        folded[ns] = len(rest)
+        out[(ns, OVERFLOW)] = PodGauge(OVERFLOW, sum(g.gpus for g in rest), "mixed", None,
+                                       max(g.idle_seconds for g in rest), sum(g.hourly_cost for g in rest))
+    return out, folded
 
 
 def _parse_selector(text: str) -> dict[str, str]:
@@ -71,7 +99,9 @@ class Aggregator:
         self.ledger = Ledger(settings.ledger)
         self.kube = KubeState(pool_label=settings.pool_label, agent_selector=_parse_selector(settings.agent_selector))
         self.kube.on_pod_deleted = self._on_pod_deleted
-        self.puller = AgentPuller(settings.pull_timeout, settings.pull_concurrency)
+        self.puller = AgentPuller(settings.pull_timeout, settings.pull_concurrency,
+                                  token=SecretFile(settings.agent_token_file) if settings.agent_token_file else None,
+                                  ssl_context=client_context(settings.agent_ca_file))
         self.books: Books | None = None
         self.gauges = Gauges()
         self.latest: dict[str, UsageSnapshot] = {}
@@ -105,7 +135,8 @@ class Aggregator:
             host, port = split_listen(self.settings.listen)
             self._runner = web.AppRunner(build_app(self), access_log=None)
             await self._runner.setup()
-            await web.TCPSite(self._runner, host, port).start()
+            tls = server_context(self.settings.tls_cert_file, self.settings.tls_key_file)
+            await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
         log.info("aggregator_started", listen=self.settings.listen, ledger=str(self.settings.ledger),
                  agents=len(self.settings.agents) or "discovered", kube=self.watcher is not None)
 
@@ -255,7 +286,7 @@ class Aggregator:
             if key not in gauges:
                 del self.idle_since[key]
         self.gauges.allocated_gpus = alloc
-        self.gauges.pods = gauges
+        self.gauges.pods, self.gauges.overflow_pods = fold_overflow(gauges, self.settings.max_pods_per_namespace)
 
     def _on_pod_deleted(self, pod: PodInfo) -> None:
         """Close the pod's books at once: drop it from the gauges and pull its node's agent now."""

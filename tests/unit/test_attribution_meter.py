@@ -115,3 +115,11 @@ def test_meter_marks_gone_holders_inactive_and_drops_after_ack() -> None:
     assert m.holders["ns/p/c/GPU-a"].active is False
     assert m.drop_acknowledged(100.0, acked_until=None, retention=60, safety=1000) == 0
     assert m.drop_acknowledged(100.0, acked_until=20.0, retention=60, safety=1000) == 1
+
+
+def test_unreadable_mig_profile_counts_one_slice() -> None:
+    """A MIG resource whose profile cannot be read (found by fuzzing) is one slice, not a crash."""
+    held = [ContainerDevices("ns", "p", "c", "nvidia.com/mig-bogus", ("MIG-z",))]
+    res = attribute(held, {("GPU-p", "1"): dev("GPU-p", 0.5, "1", "1g.10gb")}, None, {}, {})
+    (a,) = res.assignments
+    assert a.fraction == pytest.approx(1 / 7) and a.mig_profile is None and res.unresolved == ["MIG-z"]
