@@ -116,6 +116,11 @@ class AggregatorSettings(_Base):
     idle_threshold: float = Field(default=0.05, ge=0, le=1, description="utilisation below which a pod idles")
     ledger_retention: Duration = Field(default=400 * 86400.0, description="keep hourly rows this long")
     watch_timeout: Duration = Field(default=300.0, description="server-side timeout of one watch request")
+    leader_election: bool = Field(default=False, description="elect one accounting leader among replicas (Lease)")
+    lease_namespace: str = Field(default="default", description="namespace of the leader-election Lease")
+    lease_name: str = Field(default="gpu-cost-exporter-aggregator", description="name of the Lease")
+    lease_duration: Duration = Field(default=15.0, description="how long a lease lives without renewal")
+    lease_renew_period: Duration = Field(default=5.0, description="how often the leader renews")
     agent_token_file: Path | None = Field(default=None, description="bearer token the agents' /v1/usage requires")
     agent_ca_file: Path | None = Field(default=None, description="CA bundle to verify agents served over HTTPS")
     max_pods_per_namespace: int = Field(

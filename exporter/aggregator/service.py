@@ -18,6 +18,7 @@ from exporter.aggregator.booking import Books, hour_of
 from exporter.aggregator.collector import AgentPuller
 from exporter.aggregator.http import build_app
 from exporter.aggregator.kubestate import KubeState, PodInfo
+from exporter.aggregator.leader import LeaderElector
 from exporter.aggregator.ledger import Ledger
 from exporter.aggregator.metrics import AggregatorCollector
 from exporter.aggregator.pricing_source import PricingSource
@@ -108,7 +109,8 @@ class Aggregator:
         self.url_node: dict[str, str] = {}
         self.idle_since: dict[tuple[str, str], float] = {}
         self.watcher: Watcher | None = None
-        self.is_leader = True
+        self.is_leader = not settings.leader_election
+        self.elector: LeaderElector | None = None
         self.ticks = 0
         self.pulls = 0
         self._lock = asyncio.Lock()
@@ -129,6 +131,11 @@ class Aggregator:
             self._api_client = await make_api_client(self.settings.kubeconfig)
             self.watcher = Watcher(self._api_client, self.kube.handle, watch_timeout=self.settings.watch_timeout)
             self._spawn(self.watcher.run(), "kube-watch")
+            if self.settings.leader_election:
+                self.elector = LeaderElector(self._api_client, self.settings.lease_namespace, self.settings.lease_name,
+                                             self.settings.lease_duration, self.settings.lease_renew_period,
+                                             on_change=self._leadership_changed)
+                self._spawn(self.elector.run(), "leader-election")
         else:
             log.warning("kube_disabled", reason="no kubeconfig and not in a cluster: no workloads, pools or quotas")
         if serve_http:
@@ -139,6 +146,9 @@ class Aggregator:
             await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
         log.info("aggregator_started", listen=self.settings.listen, ledger=str(self.settings.ledger),
                  agents=len(self.settings.agents) or "discovered", kube=self.watcher is not None)
+
+    def _leadership_changed(self, leader: bool) -> None:
+        self.is_leader = leader
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -195,6 +205,8 @@ class Aggregator:
         return urls
 
     def _ack(self, url: str) -> float | None:
+        if not self.is_leader:
+            return None  # standbys book into their own ledger but never let agents forget counters
         node = self.url_node.get(url)
         return self.books.acked(node) if (self.books and node) else None
 

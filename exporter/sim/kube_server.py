@@ -77,6 +77,10 @@ class KubeApiServer:
             if kind not in ("nodes", "namespaces"):
                 r.add_get(f"/api/v1/namespaces/{{namespace}}/{kind}", self.handler(kind, namespaced=True))
         r.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self.get_pod)
+        leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        r.add_get(leases + "/{name}", self.get_lease)
+        r.add_post(leases, self.create_lease)
+        r.add_put(leases + "/{name}", self.replace_lease)
 
     async def version(self, _req: web.Request) -> web.Response:
         return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0-sim", "platform": "linux/amd64"})
@@ -90,6 +94,40 @@ class KubeApiServer:
             return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
                                       "message": "pods not found", "code": 404}, status=404)
         return web.json_response(obj)
+
+    # -- coordination.k8s.io/v1 Lease: get, create, and update with optimistic concurrency ------------
+    @staticmethod
+    def _status(code: int, reason: str, message: str) -> web.Response:
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                  "reason": reason, "message": message, "code": code}, status=code)
+
+    async def get_lease(self, req: web.Request) -> web.Response:
+        obj = self.store.objects["leases"].get((req.match_info["namespace"], req.match_info["name"]))
+        if obj is None:
+            return self._status(404, "NotFound", f'leases.coordination.k8s.io "{req.match_info["name"]}" not found')
+        return web.json_response(obj)
+
+    async def create_lease(self, req: web.Request) -> web.Response:
+        body = await req.json()
+        meta = body.setdefault("metadata", {})
+        meta["namespace"] = req.match_info["namespace"]
+        if (meta["namespace"], meta.get("name", "")) in self.store.objects["leases"]:
+            return self._status(409, "AlreadyExists", f'leases.coordination.k8s.io "{meta.get("name")}" already exists')
+        body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
+        return web.json_response(self.store.upsert("leases", body), status=201)
+
+    async def replace_lease(self, req: web.Request) -> web.Response:
+        body = await req.json()
+        key = (req.match_info["namespace"], req.match_info["name"])
+        current = self.store.objects["leases"].get(key)
+        if current is None:
+            return self._status(404, "NotFound", f'leases.coordination.k8s.io "{key[1]}" not found')
+        if str(body.get("metadata", {}).get("resourceVersion")) != current["metadata"]["resourceVersion"]:
+            return self._status(409, "Conflict", "the object has been modified; please apply your changes to the "
+                                                 "latest version and try again")
+        body["metadata"].update(namespace=key[0], name=key[1])
+        body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
+        return web.json_response(self.store.upsert("leases", body))
 
     def handler(self, kind: str, namespaced: bool) -> Any:
         async def handle(req: web.Request) -> web.StreamResponse:
