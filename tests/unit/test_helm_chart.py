@@ -41,7 +41,7 @@ def test_values_validate_against_schema() -> None:
     (["pricing", "models"], {"NVIDIA H100 80GB HBM3": "four"}),
     (["agent", "dcgm", "mode"], "nodeport"),
     (["agent", "tick"], "15 seconds"),
-    (["aggregator", "replicas"], 2),
+    (["aggregator", "replicas"], 9),
     (["alerts", "thresholds", "quotaRatio"], 1.5),
     (["securityContext", "runAsNonRoot"], "yes"),
 ])
@@ -110,8 +110,9 @@ def test_secure_by_default() -> None:
     assert "readOnly: true" in mount
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
-    assert verbs == ["get, list, watch"]
-    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events"]
+    assert verbs == ["get, list, watch", "get, create, update"]  # cluster reads; the Lease only for HA
+    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "leases"]
+    assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()
     assert "api_url_file" in am and "https://hooks" not in am
     assert "WARNING" in (CHART / "templates" / "NOTES.txt").read_text()
@@ -121,7 +122,7 @@ def test_chart_holds_every_object() -> None:
     """DaemonSet, Deployment, PVC, RBAC, Services, ServiceMonitor, PrometheusRule, dashboards, KEDA,
     Alertmanager Secret, NetworkPolicy, NOTES."""
     kinds = " ".join(t.read_text() for t in TEMPLATES)
-    for kind in ("DaemonSet", "Deployment", "PersistentVolumeClaim", "ClusterRole", "ClusterRoleBinding",
+    for kind in ("DaemonSet", "Deployment", "StatefulSet", "PersistentVolumeClaim", "ClusterRole", "ClusterRoleBinding",
                  "ServiceAccount", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "ScaledObject",
                  "Secret", "NetworkPolicy"):
         assert f"kind: {kind}\n" in kinds, kind
