@@ -42,15 +42,16 @@ class Pipeline:
         self.aggregator_listen = aggregator_listen
         self.agents: dict[str, Agent] = {}
         self.aggregator: Aggregator | None = None
-        # A virtual clock runs ticks far faster than real time; the kubelet budget is per real second.
-        self.podresources_qps = 5.0 if isinstance(clock, RealClock) else 1e6
+        # A virtual clock runs ticks far faster than real time: the kubelet budget is per real second, and
+        # a power loss is not part of a simulation, so state files skip their fsyncs there.
+        self.virtual_time = not isinstance(clock, RealClock)
 
     def agent_settings(self, node: str) -> AgentSettings:
         env = self.peers.agent_env(node)
         return AgentSettings(node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=env["GPUCOST_LISTEN"],
                              podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
                              state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=self.scenario.tick,
-                             podresources_qps=self.podresources_qps)
+                             podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time)
 
     def aggregator_settings(self) -> AggregatorSettings:
         return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,

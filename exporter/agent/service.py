@@ -176,7 +176,7 @@ class Agent:
             state = dump_meter(self.meter)
             try:
                 # Durable before visible: what the aggregator books must survive an agent crash.
-                await asyncio.to_thread(write_state, self.state_file, state)
+                await asyncio.to_thread(write_state, self.state_file, state, self.settings.state_fsync)
             except OSError as exc:
                 log.error("state_write_failed", path=str(self.state_file), error=str(exc))
             self.published = snapshot
