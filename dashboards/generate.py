@@ -134,6 +134,8 @@ DASHBOARDS: dict[str, dict[str, Any]] = {
                 "{{namespace}}")]),
         panel("Pending GPU pods by reason", "timeseries",
               [(f"sum by (namespace, reason) (gpucost_pending_gpu_pods{{{NS}}})", "{{namespace}} {{reason}}")]),
+        panel("Batch queues (Volcano, Kueue): GPUs used vs capability", "timeseries",
+              [("gpucost_queue_gpus", "{{source}} {{queue}} {{type}}")]),
         panel("Quota rejections in range", "bargauge",
               [(f"sum by (namespace) (increase(gpucost_quota_rejections_total{{{NS}}}[$__range]))", "{{namespace}}")]),
     ], "What platform teams otherwise script by hand: quota, pending pods and why, rejections."),

@@ -97,6 +97,9 @@ class KubeState:
     quota_event_counts: dict[str, tuple[str, int]] = field(default_factory=dict)  # uid -> (ns, count)
     new_quota_rejections: dict[str, tuple[str, int]] = field(default_factory=dict)
     recent_rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (time, namespace, message)
+    volcano_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # queue -> (capability, allocated)
+    kueue_cluster_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # cq -> (nominal, usage)
+    kueue_local_queues: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, lq) -> cluster queue
     on_pod_deleted: Callable[[PodInfo], None] | None = None
     last_event_at: float = 0.0
 
@@ -155,6 +158,12 @@ class KubeState:
             self.namespaces.clear()
         elif kind == "resourcequotas":
             self.quotas.clear()
+        elif kind == "queues":
+            self.volcano_queues.clear()
+        elif kind == "clusterqueues":
+            self.kueue_cluster_queues.clear()
+        elif kind == "localqueues":
+            self.kueue_local_queues.clear()
         if kind != "pods":
             for item in items:
                 getattr(self, f"_on_{kind}")("ADDED", item)
@@ -234,6 +243,56 @@ class KubeState:
             self.quotas.pop(key, None)
         else:
             self.quotas[key] = best
+
+    def _on_queues(self, etype: str, obj: dict[str, Any]) -> None:
+        """Volcano Queue: spec.capability and status.allocated of GPU resources."""
+        name = (obj.get("metadata") or {}).get("name", "")
+        if etype == "DELETED":
+            self.volcano_queues.pop(name, None)
+            return
+        cap = (obj.get("spec") or {}).get("capability") or {}
+        alloc = (obj.get("status") or {}).get("allocated") or {}
+        gpu_keys = [k for k in cap if GPU_RESOURCE_RE.match(k)]
+        if gpu_keys:
+            self.volcano_queues[name] = (sum(parse_quantity(cap[k]) for k in gpu_keys),
+                                         sum(parse_quantity(alloc.get(k, 0)) for k in gpu_keys))
+
+    def _on_clusterqueues(self, etype: str, obj: dict[str, Any]) -> None:
+        """Kueue ClusterQueue: nominal quota and usage of GPU resources over all flavors."""
+        name = (obj.get("metadata") or {}).get("name", "")
+        if etype == "DELETED":
+            self.kueue_cluster_queues.pop(name, None)
+            return
+        nominal = used = 0.0
+        found = False
+        for group in (obj.get("spec") or {}).get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                for res in flavor.get("resources") or []:
+                    if GPU_RESOURCE_RE.match(res.get("name", "")):
+                        nominal += parse_quantity(res.get("nominalQuota", 0))
+                        found = True
+        for flavor in (obj.get("status") or {}).get("flavorsUsage") or []:
+            for res in flavor.get("resources") or []:
+                if GPU_RESOURCE_RE.match(res.get("name", "")):
+                    used += parse_quantity(res.get("total", 0))
+        if found:
+            self.kueue_cluster_queues[name] = (nominal, used)
+
+    def _on_localqueues(self, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if etype == "DELETED":
+            self.kueue_local_queues.pop(key, None)
+        else:
+            self.kueue_local_queues[key] = (obj.get("spec") or {}).get("clusterQueue", "")
+
+    def quota_sources(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """(namespace, source) -> (hard, used): ResourceQuotas, and Kueue ClusterQueues through LocalQueues."""
+        out = {(ns, "resourcequota"): v for ns, v in self.quota_by_namespace().items()}
+        for (ns, _lq), cq in self.kueue_local_queues.items():
+            if cq in self.kueue_cluster_queues:
+                out[(ns, "kueue")] = self.kueue_cluster_queues[cq]
+        return out
 
     def _on_events(self, etype: str, obj: dict[str, Any]) -> None:
         if etype == "DELETED":

@@ -116,12 +116,22 @@ class AggregatorCollector(Collector):
             price.add_metric([model, doc.currency], model_price)
         price.add_metric(["default", doc.currency], doc.default_price)
         yield price
-        quota = GaugeMetricFamily("gpucost_quota_gpus", "GPU ResourceQuota per namespace (tightest)",
-                                  labels=["namespace", "type"])
-        for ns, (hard, used) in sorted(agg.kube.quota_by_namespace().items()):
-            quota.add_metric([ns, "hard"], hard)
-            quota.add_metric([ns, "used"], used)
+        quota = GaugeMetricFamily("gpucost_quota_gpus",
+                                  "GPU quota per namespace: the tightest ResourceQuota, or a Kueue ClusterQueue "
+                                  "serving the namespace", labels=["namespace", "type", "source"])
+        for (ns, source), (hard, used) in sorted(agg.kube.quota_sources().items()):
+            quota.add_metric([ns, "hard", source], hard)
+            quota.add_metric([ns, "used", source], used)
         yield quota
+        queue = GaugeMetricFamily("gpucost_queue_gpus", "GPU capability and use of batch queues (Volcano, Kueue)",
+                                  labels=["source", "queue", "type"])
+        for name, (hard, used) in sorted(agg.kube.volcano_queues.items()):
+            queue.add_metric(["volcano", name, "hard"], hard)
+            queue.add_metric(["volcano", name, "used"], used)
+        for name, (hard, used) in sorted(agg.kube.kueue_cluster_queues.items()):
+            queue.add_metric(["kueue", name, "hard"], hard)
+            queue.add_metric(["kueue", name, "used"], used)
+        yield queue
         pending = GaugeMetricFamily("gpucost_pending_gpu_pods", "pending pods requesting GPUs, by reason",
                                     labels=["namespace", "reason"])
         counts: dict[tuple[str, str], int] = defaultdict(int)

@@ -22,7 +22,7 @@ from exporter.aggregator.leader import LeaderElector
 from exporter.aggregator.ledger import Ledger
 from exporter.aggregator.metrics import AggregatorCollector
 from exporter.aggregator.pricing_source import PricingSource
-from exporter.clients.kube import Watcher, make_api_client
+from exporter.clients.kube import CORE_KINDS, Watcher, make_api_client, served_custom_kinds
 from exporter.clock import Clock, RealClock
 from exporter.config import AggregatorSettings
 from exporter.logs import get_logger
@@ -129,7 +129,11 @@ class Aggregator:
         self.kube.quota_event_counts.update(state.quota_events)
         if self.settings.kubeconfig is not None or os.environ.get("KUBERNETES_SERVICE_HOST"):
             self._api_client = await make_api_client(self.settings.kubeconfig)
-            self.watcher = Watcher(self._api_client, self.kube.handle, watch_timeout=self.settings.watch_timeout)
+            queues = await served_custom_kinds(self._api_client)
+            if queues:
+                log.info("queue_kinds_served", kinds=[s.kind for s in queues])
+            self.watcher = Watcher(self._api_client, self.kube.handle, specs=CORE_KINDS + queues,
+                                   watch_timeout=self.settings.watch_timeout)
             self._spawn(self.watcher.run(), "kube-watch")
             if self.settings.leader_election:
                 self.elector = LeaderElector(self._api_client, self.settings.lease_namespace, self.settings.lease_name,

@@ -36,7 +36,15 @@ class WatchSpec:
     method: str
     label_selector: str | None = None
     field_selector: str | None = None
+    group: str | None = None  # custom resources: group, version and plural through CustomObjectsApi
+    version: str | None = None
 
+
+QUEUE_KINDS = (
+    WatchSpec("queues", "list_cluster_custom_object", group="scheduling.volcano.sh", version="v1beta1"),
+    WatchSpec("clusterqueues", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta1"),
+    WatchSpec("localqueues", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta1"),
+)
 
 CORE_KINDS = (
     WatchSpec("pods", "list_pod_for_all_namespaces"),
@@ -48,6 +56,28 @@ CORE_KINDS = (
 
 #: (kind, event type, object) -> None; event type is ADDED, MODIFIED, DELETED, or SYNCED (list done).
 Handler = Callable[[str, str, dict[str, Any]], Awaitable[None] | None]
+
+
+async def served_custom_kinds(api_client: Any, specs: tuple[WatchSpec, ...] = QUEUE_KINDS) -> tuple[WatchSpec, ...]:
+    """The custom kinds whose API the server serves (CRD installed); the others are not watched at all."""
+    from kubernetes_asyncio import client
+
+    custom = client.CustomObjectsApi(api_client)
+    served = []
+    for spec in specs:
+        try:
+            resp = await custom.get_api_resources(spec.group, spec.version, _preload_content=False,
+                                                  _request_timeout=10)
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            continue
+        try:
+            if resp.status == 200:
+                body = json.loads(await resp.read())
+                if any(r.get("name") == spec.kind for r in body.get("resources", [])):
+                    served.append(spec)
+        finally:
+            resp.release()
+    return tuple(served)
 
 
 async def make_api_client(kubeconfig: Path | None) -> Any:
@@ -68,6 +98,7 @@ class Watcher:
         from kubernetes_asyncio import client
 
         self.api = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
         self.api_client = api_client
         self.handler = handler
         self.specs = specs
@@ -122,7 +153,11 @@ class Watcher:
                 await asyncio.sleep(delay)
 
     async def _call(self, spec: WatchSpec, **extra: Any) -> aiohttp.ClientResponse:
-        method = getattr(self.api, spec.method)
+        if spec.group:
+            method = getattr(self.custom, spec.method)
+            extra = {"group": spec.group, "version": spec.version, "plural": spec.kind, **extra}
+        else:
+            method = getattr(self.api, spec.method)
         try:
             resp: aiohttp.ClientResponse = await method(**self._kwargs(spec), **extra)
         except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:

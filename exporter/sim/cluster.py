@@ -189,8 +189,9 @@ class SimCluster:
                 "status": {"phase": "Active"}})
             if ns.gpu_quota is not None:
                 self.store.upsert("resourcequotas", self._quota_object(ns.name, ns.gpu_quota, 0))
-        for _node, layout in self.layouts.items():
+        for layout in self.layouts.values():
             self.store.upsert("nodes", self.node_object(layout))
+        self._queue_objects()
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
         spec = layout.spec
@@ -276,6 +277,33 @@ class SimCluster:
                 "spec": {"hard": {key: str(hard)}},
                 "status": {"hard": {key: str(hard)}, "used": {key: str(used)}}}
 
+    def _queue_objects(self) -> None:
+        """Volcano Queues and Kueue ClusterQueues (+ a LocalQueue per served namespace) of the scenario."""
+        for q in self.scenario.queues:
+            used = str(sum(self.quota_used(ns) for ns in q.namespaces))
+            meta = {"name": q.name, "uid": str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"queue/{q.name}")),
+                    "creationTimestamp": iso(self.wall_start)}
+            if q.kind == "volcano":
+                self.store.upsert("queues", {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": meta,
+                    "spec": {"capability": {"nvidia.com/gpu": str(q.gpus)}, "weight": 1, "reclaimable": True},
+                    "status": {"state": "Open", "allocated": {"nvidia.com/gpu": used}}})
+            else:
+                self.store.upsert("clusterqueues", {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": meta,
+                    "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [{"name": "default-flavor",
+                                     "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(q.gpus)}]}]}]},
+                    "status": {"flavorsUsage": [{"name": "default-flavor",
+                                                 "resources": [{"name": "nvidia.com/gpu", "total": used}]}]}})
+                for ns in q.namespaces:
+                    self.store.upsert("localqueues", {
+                        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                        "metadata": {"name": f"{q.name}-lq", "namespace": ns,
+                                     "creationTimestamp": iso(self.wall_start)},
+                        "spec": {"clusterQueue": q.name}})
+
     def quota_used(self, ns: str) -> int:
         """GPUs charged to quota: every pod admitted (running or pending) requesting nvidia.com/gpu."""
         return sum(p.gpus for p in self.scenario.pods
@@ -283,6 +311,8 @@ class SimCluster:
                    and (p.end is None or self.t < p.end))
 
     def _update_quota(self, ns: str) -> None:
+        if any(ns in q.namespaces for q in self.scenario.queues):
+            self._queue_objects()
         spec = next((n for n in self.scenario.namespaces if n.name == ns), None)
         if spec is not None and spec.gpu_quota is not None:
             self.store.upsert("resourcequotas", self._quota_object(ns, spec.gpu_quota, self.quota_used(ns)))

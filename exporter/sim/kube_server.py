@@ -16,9 +16,16 @@ from aiohttp import web
 from exporter.sim.kube_store import KubeStore
 
 LIST_KINDS = {"pods": "PodList", "nodes": "NodeList", "namespaces": "NamespaceList",
-              "resourcequotas": "ResourceQuotaList", "events": "EventList"}
+              "resourcequotas": "ResourceQuotaList", "events": "EventList", "queues": "QueueList",
+              "clusterqueues": "ClusterQueueList", "localqueues": "LocalQueueList"}
 OBJ_KINDS = {"pods": "Pod", "nodes": "Node", "namespaces": "Namespace", "resourcequotas": "ResourceQuota",
-             "events": "Event"}
+             "events": "Event", "queues": "Queue", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}
+#: custom resources served only when the scenario "installs" their CRDs: group/version -> (plural, kind, namespaced)
+CRDS = {
+    "volcano": ("scheduling.volcano.sh/v1beta1", [("queues", "Queue", False)]),
+    "kueue": ("kueue.x-k8s.io/v1beta1",
+              [("clusterqueues", "ClusterQueue", False), ("localqueues", "LocalQueue", True)]),
+}
 
 
 def _parse_selector(text: str) -> list[tuple[str, str, str]]:
@@ -63,7 +70,7 @@ def _matches(obj: dict[str, Any], labels: list[tuple[str, str, str]], fields: li
 class KubeApiServer:
     """aiohttp application over a ``KubeStore``."""
 
-    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0) -> None:
+    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0, crds: frozenset[str] = frozenset()) -> None:
         self.store = store
         self.bookmark_interval = bookmark_interval
         self.active_watches = 0
@@ -77,10 +84,32 @@ class KubeApiServer:
             if kind not in ("nodes", "namespaces"):
                 r.add_get(f"/api/v1/namespaces/{{namespace}}/{kind}", self.handler(kind, namespaced=True))
         r.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self.get_pod)
+        for crd, (group_version, resources) in CRDS.items():
+            installed = crd in crds
+            r.add_get(f"/apis/{group_version}", self._discovery(group_version, resources, installed))
+            for plural, _kind, namespaced in resources:
+                handle = self.handler(plural, namespaced=False) if installed else self._not_found
+                r.add_get(f"/apis/{group_version}/{plural}", handle)
+                if namespaced:
+                    r.add_get(f"/apis/{group_version}/namespaces/{{namespace}}/{plural}",
+                              self.handler(plural, namespaced=True) if installed else self._not_found)
         leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         r.add_get(leases + "/{name}", self.get_lease)
         r.add_post(leases, self.create_lease)
         r.add_put(leases + "/{name}", self.replace_lease)
+
+    async def _not_found(self, _req: web.Request) -> web.Response:
+        return self._status(404, "NotFound", "the server could not find the requested resource")
+
+    def _discovery(self, group_version: str, resources: list[tuple[str, str, bool]], installed: bool) -> Any:
+        async def handle(_req: web.Request) -> web.Response:
+            if not installed:
+                return self._status(404, "NotFound", "the server could not find the requested resource")
+            return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+                                      "resources": [{"name": p, "singularName": k.lower(), "namespaced": ns,
+                                                     "kind": k, "verbs": ["get", "list", "watch"]}
+                                                    for p, k, ns in resources]})
+        return handle
 
     async def version(self, _req: web.Request) -> web.Response:
         return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0-sim", "platform": "linux/amd64"})

@@ -8,7 +8,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("pods", "nodes", "namespaces", "resourcequotas", "events", "leases")
+KINDS = ("pods", "nodes", "namespaces", "resourcequotas", "events", "leases", "queues", "clusterqueues",
+         "localqueues")
 HISTORY_LIMIT = 20_000
 
 

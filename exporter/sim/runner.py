@@ -61,7 +61,7 @@ class SimPeers:
 
     def __post_init__(self) -> None:
         self.cluster = SimCluster(self.scenario, self.wall_start)
-        self.api = KubeApiServer(self.cluster.store)
+        self.api = KubeApiServer(self.cluster.store, crds=frozenset(q.kind for q in self.scenario.queues))
 
     @property
     def kubeconfig(self) -> Path:

@@ -86,6 +86,16 @@ class PodSpec:
 
 
 @dataclass(slots=True)
+class QueueSpec:
+    """A Volcano Queue or a Kueue ClusterQueue with a GPU capability, serving namespaces."""
+
+    kind: str  # volcano | kueue
+    name: str
+    gpus: int
+    namespaces: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class EventSpec:
     type: str
     node: str | None = None
@@ -110,6 +120,7 @@ class Scenario:
     namespaces: list[NamespaceSpec]
     pods: list[PodSpec]
     events: list[EventSpec]
+    queues: list[QueueSpec] = field(default_factory=list)
 
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)
@@ -189,7 +200,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         raise ScenarioError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
-                         "nodes", "namespaces", "pods", "events"}, "")
+                         "nodes", "namespaces", "pods", "events", "queues"}, "")
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
         raise ctx.fail("tick", "must be > 0")
@@ -322,8 +333,23 @@ def parse_scenario(text: str, source: str) -> Scenario:
             ev.requested = ctx.integer(e["requested"], f"{where}.requested", 1)
         events.append(ev)
 
+    queues: list[QueueSpec] = []
+    for i, q in enumerate(ctx.seq(raw.get("queues"), "queues")):
+        where = f"queues[{i}]"
+        q = ctx.mapping(q, where)
+        ctx.known_keys(q, {"kind", "name", "gpus", "namespaces"}, where)
+        kind = ctx.string(q.get("kind"), f"{where}.kind")
+        if kind not in ("volcano", "kueue"):
+            raise ctx.fail(f"{where}.kind", f"expected volcano or kueue, got {kind!r}")
+        qns = [str(n) for n in ctx.seq(q.get("namespaces"), f"{where}.namespaces")]
+        for n in qns:
+            if n not in ns_names:
+                raise ctx.fail(f"{where}.namespaces", f"unknown namespace {n!r}")
+        queues.append(QueueSpec(kind, ctx.string(q.get("name"), f"{where}.name"),
+                                ctx.integer(q.get("gpus"), f"{where}.gpus"), qns))
+
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
-                        namespaces, pods, events)
+                        namespaces, pods, events, queues)
     # Device placement is part of validation: a scenario that cannot be placed is an error now.
     from exporter.sim.layout import place_pods
 

@@ -50,6 +50,9 @@ pods:
   - {name: serve-0, namespace: team-b, node: n-a100, gpus: 1, resource: nvidia.com/mig-3g.40gb, utilization: 0.5,
      owner: {kind: Deployment, name: serve}}
   - {name: big-0, namespace: team-a, gpus: 4, pending_reason: Insufficient nvidia.com/gpu}
+queues:
+  - {kind: kueue, name: cq-serving, gpus: 4, namespaces: [team-b]}
+  - {kind: volcano, name: research, gpus: 8, namespaces: [team-a]}
 events:
   - {type: quota_rejection, namespace: team-a, at: 1s, requested: 2}
 """

@@ -126,8 +126,9 @@ def test_real_scrape_passes_promtool_and_carries_the_contract(cluster: Cluster) 
                    "gpucost_quota_rejections_total"):
         assert f"\n{series}{{" in text, series
     assert 'gpucost_allocated_gpus{namespace="team-a"} 4.0' in text
-    assert 'gpucost_quota_gpus{namespace="team-a",type="hard"} 8.0' in text
-    assert 'gpucost_quota_gpus{namespace="team-a",type="used"} 6.0' in text  # 4 running + 2 pending (admitted)
+    assert 'gpucost_quota_gpus{namespace="team-a",type="hard",source="resourcequota"} 8.0' in text
+    # 4 running + 2 pending (admitted)
+    assert 'gpucost_quota_gpus{namespace="team-a",type="used",source="resourcequota"} 6.0' in text
     assert 'gpucost_pending_gpu_pods{namespace="team-a",reason="insufficient_gpu"} 1.0' in text
     assert 'gpucost_quota_rejections_total{namespace="team-a"} 1.0' in text
     assert 'gpucost_workload_gpu_utilization_ratio{namespace="team-b",workload="serve"} 0.5' in text

@@ -5,6 +5,7 @@ through the generated kubeconfig, including a forced 410 Gone and bookmarks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -149,3 +150,41 @@ async def test_field_and_label_selectors(peers: SimPeers) -> None:
         reasons = {e.reason for e in events.items}
         assert {"FailedScheduling", "FailedCreate"} <= reasons
     await asyncio.sleep(0)
+
+
+async def test_queue_kinds_served_only_when_installed(tmp_path: Path) -> None:
+    """Volcano Queues and Kueue ClusterQueues/LocalQueues are served (with discovery) when the scenario has
+    them, and the aggregator's state turns them into quota by namespace with a source; absent CRDs 404."""
+    from exporter.aggregator.kubestate import KubeState
+    from exporter.clients.kube import Watcher, served_custom_kinds
+    from exporter.sim.scenario import parse_scenario
+
+    text = """
+prices: {"NVIDIA H100 80GB HBM3": 4}
+nodes: [{name: n, model: "NVIDIA H100 80GB HBM3", gpus: 4}]
+namespaces: [{name: a}, {name: b}]
+pods: [{name: p, namespace: b, node: n, gpus: 3}]
+queues:
+  - {kind: kueue, name: cq, gpus: 6, namespaces: [b]}
+"""
+    peers = SimPeers(parse_scenario(text, "q.yaml"), tmp_path, time.time())
+    await peers.start()
+    try:
+        api_client = await config.new_client_from_config(config_file=str(peers.kubeconfig))
+        async with api_client:
+            served = await served_custom_kinds(api_client)
+            assert [s.kind for s in served] == ["clusterqueues", "localqueues"]  # no Volcano CRD here
+            state = KubeState()
+            watcher = Watcher(api_client, state.handle, specs=served)
+            task = asyncio.create_task(watcher.run())
+            for _ in range(200):
+                if watcher.all_synced:
+                    break
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert state.kueue_cluster_queues == {"cq": (6.0, 3.0)}
+        assert state.quota_sources() == {("b", "kueue"): (6.0, 3.0)}
+    finally:
+        await peers.close()

@@ -52,7 +52,7 @@ def test_fast_renderer_matches_prometheus_client() -> None:
         got = _samples(renderer.render(list(collector.collect())).decode())
         assert got == expected
     assert any(("pod", HOSTILE) in s[1] for s in got)
-    assert ("gpucost_quota_gpus", [("namespace", "team-a"), ("type", "used")], 3.0) in got
+    assert ("gpucost_quota_gpus", [("namespace", "team-a"), ("source", "resourcequota"), ("type", "used")], 3.0) in got
 
 
 def test_cardinality_guard_folds_cheapest_pods() -> None:
