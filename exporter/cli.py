@@ -171,7 +171,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             parse_name_table(settings.dcgm_metric_names)
         except ValueError as exc:
             raise UsageError(f"setting dcgm_metric_names: {exc}") from None
-        asyncio.run(Agent(settings).run())
+        from exporter.agent.nvml import load_nvml_resolver
+
+        resolver = load_nvml_resolver() if settings.nvml else None
+        asyncio.run(Agent(settings, mig_resolver=resolver).run())
         return 0
     if cmd == "aggregator":
         settings = _settings(AggregatorSettings, args)

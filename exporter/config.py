@@ -81,6 +81,7 @@ class AgentSettings(_Base):
     state_dir: Path = Field(
         default=Path("/var/lib/gpu-cost-exporter"), description="where counters survive restarts"
     )
+    nvml: bool = Field(default=True, description="resolve MIG instances through NVML when the library loads")
     state_fsync: bool = Field(default=True, description="fsync the state file every tick (off only for simulations)")
     max_charge_interval: Duration = Field(
         default=0.0, description="longest interval one tick may charge (default 4 x tick)"

@@ -265,3 +265,33 @@ async def test_pod_deletion_closes_books_through_the_watch(tmp_path: Path) -> No
         assert agg.pulls == pulls + 1  # the deletion pulled the pod's node's agent at once
     finally:
         await pipe.close()
+
+
+async def test_counters_restored_from_ledger_never_go_backwards(tmp_path: Path) -> None:
+    """After an aggregator restart its counters (from the ledger's running totals) equal what they were."""
+    from exporter.clock import VirtualClock
+    from exporter.pipeline import Pipeline
+    from exporter.sim.cluster import Happening
+
+    clock = VirtualClock(1_800_000_000.0)
+    pipe = Pipeline(parse_scenario(WHOLE, "restore.yaml"), tmp_path / "w", clock)
+    await pipe.start(serve_aggregator=False)
+    try:
+        for k in range(10):
+            clock.set(1_800_000_000.0 + k * 15)
+            await pipe.peers.advance(k * 15)
+            await pipe.wait_watch_caught_up()
+            for a in pipe.agents.values():
+                await a.tick()
+            assert pipe.aggregator is not None
+            await pipe.aggregator.tick()
+        assert pipe.aggregator is not None and pipe.aggregator.books is not None
+        before = {k: list(v) for k, v in pipe.aggregator.books.totals.items()}
+        await pipe.restart(Happening("aggregator_restart", None, 150.0))
+        assert pipe.aggregator is not None and pipe.aggregator.books is not None
+        after = pipe.aggregator.books.totals
+        assert before.keys() == after.keys() and before[("team-a", "USD")][0] == pytest.approx(135.0)
+        for key, values in before.items():
+            assert after[key] == pytest.approx(values)
+    finally:
+        await pipe.close()

@@ -123,3 +123,11 @@ def test_unreadable_mig_profile_counts_one_slice() -> None:
     res = attribute(held, {("GPU-p", "1"): dev("GPU-p", 0.5, "1", "1g.10gb")}, None, {}, {})
     (a,) = res.assignments
     assert a.fraction == pytest.approx(1 / 7) and a.mig_profile is None and res.unresolved == ["MIG-z"]
+
+
+def test_nvml_resolver_absent_without_library_or_driver() -> None:
+    """Without nvidia-ml-py or a driver the NVML resolver is simply unavailable (None), never an error."""
+    from exporter.agent.nvml import load_nvml_resolver
+
+    resolver = load_nvml_resolver()
+    assert resolver is None or callable(resolver)
