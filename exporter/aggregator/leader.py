@@ -50,7 +50,7 @@ class LeaderElector:
                 acquired = await asyncio.wait_for(self.try_acquire_or_renew(), timeout=self.renew_period * 2)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # the API server's fault: keep trying
                 log.warning("lease_error", error=repr(exc)[:200])
                 acquired = False
             now = loop.time()

@@ -318,7 +318,7 @@ class Aggregator:
     async def _safe_tick(self) -> None:
         try:
             await self.tick()
-        except Exception as exc:
+        except Exception as exc:  # a failed tick is retried next tick; nothing was committed
             log.error("tick_failed", error=repr(exc))
 
     async def compact(self) -> None:

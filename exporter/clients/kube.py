@@ -145,7 +145,7 @@ class Watcher:
                 log.info("watch_expired_relist", kind=spec.kind)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # any fault of the peer: back off and retry
                 self.errors += 1
                 self.up = False
                 delay = next(delays)
