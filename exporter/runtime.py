@@ -12,7 +12,7 @@ def backoff_delays(base: float = 0.5, cap: float = 30.0) -> Iterator[float]:
     """Full-jitter exponential backoff: 0..base, 0..2*base, ... capped at ``cap``."""
     attempt = 0
     while True:
-        yield random.uniform(0, min(cap, base * (2**attempt)))
+        yield random.uniform(0, min(cap, base * (2**attempt)))  # jitter, not cryptography
         attempt = min(attempt + 1, 30)
 
 

@@ -74,6 +74,8 @@ class DcgmEndpoint:
 
 
 class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
+    """Method names are the gRPC service's (List, GetAllocatableResources, Get), hence CamelCase."""
+
     def __init__(self, owner: PodResourcesServer) -> None:
         self.owner = owner
 
