@@ -125,5 +125,7 @@ class AggregatorSettings(_Base):
     lease_renew_period: Duration = Field(default=5.0, description="how often the leader renews")
     agent_token_file: Path | None = Field(default=None, description="bearer token the agents' /v1/usage requires")
     agent_ca_file: Path | None = Field(default=None, description="CA bundle to verify agents served over HTTPS")
+    breakdown_series: bool = Field(
+        default=False, description="also export allocated GPU-seconds and cost by namespace x pool x priority class")
     max_pods_per_namespace: int = Field(
         default=2000, ge=1, description="pod-level series per namespace before the rest fold into __overflow__")

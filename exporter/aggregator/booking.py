@@ -58,6 +58,7 @@ class Books:
         self.unallocated_totals: dict[tuple[str, str, str, str], list[float]] = {
             k: list(v) for k, v in state.unallocated_totals.items()}
         self.unpriced_seconds: dict[str, float] = defaultdict(float)
+        self.breakdown: dict[tuple[str, str, str, str], list[float]] = {k: list(v) for k, v in state.breakdown.items()}
         self.resets_total = 0
 
     def acked(self, node: str) -> float | None:
@@ -111,6 +112,9 @@ class Books:
                 for i, v in enumerate((delta.allocated, delta.used, delta.unmeasured, idle, cost, idle_cost,
                                        delta.energy_j)):
                     row[i] += v
+                brk = w.breakdown.setdefault((h.namespace, pool, priority, currency), [0.0, 0.0])
+                brk[0] += delta.allocated
+                brk[1] += cost
                 tot = w.totals.setdefault((h.namespace, currency), [0.0] * 5)
                 for i, v in enumerate((delta.allocated, delta.used, delta.unmeasured, cost, idle_cost)):
                     tot[i] += v
@@ -164,6 +168,10 @@ class Books:
             acc = self.unallocated_totals.setdefault(k2, [0.0, 0.0])
             acc[0] += secs
             acc[1] += ucost
+        for bk, (secs, bcost) in prepared.write.breakdown.items():
+            acc2 = self.breakdown.setdefault(bk, [0.0, 0.0])
+            acc2[0] += secs
+            acc2[1] += bcost
         for model, s in prepared.unpriced.items():
             self.unpriced_seconds[model] += s
         self.resets_total += prepared.resets

@@ -49,6 +49,11 @@ MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (node, pool, gpu_model, currency)
     ) WITHOUT ROWID;
     CREATE TABLE quota_events (uid TEXT PRIMARY KEY, namespace TEXT NOT NULL, count INTEGER NOT NULL);
+    CREATE TABLE breakdown_totals (
+        namespace TEXT NOT NULL, pool TEXT NOT NULL, priority_class TEXT NOT NULL, currency TEXT NOT NULL,
+        allocated_s REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (namespace, pool, priority_class, currency)
+    ) WITHOUT ROWID;
     CREATE INDEX usage_namespace ON usage (namespace, hour);
     """,
 }
@@ -75,6 +80,7 @@ class TickWrite:
     totals: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (ns, cur) -> 5 values
     unallocated_totals: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)  # -> [s, cost]
     quota_events: list[tuple[str, str, int]] = field(default_factory=list)
+    breakdown: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)  # -> [alloc_s, cost]
 
     def empty(self) -> bool:
         return not (self.usage or self.unallocated or self.hwm or self.agents or self.quota_events
@@ -90,6 +96,7 @@ class LedgerState:
     totals: dict[tuple[str, str], list[float]]
     unallocated_totals: dict[tuple[str, str, str, str], list[float]]
     quota_events: dict[str, tuple[str, int]]
+    breakdown: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
 
 
 class Ledger:
@@ -159,7 +166,9 @@ class Ledger:
         unalloc = {(r[0], r[1], r[2], r[3]): [float(r[4]), float(r[5])] for r in db.execute(
             "SELECT node, pool, gpu_model, currency, seconds, cost FROM unallocated_totals")}
         quota = {r[0]: (r[1], int(r[2])) for r in db.execute("SELECT uid, namespace, count FROM quota_events")}
-        return LedgerState(agents, hwm, totals, unalloc, quota)
+        breakdown = {(r[0], r[1], r[2], r[3]): [float(r[4]), float(r[5])] for r in db.execute(
+            "SELECT namespace, pool, priority_class, currency, allocated_s, cost FROM breakdown_totals")}
+        return LedgerState(agents, hwm, totals, unalloc, quota, breakdown)
 
     async def load_state(self) -> LedgerState:
         return await self._run(self.load_state_sync)
@@ -208,6 +217,12 @@ class Ledger:
                     "VALUES (?,?,?,?,?,?) ON CONFLICT (node, pool, gpu_model, currency) DO UPDATE SET "
                     "seconds = seconds + excluded.seconds, cost = cost + excluded.cost",
                     [(*k, *v) for k, v in w.unallocated_totals.items()])
+            if w.breakdown:
+                db.executemany(
+                    "INSERT INTO breakdown_totals (namespace, pool, priority_class, currency, allocated_s, cost) "
+                    "VALUES (?,?,?,?,?,?) ON CONFLICT (namespace, pool, priority_class, currency) DO UPDATE SET "
+                    "allocated_s = allocated_s + excluded.allocated_s, cost = cost + excluded.cost",
+                    [(*k, *v) for k, v in w.breakdown.items()])
             if w.quota_events:
                 db.executemany("INSERT OR REPLACE INTO quota_events (uid, namespace, count) VALUES (?,?,?)",
                                w.quota_events)

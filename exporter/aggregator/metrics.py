@@ -68,6 +68,20 @@ class AggregatorCollector(Collector):
             unalloc.add_metric([node, pool, model], secs)
         yield unalloc
         yield unalloc_cost
+        if agg.settings.breakdown_series and books:
+            b_alloc = CounterMetricFamily("gpucost_breakdown_allocated_gpu_seconds",
+                                          "GPU-seconds held, by namespace, node pool and priority class",
+                                          labels=["namespace", "pool", "priority_class"])
+            b_cost = CounterMetricFamily("gpucost_breakdown_cost", "cost by namespace, node pool and priority class",
+                                         labels=["namespace", "pool", "priority_class", "currency"])
+            per_b: dict[tuple[str, str, str], float] = defaultdict(float)
+            for (ns, pool, prio, currency), (secs, bcost) in sorted(books.breakdown.items()):
+                per_b[(ns, pool, prio)] += secs
+                b_cost.add_metric([ns, pool, prio, currency], bcost)
+            for (ns, pool, prio), secs in sorted(per_b.items()):
+                b_alloc.add_metric([ns, pool, prio], secs)
+            yield b_alloc
+            yield b_cost
         unpriced = CounterMetricFamily("gpucost_unpriced_gpu_seconds",
                                        "GPU-seconds of models missing from the pricing file (priced at default)",
                                        labels=["gpu_model"])

@@ -67,3 +67,18 @@ def test_cardinality_guard_folds_cheapest_pods() -> None:
     assert folded == {"ns": 4}
     over = out[("ns", "__overflow__")]
     assert (over.gpus, over.hourly_cost, over.idle_seconds) == (4.0, 0 + 1 + 2 + 3, 3.0)
+
+
+def test_breakdown_series_only_when_enabled() -> None:
+    """Pool x priority-class series appear only with breakdown_series (bounded cardinality by default)."""
+    fake = FakeAggregator()
+    fake.books.breakdown[("team-a", "spot", "gpu-batch", "USD")] = [3600.0, 2.0]
+    collector = AggregatorCollector(fake)  # type: ignore[arg-type]
+    text = ExpositionRenderer().render(list(collector.collect())).decode()
+    assert "gpucost_breakdown_cost_total" not in text
+    fake.settings = AggregatorSettings(breakdown_series=True)
+    text = ExpositionRenderer().render(list(collector.collect())).decode()
+    assert ('gpucost_breakdown_cost_total{namespace="team-a",pool="spot",priority_class="gpu-batch",currency="USD"} '
+            "2.0") in text
+    assert 'gpucost_breakdown_allocated_gpu_seconds_total{namespace="team-a",pool="spot",priority_class="gpu-batch"}' \
+        in text
