@@ -43,6 +43,28 @@ class Prepared:
     stale: int = 0
 
 
+@dataclass(slots=True)
+class _NodeMarks:
+    """One snapshot's walk over a node's counters: deltas against the marks, and the marks moved."""
+
+    node: str
+    prev: dict[str, tuple[float, float, float, float]]
+    values: dict[str, tuple[float, float, float, float]]
+    hwm_out: list[tuple[str, str, float, float, float, float]]
+    seen: set[str] = field(default_factory=set)
+
+    def advance(self, key: str, cur: tuple[float, float, float, float]) -> Usage | None:
+        """The delta since this counter's mark, or None when it did not move."""
+        self.seen.add(key)
+        prev = self.prev.get(key)
+        if prev == cur:
+            return None
+        delta, _reset = counter_delta(Usage(*prev) if prev else None, Usage(*cur), True)
+        self.values[key] = cur
+        self.hwm_out.append((self.node, key, *cur))
+        return delta
+
+
 def hour_of(ts: float) -> int:
     return int(ts // 3600) * 3600
 
@@ -84,18 +106,10 @@ class Books:
             hour = hour_of(snap.timestamp)
             pool = kube.pool_of(node)
             node_model = kube.model_of_node(node)
-            seen: set[str] = set()
+            marks = _NodeMarks(node, prev_values, values, w.hwm)
             for h in snap.holders:
-                key = h.key()
-                seen.add(key)
-                cur = (h.allocated_s, h.used_s, h.unmeasured_s, h.energy_j)
-                prev = prev_values.get(key)
-                if prev == cur:
-                    continue
-                delta, _reset = counter_delta(Usage(*prev) if prev else None, Usage(*cur), True)
-                values[key] = cur
-                w.hwm.append((node, key, *cur))
-                if delta.allocated <= 0 and delta.energy_j <= 0:
+                delta = marks.advance(h.key(), (h.allocated_s, h.used_s, h.unmeasured_s, h.energy_j))
+                if delta is None or (delta.allocated <= 0 and delta.energy_j <= 0):
                     continue
                 info = kube.pod(h.namespace, h.pod)
                 workload = info.workload if info else h.pod
@@ -125,16 +139,8 @@ class Books:
                     acc[1] += delta.used
                     acc[2] += delta.unmeasured
             for u in snap.unallocated:
-                key = UNALLOCATED_PREFIX + u.gpu_model
-                seen.add(key)
-                cur = (u.seconds, 0.0, 0.0, 0.0)
-                prev = prev_values.get(key)
-                if prev == cur:
-                    continue
-                delta, _reset = counter_delta(Usage(*prev) if prev else None, Usage(*cur), True)
-                values[key] = cur
-                w.hwm.append((node, key, *cur))
-                if delta.allocated <= 0:
+                delta = marks.advance(UNALLOCATED_PREFIX + u.gpu_model, (u.seconds, 0.0, 0.0, 0.0))
+                if delta is None or delta.allocated <= 0:
                     continue
                 model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
                 price = pricing.price(model, None, pool)
@@ -147,7 +153,7 @@ class Books:
                 trow[0] += delta.allocated
                 trow[1] += ucost
             for key in list(values):
-                if key not in seen:  # the agent dropped it after our ack: forget the mark too
+                if key not in marks.seen:  # the agent dropped it after our ack: forget the mark too
                     del values[key]
                     if same_epoch:
                         w.hwm_deleted.append((node, key))

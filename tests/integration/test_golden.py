@@ -163,27 +163,23 @@ events: [{type: dcgm_down, node: h100, from: 20m, to: 30m}]
     close(ns["idle_gpu_hours"], 5 / 12)
 
 
+MYSTERY = """
+tick: 15s
+duration: 1h
+prices: {}
+default_price: 1.5
+nodes: [{name: x, model: "NVIDIA Mystery X", gpus: 1}]
+pods: [{name: p, namespace: ns, node: x, gpus: 1, end: 1207s, utilization: 1.0}]
+"""
+
+
 async def test_pod_deleted_mid_tick_and_unknown_model(tmp_path: Path) -> None:
     """A pod ending at 20m7s (mid-tick) is charged within one tick of 20m7s; an unlisted model is priced
     at default_price 1.5: 1 GPU x (1207/3600) h x 1.5 = 0.502917 (within one tick)."""
-    r = await simulate("""
-tick: 15s
-duration: 1h
-prices: {}
-default_price: 1.5
-nodes: [{name: x, model: "NVIDIA Mystery X", gpus: 1}]
-pods: [{name: p, namespace: ns, node: x, gpus: 1, end: 1207s, utilization: 1.0}]
-""", tmp_path)
+    r = await simulate(MYSTERY, tmp_path)
     close(r["ns"]["allocated_gpu_hours"], 1207 / 3600, ticks=1)
     close(r["ns"]["cost"], 1207 / 3600 * 1.5, ticks=1, price=1.5)
-    by_model = await simulate("""
-tick: 15s
-duration: 1h
-prices: {}
-default_price: 1.5
-nodes: [{name: x, model: "NVIDIA Mystery X", gpus: 1}]
-pods: [{name: p, namespace: ns, node: x, gpus: 1, end: 1207s, utilization: 1.0}]
-""", tmp_path / "again", by="model")
+    by_model = await simulate(MYSTERY, tmp_path / "again", by="model")
     assert set(by_model) == {"NVIDIA Mystery X"}
     close(by_model["NVIDIA Mystery X"]["unallocated_gpu_hours"], 1 - 1207 / 3600, ticks=1)
 
