@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +21,7 @@ from exporter.agent.state import StateError, dump_meter, read_state, state_path,
 from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
+from exporter.clients.kube import Watcher, WatchSpec, make_api_client
 from exporter.clients.podresources import ContainerDevices, PodResourcesClient
 from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
@@ -70,6 +72,11 @@ class Agent:
         self._allocatable: dict[str, tuple[str, ...]] | None = None
         self._runner: web.AppRunner | None = None
         self._tick_lock = asyncio.Lock()
+        self.finished_pods: set[tuple[str, str]] = set()  # from the own-node pod watch
+        self.ignored_finished = 0
+        self._watcher: Watcher | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._api_client: Any = None
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(self))
@@ -99,6 +106,26 @@ class Agent:
         await self._runner.setup()
         tls = server_context(self.settings.tls_cert_file, self.settings.tls_key_file)
         await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
+
+    async def start_pod_watch(self) -> None:
+        """Optional own-node pod watch: which listed pods have already finished."""
+        self._api_client = await make_api_client(self.settings.kubeconfig)
+        spec = WatchSpec("pods", "list_pod_for_all_namespaces",
+                         field_selector=f"spec.nodeName={self.settings.node_name}")
+        self._watcher = Watcher(self._api_client, self._on_pod_event, specs=(spec,))
+        self._watch_task = asyncio.create_task(self._watcher.run(), name="own-node-pod-watch")
+
+    def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
+        items = obj["items"] if etype == "LISTED" else [obj]
+        if etype == "LISTED":
+            self.finished_pods.clear()
+        for pod in items:
+            meta = pod.get("metadata") or {}
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            if etype != "DELETED" and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                self.finished_pods.add(key)
+            else:
+                self.finished_pods.discard(key)
 
     def acknowledge(self, ts: float) -> None:
         if self.published is not None:
@@ -150,6 +177,10 @@ class Agent:
             self.health.last_error = str(exc)
             # Holders a moment ago are still the best knowledge for a short outage; after the cap, stop.
             return self._held if now - self._held_at <= cap else None
+        if self.finished_pods:
+            before = len(held)
+            held = [cd for cd in held if (cd.namespace, cd.pod) not in self.finished_pods]
+            self.ignored_finished = before - len(held)
         if not self.health.podresources_up and self.health.ticks > 0:
             log.info("podresources_up", node=self.settings.node_name)
         self.health.podresources_up = True
@@ -186,6 +217,12 @@ class Agent:
             self.health.last_tick_duration = time.perf_counter() - started
 
     async def close(self) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watch_task
+        if self._api_client is not None:
+            await self._api_client.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -200,6 +237,8 @@ class Agent:
         stop = stop or asyncio.Event()
         install_stop_signals(stop)
         await self.start_http()
+        if self.settings.watch_pods:
+            await self.start_pod_watch()
         log.info("agent_started", node=self.settings.node_name, listen=self.settings.listen,
                  dcgm=self.settings.dcgm_url, socket=str(self.settings.podresources_socket), epoch=self.meter.epoch)
         scheduler = AsyncIOScheduler()

@@ -110,7 +110,12 @@ class SimCluster:
                             source="default-scheduler")
             self._update_quota(obj.namespace)
         elif kind == "pod_end":
-            self.store.delete("pods", obj.namespace, obj.name)
+            if obj.node is not None and self.layouts[obj.node].spec.kubelet_lists_terminated:
+                done = self.pod_object(obj, running=True)
+                done["status"]["phase"] = "Succeeded"
+                self.store.upsert("pods", done)
+            else:
+                self.store.delete("pods", obj.namespace, obj.name)
             self._update_quota(obj.namespace)
         elif kind == "quota_rejection":
             self._quota_rejection(obj, at)
@@ -442,4 +447,8 @@ class SimCluster:
 
     # -- pod-resources -------------------------------------------------------------------------------
     def pod_resources(self, node: str) -> list[tuple[PodSpec, list[str]]]:
-        return [(p, self.devices.get((p.namespace, p.name), [])) for p in self.running_pods(node)]
+        """What the kubelet's List answers: running pods, plus finished ones on kubelets that list them."""
+        lists_done = self.layouts[node].spec.kubelet_lists_terminated
+        pods = [p for p in self.scenario.pods if p.node == node and p.start <= self.t
+                and (p.end is None or self.t < p.end or lists_done)]
+        return [(p, self.devices.get((p.namespace, p.name), [])) for p in pods]

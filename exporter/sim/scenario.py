@@ -47,6 +47,7 @@ class NodeSpec:
     time_slicing: int | None = None
     time_slicing_rename: bool = False
     dcgm_pod_labels: bool = True
+    kubelet_lists_terminated: bool = False  # as kubelets before 1.34 did (KubeletPodResourcesListUseActivePods)
 
 
 @dataclass(slots=True)
@@ -222,7 +223,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"nodes[{i}]"
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
-                           "dcgm_pod_labels"}, where)
+                           "dcgm_pod_labels", "kubelet_lists_terminated"}, where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -251,7 +252,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             raise ctx.fail(f"{where}.model", f"{model!r} has no price and default_price is not set")
         nodes.append(NodeSpec(
             name, model, gpus, {str(k): str(v) for k, v in ctx.mapping(n.get("labels"), f"{where}.labels").items()},
-            mig, time_slicing, bool(n.get("time_slicing_rename", False)), bool(n.get("dcgm_pod_labels", True))))
+            mig, time_slicing, bool(n.get("time_slicing_rename", False)), bool(n.get("dcgm_pod_labels", True)),
+            bool(n.get("kubelet_lists_terminated", False))))
 
     namespaces: list[NamespaceSpec] = []
     for i, ns in enumerate(ctx.seq(raw.get("namespaces"), "namespaces")):

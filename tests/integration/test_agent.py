@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -232,3 +233,49 @@ async def test_hostile_exposition_never_crashes_the_tick(rig: Rig, hostile: tupl
         assert agent.health.dcgm_up is False  # refused as too large, not parsed
     for h in json.loads(agent.published_json or b"{}")["holders"]:
         assert 0 <= h["used_s"] <= h["allocated_s"]
+
+
+OLD_KUBELET = """
+tick: 15s
+prices: {"NVIDIA H100 80GB HBM3": 4.0}
+nodes: [{name: old, model: "NVIDIA H100 80GB HBM3", gpus: 2, kubelet_lists_terminated: true}]
+pods:
+  - {name: done, namespace: t, node: old, gpus: 1, end: 30s, utilization: 0.9}
+  - {name: live, namespace: t, node: old, gpus: 1, utilization: 0.4}
+"""
+
+
+@pytest.mark.parametrize("watch", [False, True], ids=["no-watch", "own-node-watch"])
+async def test_finished_pods_listed_by_old_kubelets(tmp_path: Path, watch: bool) -> None:
+    """Kubelets before 1.34 keep listing finished pods. Without the own-node pod watch the agent keeps
+    charging them (what the watch is for); with it, 'done' stops at its end (30 s) while 'live' goes on."""
+    clock = VirtualClock(START)
+    peers = SimPeers(parse_scenario(OLD_KUBELET, "old.yaml"), tmp_path, START)
+    await peers.start()
+    rig = Rig(peers, clock)
+    agent = Agent(rig.settings("old", watch_pods=watch, kubeconfig=peers.kubeconfig), clock=clock)
+    rig.agents["old"] = agent
+    try:
+        if watch:
+            await agent.start_pod_watch()
+        for t in range(0, 91, 15):
+            clock.set(START + t)
+            await peers.advance(t)
+            if watch:
+                for _ in range(200):  # let the watch see the pod finish
+                    if t < 30 or ("t", "done") in agent.finished_pods:
+                        break
+                    await asyncio.sleep(0.01)
+            await agent.tick()
+        h = _holders(agent)
+        assert h["live/GPU"]["allocated_s"] == pytest.approx(90.0)
+        if watch:
+            # held [0, 30): the 30 s tick already sees it finished, so 15 s are charged (one tick per boundary)
+            assert h["done/GPU"]["allocated_s"] == pytest.approx(15.0)
+            assert h["done/GPU"]["active"] is False and agent.ignored_finished == 1
+        else:
+            assert h["done/GPU"]["allocated_s"] == pytest.approx(90.0)
+    finally:
+        await agent.close()
+        rig.agents.clear()
+        await peers.close()

@@ -110,8 +110,10 @@ def test_secure_by_default() -> None:
     assert "readOnly: true" in mount
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
-    assert verbs == ["get, list, watch", "get, create, update"]  # cluster reads; the Lease only for HA
-    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "leases"]
+    # cluster reads; the Lease only for HA; the agent's own-node pod reads only with agent.watchPods
+    assert verbs == ["get, list, watch", "get, create, update", "get, list, watch"]
+    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "leases",
+                                                          "pods"]
     assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()
     assert "api_url_file" in am and "https://hooks" not in am
