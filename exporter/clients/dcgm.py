@@ -1,4 +1,8 @@
-"""Fetch DCGM Exporter's ``/metrics`` over HTTP with timeouts and a body-size limit."""
+"""Fetch DCGM Exporter's ``/metrics`` over HTTP with timeouts and a body-size limit.
+
+There is deliberately no backoff beyond the tick itself: one request per tick cannot hammer an exporter,
+and every scrape skipped after it recovers would turn measured GPU time into unmeasured time.
+"""
 
 from __future__ import annotations
 

@@ -192,6 +192,12 @@ async def serve_sim_cluster(scenario: Scenario, workdir: Path, out: TextIO = sys
     for name in peers.nodes:
         print(f"  env $(cat {workdir}/agents/{name}.env | xargs) gpu-cost-exporter agent", file=out)
     print(f"  env $(cat {workdir}/aggregator.env | xargs) gpu-cost-exporter aggregator", file=out)
+    print("the settings in those files:", file=out)
+    for name in peers.nodes:
+        print(f"  # agent on {name}", file=out)
+        print("".join(f"  {k}={v}\n" for k, v in peers.agent_env(name).items()), end="", file=out)
+    print("  # aggregator", file=out)
+    print("".join(f"  {k}={v}\n" for k, v in peers.aggregator_env().items()), end="", file=out)
     out.flush()
     try:
         await realtime_loop(peers, stop)
