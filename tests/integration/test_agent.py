@@ -279,3 +279,41 @@ async def test_finished_pods_listed_by_old_kubelets(tmp_path: Path, watch: bool)
         await agent.close()
         rig.agents.clear()
         await peers.close()
+
+
+async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> None:
+    """With GPUCOST_AGENTS unset, the aggregator pulls the agent pods it finds by label in the API
+    (here an agent on 127.0.0.2, announced by a pod object with that podIP)."""
+    from exporter.aggregator.service import Aggregator
+    from exporter.config import AggregatorSettings
+
+    clock = VirtualClock(START)
+    peers = SimPeers(parse_scenario(SCENARIO, "disc.yaml"), tmp_path, START)
+    await peers.start()
+    port = free_port()
+    rig = Rig(peers, clock)
+    agent = Agent(rig.settings("a100", listen=f"127.0.0.2:{port}"), clock=clock)
+    await agent.start_http()
+    rig.agents["a100"] = agent
+    peers.cluster.store.upsert("pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "gce-agent-x1", "namespace": "gpu-cost-exporter", "uid": "u-agent",
+                     "labels": {"app.kubernetes.io/component": "agent"}},
+        "spec": {"nodeName": "a100", "containers": [{"name": "agent"}]},
+        "status": {"phase": "Running", "podIP": "127.0.0.2"}})
+    agg = Aggregator(AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=tmp_path / "l.db",
+                                        kubeconfig=peers.kubeconfig, agent_port=port), clock=clock)
+    await agg.start(serve_http=False)
+    try:
+        assert await agg.wait_synced()
+        for t in (0, 15, 30):
+            await rig.step(t)
+            await agg.tick()
+        assert agg.agent_urls() == [f"http://127.0.0.2:{port}"]
+        assert agg.gauges.agents == {"a100": (True, True)}
+        assert agg.books is not None and agg.books.totals[("t", "USD")][0] == pytest.approx(30 * (1 + 3 / 7))
+    finally:
+        await agg.close()
+        await agent.close()
+        rig.agents.clear()
+        await peers.close()
