@@ -19,11 +19,14 @@ _PAIR_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"([^"\\]*)"[ 
 _VALID_NAME = re.compile(rf"^{_NAME}$")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+#: Label sets repeat scrape after scrape (same devices, same holders): parsed ones are kept, bounded.
+_LABEL_CACHE: dict[str, dict[str, str]] = {}
+_LABEL_CACHE_MAX = 50_000
 
 
 @dataclass(slots=True)
 class Sample:
-    """One exposition sample."""
+    """One exposition sample. ``labels`` may be shared between samples and scrapes: treat it as read-only."""
 
     name: str
     labels: dict[str, str]
@@ -156,11 +159,19 @@ def parse_exposition(text: str, only: Collection[str] | None = None) -> ParseRes
             labels: dict[str, str]
             if label_text is None or not label_text.strip():
                 labels = {}
-            elif "\\" not in label_text:
-                fast = _fast_labels(label_text)
-                labels = fast if fast is not None else _scan_labels(label_text)
             else:
-                labels = _scan_labels(label_text)
+                cached = _LABEL_CACHE.get(label_text)
+                if cached is not None:
+                    labels = cached
+                else:
+                    if "\\" not in label_text:
+                        fast = _fast_labels(label_text)
+                        labels = fast if fast is not None else _scan_labels(label_text)
+                    else:
+                        labels = _scan_labels(label_text)
+                    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+                        _LABEL_CACHE.clear()
+                    _LABEL_CACHE[label_text] = labels
             samples.append(Sample(name, labels, _parse_value(value_text), int(ts) if ts else None))
         except ValueError as exc:
             result.errors += 1
