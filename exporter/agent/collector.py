@@ -59,6 +59,23 @@ class AgentCollector(Collector):
             if value is not None:
                 util.add_metric([node, uuid, model, profile or "", gi], value)
         yield util
+        gauges = {
+            "fb_used": GaugeMetricFamily("gpucost_device_framebuffer_used_bytes", "framebuffer in use (DCGM)",
+                                         labels=["node", "gpu_uuid", "gpu_i_id"]),
+            "fb_free": GaugeMetricFamily("gpucost_device_framebuffer_free_bytes", "framebuffer free (DCGM)",
+                                         labels=["node", "gpu_uuid", "gpu_i_id"]),
+            "power": GaugeMetricFamily("gpucost_device_power_watts", "board power draw (DCGM; GPU-wide on MIG)",
+                                       labels=["node", "gpu_uuid", "gpu_i_id"]),
+        }
+        for (uuid, gi), dev in sorted(agent.meter.device_readings.items()):
+            for attr, fam in gauges.items():
+                value = getattr(dev, attr)
+                if value is not None:
+                    fam.add_metric([node, uuid, gi], value)
+        yield from gauges.values()
+        yield GaugeMetricFamily("gpucost_agent_unmeasured_devices",
+                                "held devices without a utilisation reading at the last tick",
+                                value=agent.meter.unmeasured_devices)
         if snap is None:
             return
         fams = {

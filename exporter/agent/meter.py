@@ -71,6 +71,8 @@ class Meter:
     capped_seconds_total: float = 0.0
     bad_readings_total: int = 0
     device_util: dict[tuple[str, str], tuple[float | None, str, str | None]] = field(default_factory=dict)
+    device_readings: dict[tuple[str, str], DcgmDevice] = field(default_factory=dict)
+    unmeasured_devices: int = 0
 
     # -- the tick -----------------------------------------------------------------------------------
     def tick(self, now: float, attribution: Attribution | None,
@@ -138,6 +140,7 @@ class Meter:
                 state.active = False
                 state.utilization = None
         self.bad_readings_total += stats.bad_readings
+        self.unmeasured_devices = stats.unmeasured_devices
 
         capacity: dict[str, float] = defaultdict(float)
         for model in self.inventory.values():
@@ -169,6 +172,7 @@ class Meter:
         return deltas
 
     def _record_device_util(self, dcgm: dict[tuple[str, str], DcgmDevice] | None) -> None:
+        self.device_readings = dict(dcgm or {})
         self.device_util = {}
         for key, dev in (dcgm or {}).items():
             util, _bad = clamp_utilization(dev.utilization_raw)

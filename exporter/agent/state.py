@@ -77,11 +77,6 @@ def load_meter(data: dict[str, Any], node: str) -> Meter:
         raise StateError(f"malformed state: {exc!r}") from exc
 
 
-def save_state(path: Path, meter: Meter) -> None:
-    """Atomically replace the state file with ``meter`` (blocking: call it from a worker thread)."""
-    write_state(path, dump_meter(meter))
-
-
 def write_state(path: Path, state: dict[str, Any], fsync: bool = True) -> None:
     """Atomically replace the state file with an already dumped meter (blocking).
 

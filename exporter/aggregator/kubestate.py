@@ -7,7 +7,6 @@ quotas and the events behind pending reasons and quota rejections.
 from __future__ import annotations
 
 import re
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,7 +100,6 @@ class KubeState:
     kueue_cluster_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # cq -> (nominal, usage)
     kueue_local_queues: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, lq) -> cluster queue
     on_pod_deleted: Callable[[PodInfo], None] | None = None
-    last_event_at: float = 0.0
 
     # -- lookups -------------------------------------------------------------------------------------
     def pod(self, namespace: str, name: str) -> PodInfo | None:
@@ -137,7 +135,6 @@ class KubeState:
 
     # -- watch handler -------------------------------------------------------------------------------
     def handle(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
-        self.last_event_at = time.time()
         if etype == "LISTED":
             self._relisted(kind, obj["items"])
             return

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
-from exporter.model.durations import format_duration, parse_duration
+from exporter.model.durations import parse_duration
 
 EVENT_TYPES = {
     "dcgm_down": ("node", "from", "to"),
@@ -358,6 +358,3 @@ def parse_scenario(text: str, source: str) -> Scenario:
     place_pods(scenario)
     return scenario
 
-
-def describe_time(t: float) -> str:
-    return format_duration(t)
