@@ -22,7 +22,7 @@ from tests.conftest import REPO
 from tests.procs import Cluster, get, wait
 
 NODES = 8
-START, END = 10.0, 55.0  # every pod holds its GPUs within [START, END] scenario seconds
+START, END = 20.0, 65.0  # every pod holds its GPUs within [START, END] scenario seconds
 
 
 def _scenario() -> str:
@@ -31,16 +31,16 @@ def _scenario() -> str:
     for i in range(NODES):
         pods.append(f"{{name: long-{i}, namespace: team-{i % 3}, node: n{i}, gpus: 1, start: {START}s, "
                     f"end: {END}s, utilization: 0.6}}")
-        end = 30.5 + i  # ends mid-tick
+        end = 40.5 + i  # ends mid-tick
         pods.append(f"{{name: short-{i}, namespace: team-{(i + 1) % 3}, node: n{i}, gpus: 1, start: {START}s, "
                     f"end: {end}s, utilization: 0.2}}")
     return (f"tick: 1s\nduration: 2h\nprices: {{\"NVIDIA H100 80GB HBM3\": 4.0}}\n"
             f"nodes:\n  - {nodes}\npods:\n  - " + "\n  - ".join(pods) + "\n"
             "events:\n"
-            "  - {type: dcgm_down, node: n2, from: 15s, to: 25s}\n"
-            "  - {type: podresources_down, node: n3, from: 35s, to: 37s}\n"
-            "  - {type: watch_expire, at: 20s}\n"
-            "  - {type: watch_expire, at: 40s}\n")
+            "  - {type: dcgm_down, node: n2, from: 25s, to: 35s}\n"
+            "  - {type: podresources_down, node: n3, from: 45s, to: 47s}\n"
+            "  - {type: watch_expire, at: 30s}\n"
+            "  - {type: watch_expire, at: 50s}\n")
 
 
 @pytest.mark.slow
@@ -60,12 +60,14 @@ def test_chaos_conserves_gpu_seconds() -> None:
             c.spawn(f"agent-{node}", ["agent"], env)
         agg_env = {**c.aggregator_env(), "GPUCOST_TICK": "1s"}
         c.spawn("aggregator", ["aggregator"], agg_env)
+        for env in agent_env.values():  # every agent ticks before the first pod starts
+            wait(lambda env=env: get(f"http://{env['GPUCOST_LISTEN']}/healthz")[0] == 200, timeout=START - 2)
 
         def at(t: float) -> None:
             time.sleep(max(0.0, t0 + t - time.time()))
 
-        kills = sorted(rng.uniform(12, 58) for _ in range(4))
-        plan = [(k, "aggregator") for k in kills] + [(22.0, "agent-n0"), (33.0, "agent-n1-lose-state")]
+        kills = sorted(rng.uniform(22, 68) for _ in range(4))
+        plan = [(k, "aggregator") for k in kills] + [(32.0, "agent-n0"), (43.0, "agent-n1-lose-state")]
         lost_gap = 0.0
         for when, what in sorted(plan):
             at(when)
