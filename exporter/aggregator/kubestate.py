@@ -10,6 +10,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 GPU_RESOURCE_RE = re.compile(r"^(nvidia\.com/(gpu|gpu\.shared|mig-.+)|amd\.com/gpu|gpu\.intel\.com/.+)$")
@@ -48,6 +49,14 @@ def parse_quantity(text: Any) -> float:
         return float(s)
     except ValueError:
         return 0.0
+
+
+def parse_timestamp(text: str) -> float | None:
+    """An RFC3339 timestamp from the API (``2026-11-30T12:00:00Z``) as epoch seconds; None if unreadable."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def workload_of(meta: dict[str, Any]) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from exporter.aggregator.kubestate import PENDING_REASONS
+from exporter.aggregator.kubestate import PENDING_REASONS, parse_timestamp
 
 if TYPE_CHECKING:
     from exporter.aggregator.service import Aggregator
@@ -137,6 +137,11 @@ class AggregatorCollector(Collector):
             quota.add_metric([ns, "hard", source], hard)
             quota.add_metric([ns, "used", source], used)
         yield quota
+        headroom = GaugeMetricFamily("gpucost_quota_headroom_gpus", "GPUs a namespace may still request (hard - used)",
+                                     labels=["namespace", "source"])
+        for (ns, source), (hard, used) in sorted(agg.kube.quota_sources().items()):
+            headroom.add_metric([ns, source], hard - used)
+        yield headroom
         queue = GaugeMetricFamily("gpucost_queue_gpus", "GPU capability and use of batch queues (Volcano, Kueue)",
                                   labels=["source", "queue", "type"])
         for name, (hard, used) in sorted(agg.kube.volcano_queues.items()):
@@ -156,6 +161,17 @@ class AggregatorCollector(Collector):
             if reason in PENDING_REASONS:
                 pending.add_metric([ns, reason], npods)
         yield pending
+        oldest = GaugeMetricFamily("gpucost_pending_gpu_pods_oldest_age_seconds",
+                                   "age of the oldest pending GPU pod per namespace", labels=["namespace"])
+        ages: dict[str, float] = {}
+        now = agg.clock.now()
+        for pending_pod in agg.kube.pending_gpu_pods():
+            created = parse_timestamp(pending_pod.created)
+            if created is not None:
+                ages[pending_pod.namespace] = max(ages.get(pending_pod.namespace, 0.0), max(0.0, now - created))
+        for ns, age in sorted(ages.items()):
+            oldest.add_metric([ns], age)
+        yield oldest
         info = GaugeMetricFamily("gpucost_namespace_info", "1 per namespace that carries the team label",
                                  labels=["namespace", "team"])
         team_label = agg.settings.team_label

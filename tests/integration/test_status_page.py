@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporter.aggregator.kubestate import classify_pending
+from exporter.aggregator.metrics import ExpositionRenderer
 from exporter.aggregator.status_page import render_status
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
@@ -48,6 +49,7 @@ async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:
         pipe.peers.cluster.store.upsert("events", {**ev, "count": 2, "message": ev["message"]})
         await pipe.wait_watch_caught_up()
         html = await render_status(agg)
+        metrics = ExpositionRenderer().render(list(agg.collector.collect())).decode()
     finally:
         await pipe.close()
     for ns in ("ai-training", "ai-inference", "ai-dev"):
@@ -62,3 +64,8 @@ async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:
                                              "ai-dev": (4.0, 2.0)}
     pending = [(p.namespace, agg.kube.pending_reasons(p)) for p in agg.kube.pending_gpu_pods()]
     assert pending == [("ai-training", ["insufficient_gpu"])]
+    # the metrics carry the same numbers: the pending pod (created at 1m) is 2 minutes old at 3m
+    assert 'gpucost_pending_gpu_pods{namespace="ai-training",reason="insufficient_gpu"} 1.0' in metrics
+    assert 'gpucost_pending_gpu_pods_oldest_age_seconds{namespace="ai-training"} 120.0' in metrics
+    assert 'gpucost_quota_headroom_gpus{namespace="ai-training",source="resourcequota"} 3.0' in metrics
+    assert 'gpucost_quota_rejections_total{namespace="ai-dev"} 2.0' in metrics
