@@ -208,6 +208,7 @@ def bench_metrics_render(repeat: int) -> dict[str, float]:
     from exporter.aggregator.metrics import AggregatorCollector, ExpositionRenderer
     from exporter.aggregator.pricing_source import PricingSource
     from exporter.aggregator.service import Gauges, PodGauge
+    from exporter.clock import RealClock
     from exporter.config import AggregatorSettings
 
     class FakeAgg:  # the collector's view of an aggregator, filled with 500 namespaces and 20 000 pods
@@ -225,6 +226,7 @@ def bench_metrics_render(repeat: int) -> dict[str, float]:
             self.pricing = PricingSource(None)
             self.kube = KubeState()
             self.kube_up = True
+            self.clock = RealClock()
 
     fake = FakeAgg()
     collector = AggregatorCollector(fake)  # type: ignore[arg-type]

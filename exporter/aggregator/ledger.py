@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +61,18 @@ MIGRATIONS: dict[int, str] = {
 USAGE_KEY = ("hour", "namespace", "pod", "workload", "node", "pool", "gpu_model", "mig_profile", "priority_class",
              "currency")
 USAGE_VALUES = ("allocated_s", "used_s", "unmeasured_s", "idle_s", "cost", "idle_cost", "energy_j")
+
+
+def _accumulate(db: sqlite3.Connection, table: str, keys: tuple[str, ...], values: tuple[str, ...],
+                rows: Mapping[tuple[Any, ...], list[float]]) -> None:
+    """Add ``rows`` (key tuple -> values) into ``table``: insert new keys, add to existing ones."""
+    if not rows:
+        return
+    cols = ", ".join(keys + values)
+    marks = ", ".join("?" * (len(keys) + len(values)))
+    add = ", ".join(f"{c} = {c} + excluded.{c}" for c in values)
+    db.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {add}",
+                   [(*k, *v) for k, v in rows.items()])
 
 
 class LedgerError(RuntimeError):
@@ -177,21 +189,9 @@ class Ledger:
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
-            if w.usage:
-                cols = ", ".join(USAGE_KEY + USAGE_VALUES)
-                marks = ", ".join("?" * (len(USAGE_KEY) + len(USAGE_VALUES)))
-                upd = ", ".join(f"{c} = {c} + excluded.{c}" for c in USAGE_VALUES)
-                db.executemany(
-                    f"INSERT INTO usage ({cols}) VALUES ({marks}) "
-                    f"ON CONFLICT ({', '.join(USAGE_KEY)}) DO UPDATE SET {upd}",
-                    [(*k, *v) for k, v in w.usage.items()])
-            if w.unallocated:
-                db.executemany(
-                    "INSERT INTO unallocated (hour, node, pool, gpu_model, currency, seconds, cost) "
-                    "VALUES (?,?,?,?,?,?,?) "
-                    "ON CONFLICT (hour, node, pool, gpu_model, currency) DO UPDATE SET "
-                    "seconds = seconds + excluded.seconds, cost = cost + excluded.cost",
-                    [(*k, *v) for k, v in w.unallocated.items()])
+            _accumulate(db, "usage", USAGE_KEY, USAGE_VALUES, w.usage)
+            _accumulate(db, "unallocated", ("hour", "node", "pool", "gpu_model", "currency"), ("seconds", "cost"),
+                        w.unallocated)
             for node in w.hwm_reset_nodes:
                 db.execute("DELETE FROM hwm WHERE node = ?", (node,))
             if w.hwm_deleted:
@@ -203,26 +203,12 @@ class Ledger:
             if w.agents:
                 db.executemany("INSERT OR REPLACE INTO agents (node, epoch, booked_ts, seq) VALUES (?,?,?,?)",
                                w.agents)
-            if w.totals:
-                db.executemany(
-                    "INSERT INTO totals (namespace, currency, allocated_s, used_s, unmeasured_s, cost, idle_cost) "
-                    "VALUES (?,?,?,?,?,?,?) ON CONFLICT (namespace, currency) DO UPDATE SET "
-                    "allocated_s = allocated_s + excluded.allocated_s, used_s = used_s + excluded.used_s, "
-                    "unmeasured_s = unmeasured_s + excluded.unmeasured_s, cost = cost + excluded.cost, "
-                    "idle_cost = idle_cost + excluded.idle_cost",
-                    [(*k, *v) for k, v in w.totals.items()])
-            if w.unallocated_totals:
-                db.executemany(
-                    "INSERT INTO unallocated_totals (node, pool, gpu_model, currency, seconds, cost) "
-                    "VALUES (?,?,?,?,?,?) ON CONFLICT (node, pool, gpu_model, currency) DO UPDATE SET "
-                    "seconds = seconds + excluded.seconds, cost = cost + excluded.cost",
-                    [(*k, *v) for k, v in w.unallocated_totals.items()])
-            if w.breakdown:
-                db.executemany(
-                    "INSERT INTO breakdown_totals (namespace, pool, priority_class, currency, allocated_s, cost) "
-                    "VALUES (?,?,?,?,?,?) ON CONFLICT (namespace, pool, priority_class, currency) DO UPDATE SET "
-                    "allocated_s = allocated_s + excluded.allocated_s, cost = cost + excluded.cost",
-                    [(*k, *v) for k, v in w.breakdown.items()])
+            _accumulate(db, "totals", ("namespace", "currency"),
+                        ("allocated_s", "used_s", "unmeasured_s", "cost", "idle_cost"), w.totals)
+            _accumulate(db, "unallocated_totals", ("node", "pool", "gpu_model", "currency"), ("seconds", "cost"),
+                        w.unallocated_totals)
+            _accumulate(db, "breakdown_totals", ("namespace", "pool", "priority_class", "currency"),
+                        ("allocated_s", "cost"), w.breakdown)
             if w.quota_events:
                 db.executemany("INSERT OR REPLACE INTO quota_events (uid, namespace, count) VALUES (?,?,?)",
                                w.quota_events)

@@ -9,7 +9,7 @@ per-sample formatting dominates a scrape.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -56,32 +56,15 @@ class AggregatorCollector(Collector):
         yield from fams.values()
         yield cost
         yield idle_cost
-        unalloc = CounterMetricFamily("gpucost_unallocated_gpu_seconds", "GPU-seconds of capacity nobody held",
-                                      labels=["node", "pool", "gpu_model"])
-        unalloc_cost = CounterMetricFamily("gpucost_unallocated_cost", "money for capacity nobody held",
-                                           labels=["node", "pool", "gpu_model", "currency"])
-        per_capacity: dict[tuple[str, str, str], float] = defaultdict(float)
-        for (node, pool, model, currency), (secs, ucost) in sorted(books.unallocated_totals.items()) if books else []:
-            per_capacity[(node, pool, model)] += secs
-            unalloc_cost.add_metric([node, pool, model, currency], ucost)
-        for (node, pool, model), secs in sorted(per_capacity.items()):
-            unalloc.add_metric([node, pool, model], secs)
-        yield unalloc
-        yield unalloc_cost
+        yield from _seconds_and_cost(
+            "gpucost_unallocated_gpu_seconds", "GPU-seconds of capacity nobody held",
+            "gpucost_unallocated_cost", "money for capacity nobody held", ["node", "pool", "gpu_model"],
+            books.unallocated_totals if books else {})
         if agg.settings.breakdown_series and books:
-            b_alloc = CounterMetricFamily("gpucost_breakdown_allocated_gpu_seconds",
-                                          "GPU-seconds held, by namespace, node pool and priority class",
-                                          labels=["namespace", "pool", "priority_class"])
-            b_cost = CounterMetricFamily("gpucost_breakdown_cost", "cost by namespace, node pool and priority class",
-                                         labels=["namespace", "pool", "priority_class", "currency"])
-            per_b: dict[tuple[str, str, str], float] = defaultdict(float)
-            for (ns, pool, prio, currency), (secs, bcost) in sorted(books.breakdown.items()):
-                per_b[(ns, pool, prio)] += secs
-                b_cost.add_metric([ns, pool, prio, currency], bcost)
-            for (ns, pool, prio), secs in sorted(per_b.items()):
-                b_alloc.add_metric([ns, pool, prio], secs)
-            yield b_alloc
-            yield b_cost
+            yield from _seconds_and_cost(
+                "gpucost_breakdown_allocated_gpu_seconds", "GPU-seconds held by namespace, pool and priority class",
+                "gpucost_breakdown_cost", "cost by namespace, node pool and priority class",
+                ["namespace", "pool", "priority_class"], books.breakdown)
         unpriced = CounterMetricFamily("gpucost_unpriced_gpu_seconds",
                                        "GPU-seconds of models missing from the pricing file (priced at default)",
                                        labels=["gpu_model"])
@@ -206,6 +189,22 @@ class AggregatorCollector(Collector):
                                 value=1.0 if agg.kube_up else 0.0)
         yield CounterMetricFamily("gpucost_pricing_reload_errors", "pricing file reloads rejected as invalid",
                                   value=agg.pricing.reload_errors)
+
+
+def _seconds_and_cost(seconds_name: str, seconds_doc: str, cost_name: str, cost_doc: str, labels: list[str],
+                      totals: Mapping[tuple[str, str, str, str], list[float]],
+                      ) -> tuple[CounterMetricFamily, CounterMetricFamily]:
+    """Two counters from totals keyed (*labels, currency) -> [seconds, cost]: seconds summed over
+    currencies, cost per currency."""
+    seconds = CounterMetricFamily(seconds_name, seconds_doc, labels=labels)
+    cost = CounterMetricFamily(cost_name, cost_doc, labels=[*labels, "currency"])
+    per_key: dict[tuple[str, str, str], float] = defaultdict(float)
+    for key, (secs, money) in sorted(totals.items()):
+        per_key[key[:-1]] += secs
+        cost.add_metric(list(key), money)
+    for labels_key, secs in sorted(per_key.items()):
+        seconds.add_metric(list(labels_key), secs)
+    return seconds, cost
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})

@@ -11,6 +11,7 @@ from exporter.aggregator.ledger import LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, ExpositionRenderer
 from exporter.aggregator.pricing_source import PricingSource
 from exporter.aggregator.service import Gauges, PodGauge
+from exporter.clock import RealClock
 from exporter.config import AggregatorSettings
 
 HOSTILE = 'we"ird\\pod\nname'
@@ -33,6 +34,7 @@ class FakeAggregator:
         self.kube = KubeState()
         self.kube.quotas[("team-a", "q")] = (8.0, 3.0)
         self.kube_up = True
+        self.clock = RealClock()
 
 
 def _samples(text: str) -> list[tuple[str, list[tuple[str, str]], float]]:
