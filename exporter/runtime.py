@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
 
 
 def backoff_delays(base: float = 0.5, cap: float = 30.0) -> Iterator[float]:
@@ -29,3 +31,18 @@ def install_stop_signals(stop: asyncio.Event) -> None:
 def split_listen(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,
+                  others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Any:
+    """Start an APScheduler AsyncIOScheduler: ``tick`` every ``interval`` seconds from now, plus ``others``
+    (coroutine, seconds). Runs never overlap and missed runs coalesce into one."""
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    scheduler = AsyncIOScheduler()
+    scheduler.add_job(tick, "interval", seconds=interval, max_instances=1, coalesce=True,
+                      next_run_time=datetime.now(), misfire_grace_time=None, id="tick")
+    for i, (job, every) in enumerate(others):
+        scheduler.add_job(job, "interval", seconds=every, max_instances=1, coalesce=True, id=f"job-{i}")
+    scheduler.start()
+    return scheduler

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -26,7 +25,7 @@ from exporter.clients.podresources import ContainerDevices, PodResourcesClient
 from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
-from exporter.runtime import install_stop_signals, split_listen
+from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import server_context
 
@@ -232,7 +231,6 @@ class Agent:
     # -- the daemon ----------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve and tick until SIGTERM; then one final tick and state flush."""
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
         stop = stop or asyncio.Event()
         install_stop_signals(stop)
@@ -241,10 +239,7 @@ class Agent:
             await self.start_pod_watch()
         log.info("agent_started", node=self.settings.node_name, listen=self.settings.listen,
                  dcgm=self.settings.dcgm_url, socket=str(self.settings.podresources_socket), epoch=self.meter.epoch)
-        scheduler = AsyncIOScheduler()
-        scheduler.add_job(self.tick, "interval", seconds=self.settings.tick, max_instances=1, coalesce=True,
-                          next_run_time=datetime.now(), misfire_grace_time=None, id="tick")
-        scheduler.start()
+        scheduler = start_ticking(self.tick, self.settings.tick)
         try:
             await stop.wait()
         finally:

@@ -7,7 +7,6 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlparse
 
@@ -27,7 +26,7 @@ from exporter.clock import Clock, RealClock
 from exporter.config import AggregatorSettings
 from exporter.logs import get_logger
 from exporter.model.usage import UsageSnapshot
-from exporter.runtime import install_stop_signals, split_listen
+from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import client_context, server_context
 
@@ -327,17 +326,11 @@ class Aggregator:
         log.info("ledger_compacted", rows_removed=removed)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
         stop = stop or asyncio.Event()
         install_stop_signals(stop)
         await self.start()
         await self.wait_synced(timeout=self.settings.tick)
-        scheduler = AsyncIOScheduler()
-        scheduler.add_job(self._safe_tick, "interval", seconds=self.settings.tick, max_instances=1, coalesce=True,
-                          next_run_time=datetime.now(), misfire_grace_time=None, id="tick")
-        scheduler.add_job(self.compact, "interval", hours=6, max_instances=1, coalesce=True, id="compact")
-        scheduler.start()
+        scheduler = start_ticking(self._safe_tick, self.settings.tick, [(self.compact, 6 * 3600.0)])
         try:
             await stop.wait()
         finally:
