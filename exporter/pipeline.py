@@ -159,7 +159,8 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
     agg_url = f"http://{listen}"
     print(f"gpu-cost-exporter demo: simulated cluster '{scenario.source}' with {len(pipe.agents)} GPU nodes",
           file=out)
-    print(f"  aggregator  {agg_url}/metrics  {agg_url}/api/v1/report  {agg_url}/healthz", file=out)
+    print(f"  status page {agg_url}/", file=out)
+    print(f"  aggregator  {agg_url}/metrics  {agg_url}/api/v1/report?by=pod  {agg_url}/healthz", file=out)
     for node, agent in pipe.agents.items():
         print(f"  agent {node:<14} http://{agent.settings.listen}/metrics  /v1/usage", file=out)
     print(f"  ticks every {scenario.tick:g}s; Ctrl-C to stop\n", file=out)
