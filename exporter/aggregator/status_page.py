@@ -33,7 +33,8 @@ def _bar(value: float, limit: float, width: int = 120) -> str:
 
 
 def _money(v: float, currency: str) -> str:
-    return f"{v:,.2f} {escape(currency)}"
+    """Cents for real bills; four decimals while amounts are still small (a fresh install, a demo)."""
+    return f"{v:,.2f} {escape(currency)}" if abs(v) >= 10 else f"{v:.4f} {escape(currency)}"
 
 
 async def render_status(agg: Aggregator) -> str:
@@ -75,6 +76,23 @@ async def render_status(agg: Aggregator) -> str:
     pool_rows = [f"<tr><td>{escape(p)}</td><td>{cap:g}</td><td>{held:.2f} {_bar(held, cap)}</td>"
                  f"<td>{max(0.0, cap - held):.2f}</td></tr>" for p, (cap, held) in sorted(pools.items())]
 
+    # Who holds the GPUs: by pool x namespace, and by priority class.
+    by_pool_ns: dict[tuple[str, str], float] = {}
+    by_priority: dict[str, float] = {}
+    for node, snap in agg.latest.items():
+        pool = kube.pool_of(node) or "(no pool)"
+        for h in snap.holders:
+            if not h.active:
+                continue
+            by_pool_ns[(pool, h.namespace)] = by_pool_ns.get((pool, h.namespace), 0.0) + h.fraction
+            info = kube.pod(h.namespace, h.pod)
+            prio = (info.priority_class if info else "") or "(none)"
+            by_priority[prio] = by_priority.get(prio, 0.0) + h.fraction
+    serve_rows = [f"<tr><td>{escape(p)}</td><td>{escape(ns)}</td><td>{g:.2f}</td></tr>"
+                  for (p, ns), g in sorted(by_pool_ns.items())]
+    prio_rows = [f"<tr><td>{escape(p)}</td><td>{g:.2f}</td></tr>" for p, g in sorted(by_priority.items(),
+                                                                                   key=lambda kv: -kv[1])]
+
     idle = sorted(((k, p) for k, p in g.pods.items() if p.idle_seconds > 0), key=lambda kp: -kp[1].hourly_cost)[:20]
     idle_rows = [f"<tr><td>{escape(ns)}/{escape(pod)}</td><td>{escape(p.workload)}</td><td>{p.gpus:.2f} &times; "
                  f"{escape(p.gpu_model)}</td><td>{p.idle_seconds / 60:.0f} min</td>"
@@ -101,6 +119,10 @@ async def render_status(agg: Aggregator) -> str:
                "cost this month", "idle this month", "pending GPU pods"], rows, "No GPU usage booked yet."),
         "<h2>Pools</h2>",
         table(["pool", "GPUs", "held", "unallocated"], pool_rows, "No agent reported yet."),
+        "<h2>Which pool serves whom</h2>",
+        table(["pool", "namespace", "GPUs held"], serve_rows, "Nothing held."),
+        "<h2>GPUs held by priority class</h2>",
+        table(["priority class", "GPUs held"], prio_rows, "Nothing held."),
         "<h2>Top idle pods</h2>",
         table(["pod", "workload", "GPUs", "idle for", "wasted"], idle_rows, "No pod holds an idle GPU."),
         "<h2>Recent quota rejections</h2>",

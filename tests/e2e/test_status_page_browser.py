@@ -66,7 +66,7 @@ def test_status_page_in_chromium(aggregator_url: str, tmp_path: Path) -> None:
     assert "<script" not in dom
     assert "big-0 <span class=\"tag\">insufficient_gpu</span>" in dom
     assert "exceeded quota" in dom
-    assert "4.00 USD/h" in dom  # the idle pod's GPU wastes 4.00 per hour
+    assert "4.0000 USD/h" in dom  # the idle pod's GPU wastes 4.00 per hour
     artifacts = REPO / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     shot = artifacts / "status-page.png"

@@ -58,6 +58,10 @@ async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:
     assert "exceeded quota: gpu-quota" in html
     assert "notebook-alice-0" in html  # the idle squatter is in the top idle pods
     assert "<td>training</td>" in html and "<td>inference</td>" in html and "<td>dev</td>" in html
+    # train-llm-0 (4 GPUs) holds under gpu-batch; the MIG serving pods 2 x 3/7 under inference-critical
+    assert "<tr><td>gpu-batch</td><td>4.00</td></tr>" in html
+    assert "<tr><td>inference-critical</td><td>0.86</td></tr>" in html
+    assert "<tr><td>training</td><td>ai-training</td><td>5.00</td></tr>" in html
     assert sum(c for ns, c in agg.kube.quota_event_counts.values() if ns == "ai-dev") == 2
     # ai-training at 3m: train-llm-0 (4) + notebook (1) + the pending train-big-0 (8, admitted) = 13
     assert agg.kube.quota_by_namespace() == {"ai-training": (16.0, 13.0), "ai-inference": (4.0, 0.0),
