@@ -25,6 +25,7 @@ from exporter.clients.podresources import ContainerDevices, PodResourcesClient
 from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
+from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import server_context
@@ -63,7 +64,7 @@ class Agent:
         self.health = Health()
         self.state_file = state_path(settings.state_dir)
         self.meter = self._load_meter()
-        self.published: Any = None
+        self.published: UsageSnapshot | None = None
         self.published_json: bytes | None = None
         self.acked_until: float | None = None
         self._held: list[ContainerDevices] | None = None
