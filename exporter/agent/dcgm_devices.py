@@ -44,6 +44,51 @@ _POD_LABELS = (("namespace", "pod", "container"), ("exported_namespace", "export
                ("pod_namespace", "pod_name", "container_name"))
 
 
+#: What a DCGM field measures, from the stem of its name (checked in order).
+_STEMS = (("GR_ENGINE_ACTIVE", "gr_engine"), ("GR_ENGINE_UTIL", "gr_engine"), ("GPU_UTIL", "util"),
+          ("FB_USED", "fb_used"), ("FB_FREE", "fb_free"), ("TOTAL_ENERGY", "energy"), ("GPU_ENERGY", "energy"),
+          ("ENERGY_CONSUMPTION", "energy"), ("POWER_USAGE", "power"), ("BOARD_POWER", "power"),
+          ("GPU_TEMP", "temp"))
+#: Fields that share a stem but measure something else (limits, thresholds, violations, sample counts).
+_NOT_THE_QUANTITY = ("LIMIT", "MGMT", "ENFORCED", "VIOLATION", "THRESHOLD", "SLOWDOWN", "SHUTDOWN", "SAMPLES",
+                     "MEM_COPY", "_MAX", "_MIN", "_AVG", "TARGET")
+#: Its unit, from the name's suffix, else from the HELP text: multiplier to our base units.
+_SUFFIX_SCALE = (("_RATIO", 1.0), ("_PERCENT", 0.01), ("_PCT", 0.01), ("_BYTES", 1.0), ("_MIB", 1048576.0),
+                 ("_MILLIJOULES", 0.001), ("_JOULES_TOTAL", 1.0), ("_JOULES", 1.0), ("_WATTS", 1.0),
+                 ("_CELSIUS", 1.0))
+_HELP_SCALE = (("(in %)", 0.01), ("ratio", 1.0), ("(in mib)", 1048576.0), ("(in mb)", 1048576.0),
+               ("(in bytes)", 1.0), ("(in mj)", 0.001), ("(in j)", 1.0), ("joules", 1.0), ("(in w)", 1.0),
+               ("(in c)", 1.0), ("°c", 1.0))
+
+
+def infer_name_entry(name: str, help_text: str = "") -> tuple[str, float] | None:
+    """Recognise an unlisted DCGM field (e.g. a renamed one after an exporter upgrade) by its name's stem
+    and its unit by suffix or HELP text. None when either is unknown: a unit is never guessed."""
+    upper = name.upper()
+    if not upper.startswith("DCGM_FI_"):
+        return None
+    quantity = next((q for stem, q in _STEMS if stem in upper), None)
+    if quantity is None or any(word in upper for word in _NOT_THE_QUANTITY):
+        return None
+    scale = next((s for suffix, s in _SUFFIX_SCALE if upper.endswith(suffix)), None)
+    if scale is None:
+        low = help_text.lower()
+        scale = next((s for marker, s in _HELP_SCALE if marker in low), None)
+    return None if scale is None else (quantity, scale)
+
+
+def extend_name_table(table: dict[str, tuple[str, float]], helps: dict[str, str]) -> list[str]:
+    """Add inferable entries for families seen in a scrape but missing from ``table``; return their names."""
+    added = []
+    for name, help_text in helps.items():
+        if name not in table:
+            entry = infer_name_entry(name, help_text)
+            if entry is not None:
+                table[name] = entry
+                added.append(name)
+    return added
+
+
 def parse_name_table(spec: str) -> dict[str, tuple[str, float]]:
     """Settings form ``NAME=quantity:scale,...`` -> table entries. Raises ValueError naming the entry."""
     table: dict[str, tuple[str, float]] = {}

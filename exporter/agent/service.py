@@ -13,7 +13,13 @@ from prometheus_client import CollectorRegistry
 
 from exporter.agent.attribution import MigResolver, attribute
 from exporter.agent.collector import AgentCollector
-from exporter.agent.dcgm_devices import DEFAULT_NAME_TABLE, DcgmDevice, build_devices, parse_name_table
+from exporter.agent.dcgm_devices import (
+    DEFAULT_NAME_TABLE,
+    DcgmDevice,
+    build_devices,
+    extend_name_table,
+    parse_name_table,
+)
 from exporter.agent.http import build_app
 from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
@@ -150,6 +156,10 @@ class Agent:
             self.health.last_error = str(exc)
             return None
         parsed = parse_exposition(text, only=self.name_table)
+        added = extend_name_table(self.name_table, parsed.help)
+        if added:  # renamed fields (an exporter upgrade): learn them once, then parse them every scrape
+            log.warning("dcgm_metric_names_inferred", names=added)
+            parsed = parse_exposition(text, only=self.name_table)
         if parsed.errors:
             self.health.parse_errors += parsed.errors
             log.warning("dcgm_malformed_lines", count=parsed.errors, first=parsed.first_error)

@@ -317,3 +317,24 @@ async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> No
         await agent.close()
         rig.agents.clear()
         await peers.close()
+
+
+async def test_exporter_upgrade_with_renamed_fields_keeps_billing(rig: Rig, hostile: tuple[str, dict[str, str]]
+                                                                   ) -> None:
+    """A DCGM Exporter that renamed its fields (unknown to the built-in table) still yields utilisation:
+    the agent infers the renamed field from its name and HELP, so used time keeps being counted."""
+    url, body = hostile
+    env_uuid = rig.peers.cluster.layouts["a100"].gpus[1].uuid  # the whole GPU held by "whole"
+    body["text"] = (
+        "# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE_RATIO Ratio of time the graphics engine is active.\n"
+        "# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE_RATIO gauge\n"
+        f'DCGM_FI_PROF_GR_ENGINE_ACTIVE_RATIO{{gpu="1",UUID="{env_uuid}",modelName="NVIDIA A100-SXM4-80GB"}} 0.25\n')
+    agent = Agent(rig.settings("a100", dcgm_url=url), clock=rig.clock)
+    await agent.start_http()
+    rig.agents["renamed"] = agent
+    await rig.step(0)
+    await rig.step(15)
+    whole = _holders(agent)["whole/GPU"]
+    assert whole["allocated_s"] == pytest.approx(15.0) and whole["unmeasured_s"] == 0.0
+    assert whole["used_s"] == pytest.approx(15.0 * 0.25)
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE_RATIO" in agent.name_table

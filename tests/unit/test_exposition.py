@@ -213,3 +213,26 @@ def test_property_name_filter_keeps_exactly_the_named_samples(text: str) -> None
     filtered = parse_exposition(text, only=names).samples
     assert [(s.name, s.labels, s.value) for s in filtered] == [(s.name, s.labels, s.value) for s in full
                                                                  if s.name in names]
+
+
+@pytest.mark.parametrize(("name", "help_text", "expected"), [
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE_RATIO", "", ("gr_engine", 1.0)),
+    ("DCGM_FI_DEV_GPU_UTIL_PERCENT", "", ("util", 0.01)),
+    ("DCGM_FI_DEV_GPU_UTILIZATION", "GPU utilization (in %).", ("util", 0.01)),
+    ("DCGM_FI_DEV_FB_USED_MIB", "", ("fb_used", 1048576.0)),
+    ("DCGM_FI_DEV_FB_FREE_CAPACITY", "Framebuffer free (in bytes).", ("fb_free", 1.0)),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_MILLIJOULES", "", ("energy", 0.001)),
+    ("DCGM_FI_DEV_BOARD_POWER", "Power draw (in W).", ("power", 1.0)),
+    ("DCGM_FI_DEV_GPU_TEMP_C", "GPU temperature (in °C).", ("temp", 1.0)),
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT_WATTS", "", None),  # a limit, not a draw
+    ("DCGM_FI_DEV_GPU_TEMP_LIMIT_CELSIUS", "", None),
+    ("DCGM_FI_DEV_GPU_UTIL_SAMPLES", "(in %)", None),
+    ("DCGM_FI_DEV_GPU_UTIL_X", "no unit given", None),  # a unit is never guessed
+    ("DCGM_FI_DEV_SM_CLOCK_HZ", "", None),
+    ("my_gpu_util_ratio", "", None),
+])
+def test_infer_renamed_fields(name: str, help_text: str, expected: tuple[str, float] | None) -> None:
+    """Renamed DCGM fields are recognised by stem, their unit by suffix or HELP; never guessed."""
+    from exporter.agent.dcgm_devices import infer_name_entry
+
+    assert infer_name_entry(name, help_text) == expected
