@@ -219,7 +219,7 @@ class Aggregator:
         assert self.books is not None, "start() first"
         async with self._lock:
             started = time.perf_counter()
-            self.pricing.maybe_reload()
+            await asyncio.to_thread(self.pricing.maybe_reload)  # a stat, and a YAML parse when changed
             targets = urls if urls is not None else self.agent_urls()
             results = await self.puller.pull_all({u: self._ack(u) for u in targets})
             self.pulls += len(results)
