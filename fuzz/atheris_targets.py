@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
-import atheris  # type: ignore[import-not-found]
+import atheris
 
 with atheris.instrument_imports():
     from pydantic import ValidationError
@@ -30,7 +30,8 @@ with atheris.instrument_imports():
 
 
 def _text(data: bytes) -> str:
-    return atheris.FuzzedDataProvider(data).ConsumeUnicodeNoSurrogates(len(data))
+    text: str = atheris.FuzzedDataProvider(data).ConsumeUnicodeNoSurrogates(len(data))
+    return text
 
 
 def usage(data: bytes) -> None:

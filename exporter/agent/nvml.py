@@ -22,7 +22,7 @@ def _as_str(value: Any) -> str:
 
 def load_nvml_resolver() -> MigResolver | None:
     try:
-        import pynvml  # type: ignore[import-not-found]  # optional: pip install 'gpu-cost-exporter[nvml]'
+        import pynvml  # optional: pip install 'gpu-cost-exporter[nvml]'
     except ImportError:
         return None
     try:

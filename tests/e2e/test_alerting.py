@@ -89,14 +89,15 @@ class SlackStandIn:
         for p in self.posts:
             att = p["body"]["attachments"][0]
             if att["title"].startswith(f"[{status}") and "GPUAllocatedButIdle" in att["title"] and pod in att["text"]:
-                return p["body"]
+                body: dict[str, Any] = p["body"]
+                return body
         return None
 
 
 def _render_rules(tmp: Path) -> Path:
     sys.path.insert(0, str(REPO / "alerts"))
     try:
-        import render  # type: ignore[import-not-found]
+        import render
     finally:
         sys.path.pop(0)
     path = tmp / "rules.yaml"

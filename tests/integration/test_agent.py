@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -82,7 +83,7 @@ async def _get(url: str) -> tuple[int, str]:
         return r.status, await r.text()
 
 
-def _holders(agent: Agent) -> dict[str, dict[str, float]]:
+def _holders(agent: Agent) -> dict[str, dict[str, Any]]:
     snap = json.loads(agent.published_json or b"{}")
     return {h["pod"] + "/" + h["device_id"][:3] + ("" if "::" not in h["device_id"] else h["device_id"][-3:]): h
             for h in snap["holders"]}

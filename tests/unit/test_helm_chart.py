@@ -78,7 +78,7 @@ def test_rule_and_alertmanager_sources_are_single() -> None:
 
     sys.path.insert(0, str(REPO / "alerts"))
     try:
-        import render  # type: ignore[import-not-found]
+        import render
     finally:
         sys.path.pop(0)
     tpl = (CHART / "templates" / "prometheusrule.yaml").read_text()
@@ -132,7 +132,7 @@ def test_chart_holds_every_object() -> None:
     assert "USER 65532" in (REPO / "Dockerfile").read_text()
 
 
-HELM_VARIANTS = {
+HELM_VARIANTS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "everything-on": {"monitoring": {"serviceMonitor": {"enabled": True}},
                       "alerts": {"prometheusRule": {"enabled": True}, "alertmanagerConfig": {"enabled": True}},
