@@ -91,13 +91,9 @@ class Agent:
         node = self.settings.node_name
         try:
             meter = read_state(self.state_file, node)
-        except StateError as exc:
+        except (StateError, OSError) as exc:  # corrupt or unreadable: start again, visibly
             self.health.state_resets += 1
-            log.warning("state_corrupt_new_epoch", node=node, path=str(self.state_file), error=str(exc))
-            return Meter(node=node)
-        except OSError as exc:
-            self.health.state_resets += 1
-            log.warning("state_unreadable_new_epoch", node=node, path=str(self.state_file), error=str(exc))
+            log.warning("state_unusable_new_epoch", node=node, path=str(self.state_file), error=str(exc))
             return Meter(node=node)
         if meter is None:
             log.info("state_missing_new_epoch", node=node, path=str(self.state_file))
@@ -242,7 +238,6 @@ class Agent:
     # -- the daemon ----------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve and tick until SIGTERM; then one final tick and state flush."""
-
         stop = stop or asyncio.Event()
         install_stop_signals(stop)
         await self.start_http()

@@ -216,19 +216,20 @@ class KubeState:
             labels=labels, pod_ip=status.get("podIP") or "", pending_message=pending_msg,
             created=meta.get("creationTimestamp") or "")
 
-    def _on_nodes(self, etype: str, obj: dict[str, Any]) -> None:
+    @staticmethod
+    def _keep_labels(table: dict[str, dict[str, str]], etype: str, obj: dict[str, Any]) -> None:
+        """Cluster-scoped objects we only need the labels of (nodes, namespaces), by name."""
         meta = obj.get("metadata") or {}
         if etype == "DELETED":
-            self.nodes.pop(meta.get("name", ""), None)
+            table.pop(meta.get("name", ""), None)
         else:
-            self.nodes[meta.get("name", "")] = dict(meta.get("labels") or {})
+            table[meta.get("name", "")] = dict(meta.get("labels") or {})
+
+    def _on_nodes(self, etype: str, obj: dict[str, Any]) -> None:
+        self._keep_labels(self.nodes, etype, obj)
 
     def _on_namespaces(self, etype: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        if etype == "DELETED":
-            self.namespaces.pop(meta.get("name", ""), None)
-        else:
-            self.namespaces[meta.get("name", "")] = dict(meta.get("labels") or {})
+        self._keep_labels(self.namespaces, etype, obj)
 
     def _on_resourcequotas(self, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

@@ -305,10 +305,9 @@ class Aggregator:
 
     def _on_pod_deleted(self, pod: PodInfo) -> None:
         """Close the pod's books at once: drop it from the gauges and pull its node's agent now."""
-        self.gauges.pods.pop((pod.namespace, pod.name), None)
         if self.books is None:
             return
-        self._refresh_held()
+        self._refresh_held()  # the watch already removed the pod: the gauges lose it here
         urls = [u for u, n in self.url_node.items() if n == pod.node]
         if urls:
             self._spawn(self.tick(urls), f"close-books-{pod.namespace}-{pod.name}")
