@@ -90,6 +90,19 @@ class Pipeline:
             self.aggregator = None
             await self.start_aggregator(serve)
 
+    async def step(self, t: float) -> None:
+        """One virtual-time tick at scenario time ``t``: move the cluster (carrying out restarts), let the
+        aggregator's watches catch up, tick every agent, then the aggregator."""
+        if not isinstance(self.clock, VirtualClock):
+            raise TypeError("step() drives a virtual clock; real time ticks by itself")
+        self.clock.set(self.peers.wall_start + t)
+        for h in await self.peers.advance(t):
+            await self.restart(h)
+        await self.wait_watch_caught_up()
+        await asyncio.gather(*(a.tick() for a in self.agents.values()))
+        assert self.aggregator is not None
+        await self.aggregator.tick()
+
     async def wait_watch_caught_up(self, timeout: float = 10.0) -> None:
         """In virtual time, let the aggregator's watches see every API change made so far."""
         agg = self.aggregator
@@ -127,14 +140,7 @@ async def run_simulation(scenario: Scenario, ledger: Path, workdir: Path,
     ticks = int(scenario.duration // scenario.tick)
     try:
         for k in range(ticks + 1):
-            t = k * scenario.tick
-            clock.set(start + t)
-            for h in await pipe.peers.advance(t):
-                await pipe.restart(h)
-            await pipe.wait_watch_caught_up()
-            await asyncio.gather(*(a.tick() for a in pipe.agents.values()))
-            assert pipe.aggregator is not None
-            await pipe.aggregator.tick()
+            await pipe.step(k * scenario.tick)
     finally:
         await pipe.close()
     elapsed = time.time() - wall0

@@ -242,12 +242,7 @@ async def test_pod_deletion_closes_books_through_the_watch(tmp_path: Path) -> No
     assert agg is not None
     try:
         for k in range(6):  # 0..75 s: both pods hold a GPU
-            clock.set(1_800_000_000.0 + k * 15)
-            await pipe.peers.advance(k * 15)
-            await pipe.wait_watch_caught_up()
-            for a in pipe.agents.values():
-                await a.tick()
-            await agg.tick()
+            await pipe.step(k * 15)
         assert agg.gauges.allocated_gpus == {"team-a": 1.0, "team-b": 1.0}
         pulls = agg.pulls
         await pipe.peers.advance(90.0)  # b ends: DELETED arrives on the watch
@@ -274,13 +269,7 @@ async def test_counters_restored_from_ledger_never_go_backwards(tmp_path: Path) 
     await pipe.start(serve_aggregator=False)
     try:
         for k in range(10):
-            clock.set(1_800_000_000.0 + k * 15)
-            await pipe.peers.advance(k * 15)
-            await pipe.wait_watch_caught_up()
-            for a in pipe.agents.values():
-                await a.tick()
-            assert pipe.aggregator is not None
-            await pipe.aggregator.tick()
+            await pipe.step(k * 15)
         assert pipe.aggregator is not None and pipe.aggregator.books is not None
         before = {k: list(v) for k, v in pipe.aggregator.books.totals.items()}
         await pipe.restart(Happening("aggregator_restart", None, 150.0))

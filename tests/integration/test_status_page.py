@@ -37,12 +37,7 @@ async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:
     assert agg is not None
     try:
         for k in range(13):
-            clock.set(START + k * 15)
-            await pipe.peers.advance(k * 15)
-            await pipe.wait_watch_caught_up()
-            for a in pipe.agents.values():
-                await a.tick()
-            await agg.tick()
+            await pipe.step(k * 15)
         # The rejection event is updated (count 2): it counts once more, not twice.
         ev = next(o for o in pipe.peers.cluster.store.objects["events"].values() if o["reason"] == "FailedCreate")
         pipe.peers.cluster.store.upsert("events", {**ev, "count": 2})
