@@ -2,6 +2,11 @@
 
 Both sides import this module; neither imports the other. Counters are cumulative and monotonic
 within one ``epoch``; a new epoch means the agent lost its state and started again from zero.
+
+Every float must be finite and non-negative: a NaN or infinite value from a broken or hostile agent
+is refused at the door (``allow_inf_nan=False``) instead of poisoning the running totals for ever.
+Conservation: over any interval between two snapshots of one epoch, Σ holders' ``allocated_s`` +
+Σ ``unallocated`` + Σ ``unobserved`` advance by (physical GPUs × wall seconds).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ MAX_HOLDERS = 20_000
 class HolderCounters(BaseModel):
     """Cumulative GPU-seconds of one (namespace, pod, container, device)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     namespace: str = Field(max_length=MAX_NAME)
     pod: str = Field(max_length=MAX_NAME)
@@ -40,7 +45,7 @@ class HolderCounters(BaseModel):
 class UnallocatedCounter(BaseModel):
     """Cumulative GPU-seconds of capacity nobody held, per GPU model on this node."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     gpu_model: str = Field(max_length=MAX_NAME)
     seconds: float = Field(ge=0)
@@ -49,7 +54,7 @@ class UnallocatedCounter(BaseModel):
 class GpuCapacity(BaseModel):
     """One physical GPU the agent knows of."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     gpu_uuid: str = Field(max_length=MAX_NAME)
     gpu_model: str = Field(max_length=MAX_NAME)
@@ -61,14 +66,20 @@ class GpuCapacity(BaseModel):
 class UsageSnapshot(BaseModel):
     """What ``GET /v1/usage`` returns."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     node: str = Field(min_length=1, max_length=MAX_NAME)
     epoch: str = Field(min_length=1, max_length=64)
-    timestamp: float
+    timestamp: float = Field(ge=0)
+    #: When this epoch's counters started covering the node (the epoch's first tick); time before it
+    #: and after the previous epoch's last booked snapshot was observed by no one.
+    started_at: float | None = Field(default=None, ge=0)
     seq: int = 0
     dcgm_up: bool = True
     podresources_up: bool = True
     holders: list[HolderCounters] = Field(default_factory=list, max_length=MAX_HOLDERS)
     unallocated: list[UnallocatedCounter] = Field(default_factory=list, max_length=1024)
+    #: Capacity time this agent could not observe (past the charge cap, pod-resources unreachable),
+    #: cumulative per GPU model, same shape as ``unallocated``.
+    unobserved: list[UnallocatedCounter] = Field(default_factory=list, max_length=1024)
     capacity: list[GpuCapacity] = Field(default_factory=list, max_length=1024)
