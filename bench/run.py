@@ -202,34 +202,32 @@ def bench_aggregator(nodes: int, ticks: int) -> dict[str, float]:
 
 # -- /metrics rendering ------------------------------------------------------------------------------
 def bench_metrics_render(repeat: int) -> dict[str, float]:
+    from collections import Counter as Tally
+
     from exporter.aggregator.booking import Books
+    from exporter.aggregator.exposition import ExpositionRenderer
+    from exporter.aggregator.gauges import Gauges, PodGauge
     from exporter.aggregator.kubestate import KubeState
     from exporter.aggregator.ledger import LedgerState
-    from exporter.aggregator.metrics import AggregatorCollector, ExpositionRenderer
+    from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
     from exporter.aggregator.pricing_source import PricingSource
-    from exporter.aggregator.service import Gauges, PodGauge
     from exporter.clock import RealClock
-    from exporter.config import AggregatorSettings
+    from exporter.model.books import NamespaceKey, NamespaceTotals
 
-    class FakeAgg:  # the collector's view of an aggregator, filled with 500 namespaces and 20 000 pods
-        def __init__(self) -> None:
-            self.is_leader = True
-            self.settings = AggregatorSettings()
-            self.books = Books(LedgerState({}, {}, {(f"ns-{n}", "USD"): [1e5, 5e4, 10.0, 100.0, 40.0]
-                                                    for n in range(500)}, {}, {}))
-            self.gauges = Gauges()
-            self.gauges.allocated_gpus = {f"ns-{n}": 40.0 for n in range(500)}
-            self.gauges.ns_utilization = {f"ns-{n}": 0.5 for n in range(500)}
-            self.gauges.pods = {(f"ns-{p % 500}", f"pod-{p}"): PodGauge(f"wl-{p // 4}", 1.0, "NVIDIA H100 80GB HBM3",
-                                                                         0.5, 0.0, 4.0) for p in range(20000)}
-            self.gauges.workload_utilization = {(f"ns-{p % 500}", f"wl-{p // 4}"): 0.5 for p in range(0, 20000, 4)}
-            self.pricing = PricingSource(None)
-            self.kube = KubeState()
-            self.kube_up = True
-            self.clock = RealClock()
-
-    fake = FakeAgg()
-    collector = AggregatorCollector(fake)  # type: ignore[arg-type]
+    # the collector's view of an aggregator, filled with 500 namespaces and 20 000 pods
+    gauges = Gauges()
+    gauges.allocated_gpus = {f"ns-{n}": 40.0 for n in range(500)}
+    gauges.ns_utilization = {f"ns-{n}": 0.5 for n in range(500)}
+    gauges.pods = {(f"ns-{p % 500}", f"pod-{p}"): PodGauge(f"wl-{p // 4}", 1.0, "NVIDIA H100 80GB HBM3", 0.5, 0.0, 4.0)
+                   for p in range(20000)}
+    gauges.workload_utilization = {(f"ns-{p % 500}", f"wl-{p // 4}"): 0.5 for p in range(0, 20000, 4)}
+    inputs = MetricsInputs(
+        is_leader=True, gauges=gauges, kube=KubeState(), pricing=PricingSource(None).current, now=RealClock().now(),
+        books=Books(LedgerState(totals={NamespaceKey(f"ns-{n}", "USD"): NamespaceTotals(1e5, 5e4, 10.0, 100.0, 40.0)
+                                        for n in range(500)})),
+        kube_up=True, pricing_reload_errors=0, snapshots_rejected=Tally(), team_label="gpu.platform/team",
+        breakdown_series=False)
+    collector = AggregatorCollector(lambda: inputs)
     renderer = ExpositionRenderer()  # what /metrics uses; its label cache lives across scrapes
     base = CollectorRegistry()
     c_alloc = Counter("gpucost_allocated_gpu_seconds", "", ["namespace"], registry=base)
@@ -243,11 +241,11 @@ def bench_metrics_render(repeat: int) -> dict[str, float]:
         c_alloc.labels(f"ns-{n}").inc(1e5)
         g_alloc.labels(f"ns-{n}").set(40)
         g_util.labels(f"ns-{n}").set(0.5)
-    for (ns, pod), pg in fake.gauges.pods.items():
+    for (ns, pod), pg in gauges.pods.items():
         g_idle.labels(ns, pod, pg.workload).set(0)
         g_held.labels(ns, pod, pg.workload, pg.gpu_model).set(1)
         g_cost.labels(ns, pod, pg.workload, "USD").set(4)
-    for (ns, wl) in fake.gauges.workload_utilization:
+    for (ns, wl) in gauges.workload_utilization:
         g_wl.labels(ns, wl).set(0.5)
     renderer.render(list(collector.collect()))
     return {"ms": median_ms(lambda: renderer.render(list(collector.collect())), repeat),

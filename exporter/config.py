@@ -6,7 +6,7 @@ Only this module reads the environment; everything else receives a settings obje
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -113,8 +113,14 @@ class AggregatorSettings(_Base):
     agent_selector: str = Field(
         default="app.kubernetes.io/component=agent", description="label selector of agent pods"
     )
-    agent_namespace: str = Field(default="", description="namespace of agent pods (empty = all)")
+    agent_namespace: str = Field(
+        default="", description="namespace where agent pods are discovered (empty = this pod's own namespace); "
+        "pods elsewhere are never pulled")
     agent_port: int = Field(default=9500, description="port of the agents' HTTP server")
+    agent_scheme: Literal["http", "https"] = Field(
+        default="http", description="scheme of discovered agents' URLs (https when the agents serve TLS)")
+    quota_event_retention: Duration = Field(
+        default=7 * 86400.0, description="forget quota-rejection events not seen for this long (counts are kept)")
     pull_timeout: Duration = Field(default=10.0, description="per-agent pull timeout")
     pull_concurrency: int = Field(default=64, ge=1, description="agents pulled at once")
     pool_label: str = Field(default="gpu.platform/pool", description="node label naming the pool")

@@ -1,32 +1,78 @@
-"""Turn agents' cumulative counters into priced, hourly ledger rows: exactly once.
+"""Turn agents' cumulative counters into priced, hourly ledger rows: exactly once, every second in one bucket.
 
-Deltas are taken against the high-water marks last committed for each agent. A new agent epoch is a
+Deltas are taken against the high-water marks last committed for each node. A new agent epoch is a
 reset (the whole current value is new), never a negative delta; a missed pull loses nothing because
 the next delta covers the gap; an out-of-order or repeated snapshot books nothing. The marks advance
 in memory only after the ledger transaction that contains them has committed.
+
+Conservation: a delta covers the wall interval between the two snapshots it joins and is spread over
+the hours of that interval by their share of it, so each node's allocated + unallocated + unobserved
+GPU-seconds in every hour equal its GPUs x that hour's seconds. Time nobody observed (between an epoch's
+last booked snapshot and the next epoch's start, or until the node was deleted) is booked as
+``unobserved`` capacity, never dropped. A snapshot that could not be true (a counter advancing faster
+than the node's GPUs x wall time, used above allocated, a counter going backwards within an epoch) is
+refused whole, for that node only.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from exporter.aggregator.kubestate import KubeState
-from exporter.aggregator.ledger import LedgerState, TickWrite
-from exporter.model.accounting import Usage, cost_of, counter_delta
+from exporter.aggregator.ledger import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
+from exporter.model.accounting import cost_of
+from exporter.model.books import (
+    AgentMark,
+    BreakdownKey,
+    BreakdownTotals,
+    CapacityAmounts,
+    CapacityKey,
+    CapacityTotalKey,
+    CounterMark,
+    NamespaceKey,
+    NamespaceTotals,
+    UsageAmounts,
+    UsageKey,
+    _Amounts,
+    hour_of,
+    hour_shares,
+)
 from exporter.model.pricing import Pricing
 from exporter.model.usage import UsageSnapshot
 
+__all__ = ["Books", "NodeGone", "Prepared", "hour_of"]
+
 UNALLOCATED_PREFIX = "__unallocated__/"
+UNOBSERVED_PREFIX = "__unobserved__/"
 UNKNOWN = "unknown"
+#: Headroom of the plausibility check: clocks and tick jitter, never a whole extra GPU-hour.
+RATE_SLACK_RELATIVE = 1e-3
+RATE_SLACK_SECONDS = 1.0
+EPS = 1e-6
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V", bound=_Amounts)
 
 
 @dataclass(slots=True)
-class AgentMarks:
-    epoch: str
-    booked_ts: float
-    seq: int
-    values: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
+class NodeMarks:
+    """Where one node's books stand, and the GPUs it was last seen with (for gaps nobody observed)."""
+
+    mark: AgentMark
+    counters: dict[str, CounterMark] = field(default_factory=dict)
+    gpus_by_model: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGone:
+    """A node deleted from the API: its books close at ``deleted_at`` and its marks are pruned."""
+
+    node: str
+    deleted_at: float
+    gpus: int
+    gpu_model: str
 
 
 @dataclass(slots=True)
@@ -34,150 +80,254 @@ class Prepared:
     """One tick's bookings, not yet committed."""
 
     write: TickWrite = field(default_factory=TickWrite)
-    marks: dict[str, AgentMarks] = field(default_factory=dict)
-    ns_delta: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0.0, 0.0, 0.0]))
-    workload_delta: dict[tuple[str, str], list[float]] = field(
-        default_factory=lambda: defaultdict(lambda: [0.0, 0.0, 0.0]))
+    marks: dict[str, NodeMarks] = field(default_factory=dict)
+    ns_delta: dict[str, UsageAmounts] = field(default_factory=dict)
+    workload_delta: dict[tuple[str, str], UsageAmounts] = field(default_factory=dict)
     unpriced: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    rejected: dict[str, str] = field(default_factory=dict)  # node -> reason
+    pruned: list[str] = field(default_factory=list)
     resets: int = 0
     stale: int = 0
 
 
-@dataclass(slots=True)
-class _NodeMarks:
-    """One snapshot's walk over a node's counters: deltas against the marks, and the marks moved."""
-
-    node: str
-    prev: dict[str, tuple[float, float, float, float]]
-    values: dict[str, tuple[float, float, float, float]]
-    hwm_out: list[tuple[str, str, float, float, float, float]]
-    seen: set[str] = field(default_factory=set)
-
-    def advance(self, key: str, cur: tuple[float, float, float, float]) -> Usage | None:
-        """The delta since this counter's mark, or None when it did not move."""
-        self.seen.add(key)
-        prev = self.prev.get(key)
-        if prev == cur:
-            return None
-        delta, _reset = counter_delta(Usage(*prev) if prev else None, Usage(*cur), True)
-        self.values[key] = cur
-        self.hwm_out.append((self.node, key, *cur))
-        return delta
+def _delta(prev: CounterMark | None, cur: CounterMark) -> CounterMark | None:
+    """What a counter advanced since its mark; None when it went backwards (impossible within an epoch)."""
+    if prev is None:
+        return cur
+    if (cur.allocated_s < prev.allocated_s - EPS or cur.used_s < prev.used_s - EPS
+            or cur.unmeasured_s < prev.unmeasured_s - EPS or cur.energy_j < prev.energy_j - EPS):
+        return None
+    return CounterMark(max(0.0, cur.allocated_s - prev.allocated_s), max(0.0, cur.used_s - prev.used_s),
+                       max(0.0, cur.unmeasured_s - prev.unmeasured_s), max(0.0, cur.energy_j - prev.energy_j))
 
 
-def hour_of(ts: float) -> int:
-    return int(ts // 3600) * 3600
+def _add(table: dict[_K, _V], key: _K, amount: _V) -> None:
+    old = table.get(key)
+    table[key] = amount if old is None else old + amount
 
 
 class Books:
     """High-water marks and running totals, mirrored from the ledger."""
 
     def __init__(self, state: LedgerState) -> None:
-        self.marks: dict[str, AgentMarks] = {
-            node: AgentMarks(epoch, ts, seq, dict(state.hwm.get(node, {})))
-            for node, (epoch, ts, seq) in state.agents.items()}
-        self.totals: dict[tuple[str, str], list[float]] = {k: list(v) for k, v in state.totals.items()}
-        self.unallocated_totals: dict[tuple[str, str, str, str], list[float]] = {
-            k: list(v) for k, v in state.unallocated_totals.items()}
+        self.marks: dict[str, NodeMarks] = {
+            node: NodeMarks(mark, dict(state.hwm.get(node, {}))) for node, mark in state.agents.items()}
+        self.totals = dict(state.totals)
+        self.unallocated_totals = dict(state.unallocated_totals)
+        self.unobserved_totals = dict(state.unobserved_totals)
+        self.breakdown = dict(state.breakdown)
         self.unpriced_seconds: dict[str, float] = defaultdict(float)
-        self.breakdown: dict[tuple[str, str, str, str], list[float]] = {k: list(v) for k, v in state.breakdown.items()}
         self.resets_total = 0
 
     def acked(self, node: str) -> float | None:
         m = self.marks.get(node)
-        return m.booked_ts if m else None
+        return m.mark.booked_ts if m else None
 
-    def prepare(self, snapshots: list[UsageSnapshot], kube: KubeState, pricing: Pricing) -> Prepared:
+    # -- one tick ------------------------------------------------------------------------------------
+    def prepare(self, snapshots: list[UsageSnapshot], kube: KubeState, pricing: Pricing,
+                gone: list[NodeGone] | None = None) -> Prepared:
         out = Prepared()
-        w = out.write
-        currency = pricing.currency
         for snap in snapshots:
-            node = snap.node
-            old = self.marks.get(node)
-            same_epoch = old is not None and old.epoch == snap.epoch
-            if same_epoch and old is not None and snap.seq <= old.seq:
-                out.stale += 1
-                continue
-            if old is not None and not same_epoch:
-                out.resets += 1
-                w.hwm_reset_nodes.append(node)
-            prev_values = old.values if (same_epoch and old is not None) else {}
-            values = dict(prev_values)
-            hour = hour_of(snap.timestamp)
-            pool = kube.pool_of(node)
-            node_model = kube.model_of_node(node)
-            marks = _NodeMarks(node, prev_values, values, w.hwm)
-            for h in snap.holders:
-                delta = marks.advance(h.key(), (h.allocated_s, h.used_s, h.unmeasured_s, h.energy_j))
-                if delta is None or (delta.allocated <= 0 and delta.energy_j <= 0):
-                    continue
-                info = kube.pod(h.namespace, h.pod)
-                workload = info.workload if info else h.pod
-                priority = info.priority_class if info else ""
-                model = h.gpu_model or node_model or UNKNOWN
-                price = pricing.price(model, h.mig_profile, pool)
-                if not price.known:
-                    out.unpriced[model] += delta.allocated
-                idle = delta.idle
-                cost = cost_of(delta.allocated, price.per_gpu_hour)
-                idle_cost = cost_of(idle, price.per_gpu_hour)
-                rk = (hour, h.namespace, h.pod, workload, node, pool, model, h.mig_profile or "", priority, currency)
-                row = w.usage.setdefault(rk, [0.0] * 7)
-                for i, v in enumerate((delta.allocated, delta.used, delta.unmeasured, idle, cost, idle_cost,
-                                       delta.energy_j)):
-                    row[i] += v
-                brk = w.breakdown.setdefault((h.namespace, pool, priority, currency), [0.0, 0.0])
-                brk[0] += delta.allocated
-                brk[1] += cost
-                tot = w.totals.setdefault((h.namespace, currency), [0.0] * 5)
-                for i, v in enumerate((delta.allocated, delta.used, delta.unmeasured, cost, idle_cost)):
-                    tot[i] += v
-                nd = out.ns_delta[h.namespace]
-                wd = out.workload_delta[(h.namespace, workload)]
-                for acc in (nd, wd):
-                    acc[0] += delta.allocated
-                    acc[1] += delta.used
-                    acc[2] += delta.unmeasured
-            for u in snap.unallocated:
-                delta = marks.advance(UNALLOCATED_PREFIX + u.gpu_model, (u.seconds, 0.0, 0.0, 0.0))
-                if delta is None or delta.allocated <= 0:
-                    continue
-                model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
-                price = pricing.price(model, None, pool)
-                uk = (hour, node, pool, model, currency)
-                ucost = cost_of(delta.allocated, price.per_gpu_hour)
-                urow = w.unallocated.setdefault(uk, [0.0, 0.0])
-                urow[0] += delta.allocated
-                urow[1] += ucost
-                trow = w.unallocated_totals.setdefault((node, pool, model, currency), [0.0, 0.0])
-                trow[0] += delta.allocated
-                trow[1] += ucost
-            for key in list(values):
-                if key not in marks.seen:  # the agent dropped it after our ack: forget the mark too
-                    del values[key]
-                    if same_epoch:
-                        w.hwm_deleted.append((node, key))
-            w.agents.append((node, snap.epoch, snap.timestamp, snap.seq))
-            out.marks[node] = AgentMarks(snap.epoch, snap.timestamp, snap.seq, values)
+            _NodeBooking(self, out, kube=kube, pricing=pricing, snap=snap).run()
+        for g in gone or []:
+            self._close_node(out, g, kube=kube, pricing=pricing)
+        w = out.write
         for uid, (ns, count) in kube.new_quota_rejections.items():
-            w.quota_events.append((uid, ns, kube.quota_event_counts.get(uid, (ns, count))[1]))
+            w.quota_events.append(QuotaEvent(uid, ns, kube.quota_event_counts.get(uid, (ns, count))[1],
+                                             kube.quota_event_seen.get(uid, 0.0)))
         return out
+
+    def _close_node(self, out: Prepared, gone: NodeGone, *, kube: KubeState, pricing: Pricing) -> None:
+        """Book the time since the node's last snapshot as unobserved, then forget its marks."""
+        nm = out.marks.get(gone.node) or self.marks.get(gone.node)
+        if nm is None:
+            return
+        gpus = nm.gpus_by_model or ({gone.gpu_model or UNKNOWN: gone.gpus} if gone.gpus else {})
+        book_unobserved(out.write, node=gone.node, pool=kube.pool_of(gone.node), pricing=pricing,
+                        gpus_by_model=gpus, start=nm.mark.booked_ts, end=gone.deleted_at)
+        out.write.pruned_nodes.append(gone.node)
+        out.pruned.append(gone.node)
+        out.marks.pop(gone.node, None)
 
     def apply(self, prepared: Prepared) -> None:
         """Advance the in-memory marks and totals; call only after the ledger committed."""
         self.marks.update(prepared.marks)
-        for k, v in prepared.write.totals.items():
-            tot = self.totals.setdefault(k, [0.0] * 5)
-            for i in range(5):
-                tot[i] += v[i]
-        for k2, (secs, ucost) in prepared.write.unallocated_totals.items():
-            acc = self.unallocated_totals.setdefault(k2, [0.0, 0.0])
-            acc[0] += secs
-            acc[1] += ucost
-        for bk, (secs, bcost) in prepared.write.breakdown.items():
-            acc2 = self.breakdown.setdefault(bk, [0.0, 0.0])
-            acc2[0] += secs
-            acc2[1] += bcost
+        for node in prepared.pruned:
+            self.marks.pop(node, None)
+        w = prepared.write
+        for k, v in w.totals.items():
+            _add(self.totals, k, v)
+        for ck, cv in w.unallocated_totals.items():
+            _add(self.unallocated_totals, ck, cv)
+        for ok, ov in w.unobserved_totals.items():
+            _add(self.unobserved_totals, ok, ov)
+        for bk, bv in w.breakdown.items():
+            _add(self.breakdown, bk, bv)
         for model, s in prepared.unpriced.items():
             self.unpriced_seconds[model] += s
         self.resets_total += prepared.resets
+
+
+def book_capacity(w: TickWrite, *, unobserved: bool, node: str, pool: str, model: str, currency: str,
+                  shares: list[tuple[int, float]], amount: CapacityAmounts) -> None:
+    """Spread capacity time over the hours it happened in, and add it to the running totals."""
+    rows = w.unobserved if unobserved else w.unallocated
+    totals = w.unobserved_totals if unobserved else w.unallocated_totals
+    for hour, share in shares:
+        _add(rows, CapacityKey(hour, node, pool, model, currency), amount.scaled(share))
+    _add(totals, CapacityTotalKey(node, pool, model, currency), amount)
+
+
+def book_unobserved(w: TickWrite, *, node: str, pool: str, pricing: Pricing, gpus_by_model: dict[str, int],
+                    start: float, end: float) -> None:
+    """``gpus x (end - start)`` of capacity nobody observed, per model, spread over its hours."""
+    if end <= start:
+        return
+    shares = hour_shares(start, end)
+    for model, gpus in gpus_by_model.items():
+        seconds = gpus * (end - start)
+        if seconds <= 0:
+            continue
+        price = pricing.price(model, None, pool)
+        book_capacity(w, unobserved=True, node=node, pool=pool, model=model, currency=pricing.currency,
+                      shares=shares, amount=CapacityAmounts(seconds, cost_of(seconds, price.per_gpu_hour)))
+
+
+@dataclass(slots=True)
+class _NodeBooking:
+    """One snapshot of one node: check it could be true, then book its deltas (or refuse it whole)."""
+
+    books: Books
+    out: Prepared
+    kube: KubeState
+    pricing: Pricing
+    snap: UsageSnapshot
+
+    def run(self) -> None:
+        snap, out = self.snap, self.out
+        node = snap.node
+        old = out.marks.get(node) or self.books.marks.get(node)
+        same_epoch = old is not None and old.mark.epoch == snap.epoch
+        if old is not None and same_epoch and snap.seq <= old.mark.seq:
+            out.stale += 1
+            return
+        prev = old.counters if (old is not None and same_epoch) else {}
+        start: float | None = None  # where this snapshot's deltas begin; None = unknown (an agent without started_at)
+        if old is not None and same_epoch:
+            start = old.mark.booked_ts
+        elif snap.started_at is not None:
+            start = snap.started_at
+        counters = self._counters()
+        deltas: dict[str, CounterMark] = {}
+        for key, cur in counters.items():
+            if prev.get(key) == cur:
+                continue
+            d = _delta(prev.get(key), cur)
+            if d is None:
+                out.rejected[node] = "counter_decreased"
+                return
+            deltas[key] = d
+        gpus = self._gpus_by_model()
+        reason = self._implausible(deltas, start=start, gpus=sum(gpus.values()))
+        if reason:
+            out.rejected[node] = reason
+            return
+        w = out.write
+        if old is not None and not same_epoch:
+            out.resets += 1
+            w.hwm_reset_nodes.append(node)
+            if snap.started_at is not None:  # between the old epoch's last booking and this one's start
+                book_unobserved(w, node=node, pool=self.kube.pool_of(node), pricing=self.pricing,
+                                gpus_by_model=gpus or (old.gpus_by_model if old else {}),
+                                start=old.mark.booked_ts, end=snap.started_at)
+        self._book(deltas, shares=hour_shares(snap.timestamp if start is None else start, snap.timestamp))
+        for key, cur in counters.items():
+            if key in deltas:
+                w.hwm.append(NodeCounterMark(node, key, cur))
+        if same_epoch:  # counters the agent dropped after our ack: forget their marks too
+            w.hwm_deleted.extend((node, key) for key in prev if key not in counters)
+        mark = AgentMark(snap.epoch, snap.timestamp, snap.seq)
+        w.agents[node] = mark
+        if old is None:
+            w.books_since[node] = snap.timestamp if start is None else start
+        out.marks[node] = NodeMarks(mark, counters, gpus or (old.gpus_by_model if old else {}))
+
+    def _counters(self) -> dict[str, CounterMark]:
+        snap = self.snap
+        out = {h.key(): CounterMark(h.allocated_s, h.used_s, h.unmeasured_s, h.energy_j) for h in snap.holders}
+        for u in snap.unallocated:
+            out[UNALLOCATED_PREFIX + u.gpu_model] = CounterMark(u.seconds)
+        for u in snap.unobserved:
+            out[UNOBSERVED_PREFIX + u.gpu_model] = CounterMark(u.seconds)
+        return out
+
+    def _gpus_by_model(self) -> dict[str, int]:
+        """Physical GPUs of the node: the agent's inventory, else the node's GPU-count label."""
+        by_model: dict[str, int] = defaultdict(int)
+        for c in self.snap.capacity:
+            by_model[c.gpu_model] += 1
+        labelled = self.kube.gpus_of_node(self.snap.node)
+        if not by_model and labelled:
+            by_model[self.kube.model_of_node(self.snap.node) or UNKNOWN] = labelled
+        return dict(by_model)
+
+    def _implausible(self, deltas: dict[str, CounterMark], *, start: float | None, gpus: int) -> str:
+        """Why these deltas cannot be true, or "" when they can.
+
+        The rate bound needs the interval's start and the node's GPUs; without either (an agent that does
+        not say when its epoch began, a node with no inventory and no GPU-count label) only the per-counter
+        checks apply."""
+        for d in deltas.values():
+            if d.used_s > d.allocated_s + EPS or d.unmeasured_s > d.allocated_s + EPS:
+                return "used_above_allocated"
+        if start is None:
+            return ""
+        wall = self.snap.timestamp - start
+        if wall < -EPS:
+            return "time_went_backwards"
+        limit_gpus = max(gpus, self.kube.gpus_of_node(self.snap.node))
+        total = sum(d.allocated_s for d in deltas.values())
+        if limit_gpus and total > limit_gpus * (max(0.0, wall) * (1 + RATE_SLACK_RELATIVE) + RATE_SLACK_SECONDS):
+            return "faster_than_wall_time"
+        return ""
+
+    def _book(self, deltas: dict[str, CounterMark], *, shares: list[tuple[int, float]]) -> None:
+        snap, out, kube, pricing = self.snap, self.out, self.kube, self.pricing
+        w = out.write
+        node, currency = snap.node, pricing.currency
+        pool = kube.pool_of(node)
+        node_model = kube.model_of_node(node)
+        for h in snap.holders:
+            d = deltas.get(h.key())
+            if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
+                continue
+            info = kube.pod(h.namespace, h.pod)
+            workload = info.workload if info else h.pod
+            priority = info.priority_class if info else ""
+            model = h.gpu_model or node_model or UNKNOWN
+            price = pricing.price(model, h.mig_profile, pool)
+            if not price.known:
+                out.unpriced[model] += d.allocated_s
+            idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
+            cost = cost_of(d.allocated_s, price.per_gpu_hour)
+            amount = UsageAmounts(d.allocated_s, d.used_s, d.unmeasured_s, idle, cost,
+                                  cost_of(idle, price.per_gpu_hour), d.energy_j)
+            for hour, share in shares:
+                _add(w.usage, UsageKey(hour, h.namespace, h.pod, workload, node, pool, model, h.mig_profile or "",
+                                       priority, currency), amount.scaled(share))
+            _add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency), BreakdownTotals(d.allocated_s, cost))
+            _add(w.totals, NamespaceKey(h.namespace, currency),
+                 NamespaceTotals(d.allocated_s, d.used_s, d.unmeasured_s, cost, amount.idle_cost))
+            _add(out.ns_delta, h.namespace, amount)
+            _add(out.workload_delta, (h.namespace, workload), amount)
+        for unobserved, counters, prefix in ((False, snap.unallocated, UNALLOCATED_PREFIX),
+                                             (True, snap.unobserved, UNOBSERVED_PREFIX)):
+            for u in counters:
+                d = deltas.get(prefix + u.gpu_model)
+                if d is None or d.allocated_s <= 0:
+                    continue
+                model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
+                price = pricing.price(model, None, pool)
+                book_capacity(w, unobserved=unobserved, node=node, pool=pool, model=model, currency=currency,
+                              shares=shares,
+                              amount=CapacityAmounts(d.allocated_s, cost_of(d.allocated_s, price.per_gpu_hour)))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from exporter.aggregator.metrics import ExpositionRenderer
+from exporter.aggregator.exposition import ExpositionRenderer
 from exporter.aggregator.report import ReportError, parse_time
 from exporter.aggregator.status_page import render_status
 

@@ -7,6 +7,7 @@ quotas and the events behind pending reasons and quota rejections.
 from __future__ import annotations
 
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,16 @@ QUOTA_KEYS = ("requests.nvidia.com/gpu", "limits.nvidia.com/gpu", "requests.nvid
               "nvidia.com/gpu")
 PENDING_REASONS = ("insufficient_gpu", "node_affinity", "taint", "quota", "other")
 TOMBSTONES = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedNode:
+    """A node the API no longer has: when it went (if the object said so) and the GPUs it had."""
+
+    name: str
+    deleted_at: float | None
+    gpus: int
+    gpu_model: str | None
 
 
 @dataclass(slots=True)
@@ -96,6 +107,9 @@ class KubeState:
 
     pool_label: str = "gpu.platform/pool"
     agent_selector: dict[str, str] = field(default_factory=dict)
+    #: Agents are discovered only in this namespace; None = nowhere (discovery needs a namespace).
+    agent_namespace: str | None = None
+    now: Callable[[], float] = time.time
     pods: dict[tuple[str, str], PodInfo] = field(default_factory=dict)
     tombstones: OrderedDict[tuple[str, str], PodInfo] = field(default_factory=OrderedDict)
     nodes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> labels
@@ -103,6 +117,9 @@ class KubeState:
     quotas: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # (ns, name) -> hard, used
     scheduling_messages: dict[tuple[str, str], str] = field(default_factory=dict)
     quota_event_counts: dict[str, tuple[str, int]] = field(default_factory=dict)  # uid -> (ns, count)
+    quota_event_seen: dict[str, float] = field(default_factory=dict)  # uid -> when its count last grew
+    quota_rejection_base: dict[str, int] = field(default_factory=dict)  # ns -> counts of events pruned
+    deleted_nodes: list[DeletedNode] = field(default_factory=list)  # taken by the next tick
     new_quota_rejections: dict[str, tuple[str, int]] = field(default_factory=dict)
     recent_rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (time, namespace, message)
     volcano_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # queue -> (capability, allocated)
@@ -121,8 +138,38 @@ class KubeState:
         product = self.nodes.get(node, {}).get("nvidia.com/gpu.product")
         return product or None
 
+    def gpus_of_node(self, node: str) -> int:
+        """Physical GPUs per the node's ``nvidia.com/gpu.count`` label (GPU feature discovery); 0 if unknown."""
+        try:
+            return max(0, int(self.nodes.get(node, {}).get("nvidia.com/gpu.count", "0")))
+        except ValueError:
+            return 0
+
     def agent_pods(self) -> list[PodInfo]:
-        return [p for p in self.pods.values() if self._is_agent(p.labels) and p.pod_ip and p.phase == "Running"]
+        """Running agent pods of the configured namespace and selector, scheduled on a node."""
+        return [p for p in self.pods.values()
+                if p.namespace == self.agent_namespace and self._is_agent(p.labels) and p.pod_ip and p.node
+                and p.phase == "Running"]
+
+    def forget_quota_events(self, *, before: float) -> None:
+        """Fold quota events not seen since ``before`` into per-namespace totals (mirrors the ledger's
+        compaction, so the rejections counter keeps its value while the event table stays bounded)."""
+        for uid in [u for u, seen in self.quota_event_seen.items() if seen < before]:
+            ns, count = self.quota_event_counts.pop(uid, ("", 0))
+            self.quota_event_seen.pop(uid, None)
+            if count and uid not in self.new_quota_rejections:
+                self.quota_rejection_base[ns] = self.quota_rejection_base.get(ns, 0) + count
+
+    def quota_rejections(self) -> dict[str, int]:
+        """Quota rejections per namespace since the ledger began."""
+        out = dict(self.quota_rejection_base)
+        for ns, count in self.quota_event_counts.values():
+            out[ns] = out.get(ns, 0) + count
+        return out
+
+    def take_deleted_nodes(self) -> list[DeletedNode]:
+        out, self.deleted_nodes = self.deleted_nodes, []
+        return out
 
     def pending_gpu_pods(self) -> list[PodInfo]:
         return [p for p in self.pods.values() if p.phase == "Pending" and not p.node and p.gpus > 0]
@@ -159,6 +206,9 @@ class KubeState:
                 if key not in self.pods:
                     self._pod_gone(info)
         elif kind == "nodes":
+            listed = {(i.get("metadata") or {}).get("name", "") for i in items}
+            for name in [n for n in self.nodes if n not in listed]:  # deleted while we were not watching
+                self._node_gone(name, None)
             self.nodes.clear()
         elif kind == "namespaces":
             self.namespaces.clear()
@@ -226,7 +276,15 @@ class KubeState:
             table[meta.get("name", "")] = dict(meta.get("labels") or {})
 
     def _on_nodes(self, etype: str, obj: dict[str, Any]) -> None:
+        if etype == "DELETED":
+            meta = obj.get("metadata") or {}
+            stamp = parse_timestamp(meta.get("deletionTimestamp") or "")
+            self._node_gone(meta.get("name", ""), stamp)
         self._keep_labels(self.nodes, etype, obj)
+
+    def _node_gone(self, name: str, deleted_at: float | None) -> None:
+        if name in self.nodes:
+            self.deleted_nodes.append(DeletedNode(name, deleted_at, self.gpus_of_node(name), self.model_of_node(name)))
 
     def _on_namespaces(self, etype: str, obj: dict[str, Any]) -> None:
         self._keep_labels(self.namespaces, etype, obj)
@@ -323,5 +381,6 @@ class KubeState:
                                                message[:300]))
                 del self.recent_rejections[:-50]
                 self.quota_event_counts[uid] = (ns, count)
+                self.quota_event_seen[uid] = self.now()
                 prev_new = self.new_quota_rejections.get(uid, (ns, 0))[1]
                 self.new_quota_rejections[uid] = (ns, prev_new + count - seen)

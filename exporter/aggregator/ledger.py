@@ -15,9 +15,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-T = TypeVar("T")
+from exporter.model.books import (
+    AgentMark,
+    BreakdownKey,
+    BreakdownTotals,
+    CapacityAmounts,
+    CapacityKey,
+    CapacityTotalKey,
+    CounterMark,
+    NamespaceKey,
+    NamespaceTotals,
+    UsageAmounts,
+    UsageKey,
+    _Amounts,
+)
 
-SCHEMA_VERSION = 1
+T = TypeVar("T")
+_A = TypeVar("_A", bound=_Amounts)
+
+SCHEMA_VERSION = 2
 MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE usage (
@@ -56,23 +72,47 @@ MIGRATIONS: dict[int, str] = {
     ) WITHOUT ROWID;
     CREATE INDEX usage_namespace ON usage (namespace, hour);
     """,
+    2: """
+    CREATE TABLE unobserved (
+        hour INTEGER NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL,
+        currency TEXT NOT NULL, seconds REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (hour, node, pool, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE unobserved_totals (
+        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
+        seconds REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (node, pool, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE agent_urls (node TEXT PRIMARY KEY, url TEXT NOT NULL);
+    CREATE TABLE quota_rejection_totals (namespace TEXT PRIMARY KEY, count INTEGER NOT NULL);
+    ALTER TABLE quota_events ADD COLUMN seen_at REAL NOT NULL DEFAULT 0;
+    ALTER TABLE agents ADD COLUMN since REAL;
+    UPDATE quota_events SET seen_at = CAST(strftime('%s', 'now') AS REAL)
+    """,
 }
 
-USAGE_KEY = ("hour", "namespace", "pod", "workload", "node", "pool", "gpu_model", "mig_profile", "priority_class",
-             "currency")
-USAGE_VALUES = ("allocated_s", "used_s", "unmeasured_s", "idle_s", "cost", "idle_cost", "energy_j")
+TableRows = Mapping[Any, _Amounts]  # a NamedTuple key -> amounts
 
 
-def _accumulate(db: sqlite3.Connection, table: str, keys: tuple[str, ...], values: tuple[str, ...],
-                rows: Mapping[tuple[Any, ...], list[float]]) -> None:
-    """Add ``rows`` (key tuple -> values) into ``table``: insert new keys, add to existing ones."""
+def _accumulate(db: sqlite3.Connection, table: str, keys: tuple[str, ...], rows: TableRows) -> None:
+    """Add ``rows`` (key -> amounts) into ``table``: insert new keys, add to existing ones.
+
+    Columns are the key's field names and the amounts' field names: the one place where a named number
+    becomes a column."""
     if not rows:
         return
+    values = next(iter(rows.values())).columns()
     cols = ", ".join(keys + values)
     marks = ", ".join("?" * (len(keys) + len(values)))
     add = ", ".join(f"{c} = {c} + excluded.{c}" for c in values)
     db.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {add}",
-                   [(*k, *v) for k, v in rows.items()])
+                   [(*k, *v.values()) for k, v in rows.items()])
+
+
+def _load(db: sqlite3.Connection, table: str, key: type[Any], amounts: type[_A]) -> dict[Any, _A]:
+    cols = ", ".join(key._fields + amounts.columns())
+    n = len(key._fields)
+    return {key(*r[:n]): amounts(*(float(v) for v in r[n:])) for r in db.execute(f"SELECT {cols} FROM {table}")}
 
 
 class LedgerError(RuntimeError):
@@ -80,35 +120,62 @@ class LedgerError(RuntimeError):
 
 
 @dataclass(slots=True)
+class NodeCounterMark:
+    """One row of the ``hwm`` table: the last booked value of one counter of one node's agent."""
+
+    node: str
+    key: str
+    mark: CounterMark
+
+
+@dataclass(slots=True)
+class QuotaEvent:
+    """A quota-rejection Event's count as last seen (Events repeat with a growing count)."""
+
+    uid: str
+    namespace: str
+    count: int
+    seen_at: float
+
+
+@dataclass(slots=True)
 class TickWrite:
     """Everything one tick writes, in one transaction."""
 
-    usage: dict[tuple[Any, ...], list[float]] = field(default_factory=dict)  # USAGE_KEY -> USAGE_VALUES
-    unallocated: dict[tuple[int, str, str, str, str], list[float]] = field(default_factory=dict)  # -> [s, cost]
-    hwm: list[tuple[str, str, float, float, float, float]] = field(default_factory=list)
+    usage: dict[UsageKey, UsageAmounts] = field(default_factory=dict)
+    unallocated: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
+    unobserved: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
+    hwm: list[NodeCounterMark] = field(default_factory=list)
     hwm_reset_nodes: list[str] = field(default_factory=list)
-    hwm_deleted: list[tuple[str, str]] = field(default_factory=list)
-    agents: list[tuple[str, str, float, int]] = field(default_factory=list)
-    totals: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (ns, cur) -> 5 values
-    unallocated_totals: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)  # -> [s, cost]
-    quota_events: list[tuple[str, str, int]] = field(default_factory=list)
-    breakdown: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)  # -> [alloc_s, cost]
+    hwm_deleted: list[tuple[str, str]] = field(default_factory=list)  # (node, counter key)
+    agents: dict[str, AgentMark] = field(default_factory=dict)
+    agent_urls: dict[str, str] = field(default_factory=dict)  # node -> the URL that proved it
+    books_since: dict[str, float] = field(default_factory=dict)  # node -> start of its books (first booking)
+    pruned_nodes: list[str] = field(default_factory=list)
+    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
+    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    quota_events: list[QuotaEvent] = field(default_factory=list)
+    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
 
     def empty(self) -> bool:
-        return not (self.usage or self.unallocated or self.hwm or self.agents or self.quota_events
-                    or self.hwm_reset_nodes or self.hwm_deleted)
+        return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
+                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes)
 
 
 @dataclass(slots=True)
 class LedgerState:
     """What the aggregator reloads at start."""
 
-    agents: dict[str, tuple[str, float, int]]
-    hwm: dict[str, dict[str, tuple[float, float, float, float]]]
-    totals: dict[tuple[str, str], list[float]]
-    unallocated_totals: dict[tuple[str, str, str, str], list[float]]
-    quota_events: dict[str, tuple[str, int]]
-    breakdown: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
+    agents: dict[str, AgentMark] = field(default_factory=dict)
+    hwm: dict[str, dict[str, CounterMark]] = field(default_factory=dict)
+    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
+    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    quota_events: dict[str, tuple[str, int]] = field(default_factory=dict)  # uid -> (namespace, count)
+    quota_rejection_base: dict[str, int] = field(default_factory=dict)  # namespace -> count of pruned events
+    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
+    agent_urls: dict[str, str] = field(default_factory=dict)
 
 
 class Ledger:
@@ -167,71 +234,95 @@ class Ledger:
     # -- state ---------------------------------------------------------------------------------------
     def load_state_sync(self) -> LedgerState:
         db = self._db()
-        agents = {r[0]: (r[1], float(r[2]), int(r[3]))
-                  for r in db.execute("SELECT node, epoch, booked_ts, seq FROM agents")}
-        hwm: dict[str, dict[str, tuple[float, float, float, float]]] = {}
-        for node, key, a, u, m, e in db.execute(
-                "SELECT node, key, allocated_s, used_s, unmeasured_s, energy_j FROM hwm"):
-            hwm.setdefault(node, {})[key] = (a, u, m, e)
-        totals = {(r[0], r[1]): list(r[2:]) for r in db.execute(
-            "SELECT namespace, currency, allocated_s, used_s, unmeasured_s, cost, idle_cost FROM totals")}
-        unalloc = {(r[0], r[1], r[2], r[3]): [float(r[4]), float(r[5])] for r in db.execute(
-            "SELECT node, pool, gpu_model, currency, seconds, cost FROM unallocated_totals")}
-        quota = {r[0]: (r[1], int(r[2])) for r in db.execute("SELECT uid, namespace, count FROM quota_events")}
-        breakdown = {(r[0], r[1], r[2], r[3]): [float(r[4]), float(r[5])] for r in db.execute(
-            "SELECT namespace, pool, priority_class, currency, allocated_s, cost FROM breakdown_totals")}
-        return LedgerState(agents, hwm, totals, unalloc, quota, breakdown)
+        st = LedgerState()
+        st.agents = {r[0]: AgentMark(r[1], float(r[2]), int(r[3]))
+                     for r in db.execute("SELECT node, epoch, booked_ts, seq FROM agents")}
+        for node, key, *vals in db.execute(
+                f"SELECT node, key, {', '.join(CounterMark.columns())} FROM hwm"):
+            st.hwm.setdefault(node, {})[key] = CounterMark(*(float(v) for v in vals))
+        st.totals = _load(db, "totals", NamespaceKey, NamespaceTotals)
+        st.unallocated_totals = _load(db, "unallocated_totals", CapacityTotalKey, CapacityAmounts)
+        st.unobserved_totals = _load(db, "unobserved_totals", CapacityTotalKey, CapacityAmounts)
+        st.breakdown = _load(db, "breakdown_totals", BreakdownKey, BreakdownTotals)
+        st.quota_events = {r[0]: (r[1], int(r[2]))
+                           for r in db.execute("SELECT uid, namespace, count FROM quota_events")}
+        st.quota_rejection_base = {r[0]: int(r[1]) for r in db.execute(
+            "SELECT namespace, count FROM quota_rejection_totals")}
+        st.agent_urls = {r[0]: r[1] for r in db.execute("SELECT node, url FROM agent_urls")}
+        return st
 
     async def load_state(self) -> LedgerState:
         return await self._run(self.load_state_sync)
 
-    def commit_sync(self, w: TickWrite) -> None:
+    def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` in one write transaction; any failure rolls the whole of it back."""
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
-            _accumulate(db, "usage", USAGE_KEY, USAGE_VALUES, w.usage)
-            _accumulate(db, "unallocated", ("hour", "node", "pool", "gpu_model", "currency"), ("seconds", "cost"),
-                        w.unallocated)
+            out = body(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return out
+
+    def commit_sync(self, w: TickWrite) -> None:
+        def body(db: sqlite3.Connection) -> None:
+            _accumulate(db, "usage", UsageKey._fields, w.usage)
+            _accumulate(db, "unallocated", CapacityKey._fields, w.unallocated)
+            _accumulate(db, "unobserved", CapacityKey._fields, w.unobserved)
             for node in w.hwm_reset_nodes:
                 db.execute("DELETE FROM hwm WHERE node = ?", (node,))
             if w.hwm_deleted:
                 db.executemany("DELETE FROM hwm WHERE node = ? AND key = ?", w.hwm_deleted)
             if w.hwm:
                 db.executemany(
-                    "INSERT OR REPLACE INTO hwm (node, key, allocated_s, used_s, unmeasured_s, energy_j) "
-                    "VALUES (?,?,?,?,?,?)", w.hwm)
-            if w.agents:
-                db.executemany("INSERT OR REPLACE INTO agents (node, epoch, booked_ts, seq) VALUES (?,?,?,?)",
-                               w.agents)
-            _accumulate(db, "totals", ("namespace", "currency"),
-                        ("allocated_s", "used_s", "unmeasured_s", "cost", "idle_cost"), w.totals)
-            _accumulate(db, "unallocated_totals", ("node", "pool", "gpu_model", "currency"), ("seconds", "cost"),
-                        w.unallocated_totals)
-            _accumulate(db, "breakdown_totals", ("namespace", "pool", "priority_class", "currency"),
-                        ("allocated_s", "cost"), w.breakdown)
+                    f"INSERT OR REPLACE INTO hwm (node, key, {', '.join(CounterMark.columns())}) VALUES (?,?,?,?,?,?)",
+                    [(m.node, m.key, *m.mark.values()) for m in w.hwm])
+            if w.agents:  # ``since``: when the node's books began; set once, kept by later ticks
+                db.executemany(
+                    "INSERT INTO agents (node, epoch, booked_ts, seq, since) VALUES (?,?,?,?,?) ON CONFLICT (node) "
+                    "DO UPDATE SET epoch = excluded.epoch, booked_ts = excluded.booked_ts, seq = excluded.seq",
+                    [(node, *mark, w.books_since.get(node, mark.booked_ts)) for node, mark in w.agents.items()])
+            if w.agent_urls:
+                db.executemany("INSERT OR REPLACE INTO agent_urls (node, url) VALUES (?,?)", list(w.agent_urls.items()))
+            for node in w.pruned_nodes:  # a deleted node: its marks and pin go, its booked history stays
+                for table in ("agents", "hwm", "agent_urls"):
+                    db.execute(f"DELETE FROM {table} WHERE node = ?", (node,))
+            _accumulate(db, "totals", NamespaceKey._fields, w.totals)
+            _accumulate(db, "unallocated_totals", CapacityTotalKey._fields, w.unallocated_totals)
+            _accumulate(db, "unobserved_totals", CapacityTotalKey._fields, w.unobserved_totals)
+            _accumulate(db, "breakdown_totals", BreakdownKey._fields, w.breakdown)
             if w.quota_events:
-                db.executemany("INSERT OR REPLACE INTO quota_events (uid, namespace, count) VALUES (?,?,?)",
-                               w.quota_events)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+                db.executemany("INSERT OR REPLACE INTO quota_events (uid, namespace, count, seen_at) VALUES (?,?,?,?)",
+                               [(e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
+
+        self._transaction(body)
         self.commits += 1
 
     async def commit(self, w: TickWrite) -> None:
         await self._run(self.commit_sync, w)
 
-    def compact_sync(self, before_hour: int) -> int:
-        """Drop hourly rows older than the retention (totals keep the counters monotonic)."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        n = db.execute("DELETE FROM usage WHERE hour < ?", (before_hour,)).rowcount
-        n += db.execute("DELETE FROM unallocated WHERE hour < ?", (before_hour,)).rowcount
-        db.execute("COMMIT")
-        return n
+    def compact_sync(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
+        """Drop hourly rows older than the retention (totals keep the counters monotonic), and quota
+        events not seen since ``quota_events_before`` (their counts move into per-namespace totals, so
+        the rejections counter never goes backwards)."""
+        def body(db: sqlite3.Connection) -> int:
+            n = 0
+            for table in ("usage", "unallocated", "unobserved"):
+                n += db.execute(f"DELETE FROM {table} WHERE hour < ?", (before_hour,)).rowcount
+            if quota_events_before is not None:
+                db.execute(
+                    "INSERT INTO quota_rejection_totals (namespace, count) "
+                    "SELECT namespace, SUM(count) FROM quota_events WHERE seen_at < ? GROUP BY namespace "
+                    "ON CONFLICT (namespace) DO UPDATE SET count = count + excluded.count", (quota_events_before,))
+                n += db.execute("DELETE FROM quota_events WHERE seen_at < ?", (quota_events_before,)).rowcount
+            return n
 
-    async def compact(self, before_hour: int) -> int:
-        return await self._run(self.compact_sync, before_hour)
+        return self._transaction(body)
+
+    async def compact(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
+        return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before))
 
     async def run_report(self, by: str, since: float | None, until: float | None) -> list[dict[str, Any]]:
         from exporter.aggregator.report import build_report

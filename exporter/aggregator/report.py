@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from exporter.aggregator.booking import hour_of
+from exporter.model.books import hour_of
 from exporter.model.durations import parse_duration
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -24,6 +24,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}
 UNALLOCATED = "__unallocated__"
+UNOBSERVED = "__unobserved__"
+CAPACITY_TABLES = (("unallocated", UNALLOCATED), ("unobserved", UNOBSERVED))
+CAPACITY_ROWS = frozenset(name for _table, name in CAPACITY_TABLES)
 FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost")
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
@@ -79,27 +82,38 @@ def build_report(query: Query, by: str, since: float | None, until: float | None
         row.update(allocated_gpu_hours=a / 3600, used_gpu_hours=u / 3600, idle_gpu_hours=i / 3600,
                    unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, currency=r[len(cols)])
         rows[key] = row
-    unalloc = query(
-        f"SELECT {CAPACITY_GROUPS.get(by, 'currency')}, currency, SUM(seconds), SUM(cost) FROM unallocated {clause} "
-        f"GROUP BY {CAPACITY_GROUPS.get(by, 'currency')}, currency", params)
-    if by in CAPACITY_GROUPS:
-        for group, currency, seconds, cost in unalloc:
-            key = (group, currency)
-            existing = rows.get(key)
-            if existing is None:
-                existing = rows[key] = {cols[0]: group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
-            existing["unallocated_gpu_hours"] = seconds / 3600
-            existing["unallocated_cost"] = cost
-        for row in rows.values():
-            row.setdefault("unallocated_gpu_hours", 0.0)
-            row.setdefault("unallocated_cost", 0.0)
-    else:
-        for _group, currency, seconds, cost in unalloc:
-            row = {c: UNALLOCATED for c in cols}
-            row.update(allocated_gpu_hours=0.0, used_gpu_hours=0.0, idle_gpu_hours=seconds / 3600,
-                       unmeasured_gpu_hours=0.0, cost=cost, idle_cost=cost, currency=currency)
-            rows[(UNALLOCATED,) * len(cols) + (currency,)] = row
-    return sorted(rows.values(), key=lambda r: (r[cols[0]] == UNALLOCATED, -r["cost"], str(r[cols[0]])))
+    for table, name in CAPACITY_TABLES:
+        _add_capacity(rows, query(
+            f"SELECT {CAPACITY_GROUPS.get(by, 'currency')}, currency, SUM(seconds), SUM(cost) FROM {table} {clause} "
+            f"GROUP BY {CAPACITY_GROUPS.get(by, 'currency')}, currency", params), by=by, cols=cols, name=name)
+    for row in rows.values():
+        row.setdefault("list_cost", row["cost"])  # list prices = effective until version-2 pricing applies
+        if by in CAPACITY_GROUPS:
+            for _table, name in CAPACITY_TABLES:
+                row.setdefault(f"{name.strip('_')}_gpu_hours", 0.0)
+                row.setdefault(f"{name.strip('_')}_cost", 0.0)
+    return sorted(rows.values(), key=lambda r: (r[cols[0]] in CAPACITY_ROWS, -r["cost"], str(r[cols[0]])))
+
+
+def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple[Any, ...]], *, by: str,
+                  cols: tuple[str, ...], name: str) -> None:
+    """Capacity nobody held (or nobody observed): columns of their own when grouping by node, pool or
+    model; otherwise one row named ``__unallocated__`` / ``__unobserved__`` whose idle hours are the
+    capacity's hours and whose cost and idle cost are their price."""
+    prefix = name.strip("_")
+    for group, currency, seconds, cost in found:
+        if by in CAPACITY_GROUPS:
+            row = rows.get((group, currency))
+            if row is None:
+                row = rows[(group, currency)] = {cols[0]: group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+            row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", 0.0) + seconds / 3600
+            row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", 0.0) + cost
+        else:
+            key = (name,) * len(cols) + (currency,)
+            row = rows.setdefault(key, {**{c: name for c in cols}, **dict.fromkeys(FIELDS, 0.0), "currency": currency})
+            row["idle_gpu_hours"] += seconds / 3600
+            row["cost"] += cost
+            row["idle_cost"] += cost
 
 
 def _round(v: Any) -> Any:

@@ -6,25 +6,28 @@ import asyncio
 import contextlib
 import os
 import time
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from exporter.aggregator.booking import Books, hour_of
-from exporter.aggregator.collector import AgentPuller
+from exporter.aggregator.booking import Books, NodeGone, Prepared
+from exporter.aggregator.gate import Admitted, SnapshotGate
+from exporter.aggregator.gauges import AgentHealth, Gauges, held_now, ratios
 from exporter.aggregator.http import build_app
 from exporter.aggregator.kubestate import KubeState, PodInfo
 from exporter.aggregator.leader import LeaderElector
 from exporter.aggregator.ledger import Ledger
-from exporter.aggregator.metrics import AggregatorCollector
+from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
 from exporter.aggregator.pricing_source import PricingSource
+from exporter.clients.agents import AgentPuller, PullResult
 from exporter.clients.kube import CORE_KINDS, Watcher, make_api_client, served_custom_kinds
 from exporter.clock import Clock, RealClock
 from exporter.config import AggregatorSettings
 from exporter.logs import get_logger
+from exporter.model.books import hour_of
 from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
@@ -33,53 +36,15 @@ from exporter.tlsconf import client_context, server_context
 log = get_logger("aggregator")
 
 
-@dataclass(slots=True)
-class PodGauge:
-    workload: str
-    gpus: float
-    gpu_model: str
-    utilization: float | None
-    idle_seconds: float
-    hourly_cost: float
+SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-@dataclass(slots=True)
-class Gauges:
-    """Point-in-time figures recomputed every tick (and on pod deletion)."""
-
-    allocated_gpus: dict[str, float] = field(default_factory=dict)
-    ns_utilization: dict[str, float] = field(default_factory=dict)
-    workload_utilization: dict[tuple[str, str], float] = field(default_factory=dict)
-    pods: dict[tuple[str, str], PodGauge] = field(default_factory=dict)
-    agents: dict[str, tuple[bool, bool]] = field(default_factory=dict)
-    overflow_pods: dict[str, int] = field(default_factory=dict)
-    last_commit: float = 0.0
-    tick_duration: float = 0.0
-
-
-OVERFLOW = "__overflow__"
-
-
-def fold_overflow(pods: dict[tuple[str, str], PodGauge], limit: int) -> tuple[
-        dict[tuple[str, str], PodGauge], dict[str, int]]:
-    """Bound label cardinality: per namespace keep the ``limit`` most expensive pods as their own series
-    and fold the rest into one ``__overflow__`` pod (GPUs and cost summed, idle time the longest)."""
-    by_ns: dict[str, list[tuple[str, PodGauge]]] = {}
-    for (ns, pod), g in pods.items():
-        by_ns.setdefault(ns, []).append((pod, g))
-    out: dict[tuple[str, str], PodGauge] = {}
-    folded: dict[str, int] = {}
-    for ns, items in by_ns.items():
-        if len(items) <= limit:
-            out.update({(ns, pod): g for pod, g in items})
-            continue
-        items.sort(key=lambda item: -item[1].hourly_cost)
-        out.update({(ns, pod): g for pod, g in items[: limit - 1]})
-        rest = [g for _pod, g in items[limit - 1:]]
-        folded[ns] = len(rest)
-        out[(ns, OVERFLOW)] = PodGauge(OVERFLOW, sum(g.gpus for g in rest), "mixed", None,
-                                       max(g.idle_seconds for g in rest), sum(g.hourly_cost for g in rest))
-    return out, folded
+def _own_namespace() -> str | None:
+    """This pod's namespace (where the chart puts the agents too), when running in a cluster."""
+    try:
+        return SA_NAMESPACE_FILE.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _parse_selector(text: str) -> dict[str, str]:
@@ -97,8 +62,10 @@ class Aggregator:
         self.clock = clock or RealClock()
         self.pricing = pricing or PricingSource(settings.pricing_file)
         self.ledger = Ledger(settings.ledger)
-        self.kube = KubeState(pool_label=settings.pool_label, agent_selector=_parse_selector(settings.agent_selector))
+        self.kube = KubeState(pool_label=settings.pool_label, agent_selector=_parse_selector(settings.agent_selector),
+                              agent_namespace=settings.agent_namespace or _own_namespace(), now=self.clock.now)
         self.kube.on_pod_deleted = self._on_pod_deleted
+        self.gate = SnapshotGate()
         self.puller = AgentPuller(settings.pull_timeout, settings.pull_concurrency,
                                   token=SecretFile(settings.agent_token_file) if settings.agent_token_file else None,
                                   ssl_context=client_context(settings.agent_ca_file))
@@ -117,7 +84,7 @@ class Aggregator:
         self._runner: web.AppRunner | None = None
         self._api_client: Any = None
         self.registry = CollectorRegistry(auto_describe=False)
-        self.collector = AggregatorCollector(self)
+        self.collector = AggregatorCollector(self.metrics_inputs)
         self.registry.register(self.collector)
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -126,6 +93,11 @@ class Aggregator:
         state = await self.ledger.load_state()
         self.books = Books(state)
         self.kube.quota_event_counts.update(state.quota_events)
+        self.kube.quota_rejection_base.update(state.quota_rejection_base)
+        self.gate.pins.update(state.agent_urls)
+        if not self.settings.agents and self.kube.agent_namespace is None:
+            log.error("agent_discovery_off", reason="GPUCOST_AGENT_NAMESPACE is unset and this pod's namespace is "
+                      "unknown: no agent is pulled (discovery is limited to one namespace)")
         if self.settings.kubeconfig is not None or os.environ.get("KUBERNETES_SERVICE_HOST"):
             self._api_client = await make_api_client(self.settings.kubeconfig)
             queues = await served_custom_kinds(self._api_client)
@@ -176,6 +148,13 @@ class Aggregator:
             await self._api_client.close()
         await self.ledger.close()
 
+    def metrics_inputs(self) -> MetricsInputs:
+        return MetricsInputs(
+            is_leader=self.is_leader, books=self.books, gauges=self.gauges, kube=self.kube,
+            pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
+            pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
+            team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series)
+
     @property
     def kube_up(self) -> bool:
         return self.watcher is not None and self.watcher.up
@@ -185,7 +164,7 @@ class Aggregator:
         ready = self.books is not None and synced and self.is_leader
         return {"ready": ready, "leader": self.is_leader, "kube_synced": synced, "kube_up": self.kube_up,
                 "ticks": self.ticks, "last_commit": self.gauges.last_commit,
-                "agents_up": sum(1 for up, _ in self.gauges.agents.values() if up),
+                "agents_up": sum(1 for a in self.gauges.agents.values() if a.up),
                 "agents": len(self.gauges.agents)}
 
     async def wait_synced(self, timeout: float = 30.0) -> bool:
@@ -197,20 +176,23 @@ class Aggregator:
         return True
 
     # -- targets -------------------------------------------------------------------------------------
-    def agent_urls(self) -> list[str]:
-        if self.settings.agents:
-            return list(self.settings.agents)
-        urls = []
-        for pod in self.kube.agent_pods():
-            url = f"http://{pod.pod_ip}:{self.settings.agent_port}"
-            self.url_node.setdefault(url, pod.node)
-            urls.append(url)
-        return urls
+    def discovered(self) -> dict[str, str]:
+        """URL -> node of the agent pods in the configured namespace (the only URLs that may speak for a node)."""
+        port, scheme = self.settings.agent_port, self.settings.agent_scheme
+        return {f"{scheme}://{pod.pod_ip}:{port}": pod.node for pod in self.kube.agent_pods()}
 
-    def _ack(self, url: str) -> float | None:
+    def agent_urls(self) -> list[str]:
+        return list(self.settings.agents) if self.settings.agents else list(self.discovered())
+
+    def _url_nodes(self) -> dict[str, str]:
+        if self.settings.agents:
+            return {url: node for node, url in self.gate.pins.items()}
+        return self.discovered()
+
+    def _ack(self, url: str, url_nodes: dict[str, str]) -> float | None:
         if not self.is_leader:
             return None  # standbys book into their own ledger but never let agents forget counters
-        node = self.url_node.get(url)
+        node = url_nodes.get(url)
         return self.books.acked(node) if (self.books and node) else None
 
     # -- the tick ------------------------------------------------------------------------------------
@@ -220,95 +202,80 @@ class Aggregator:
         async with self._lock:
             started = time.perf_counter()
             await asyncio.to_thread(self.pricing.maybe_reload)  # a stat, and a YAML parse when changed
+            url_nodes = self._url_nodes()
             targets = urls if urls is not None else self.agent_urls()
-            results = await self.puller.pull_all({u: self._ack(u) for u in targets})
+            results = await self.puller.pull_all({u: self._ack(u, url_nodes) for u in targets})
             self.pulls += len(results)
-            snapshots = []
-            for r in results:
-                if r.snapshot is not None:
-                    self.url_node[r.url] = r.snapshot.node
-                    snapshots.append(r.snapshot)
-                    self.latest[r.snapshot.node] = r.snapshot
-                    self.gauges.agents[r.snapshot.node] = (True, r.snapshot.dcgm_up)
-                else:
-                    node = self.url_node.get(r.url) or urlparse(r.url).netloc
-                    prev = self.gauges.agents.get(node)
-                    if prev is None or prev[0]:
-                        log.warning("agent_pull_failed", node=node, url=r.url, error=r.error)
-                    self.gauges.agents[node] = (False, False)
-            prepared = self.books.prepare(snapshots, self.kube, self.pricing.current)
+            admitted = self.gate.admit(results, expected=None if self.settings.agents else url_nodes)
+            gone = self._gone_nodes() if urls is None else []
+            snapshots = [snap for _url, snap in admitted.snapshots.values()]
+            prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone)
+            for node, reason in prepared.rejected.items():
+                self.gate.refuse(url=admitted.snapshots[node][0], node=node, reason=reason)
+            prepared.write.agent_urls.update(
+                {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
             if not prepared.write.empty():
                 await self.ledger.commit(prepared.write)
-                self.gauges.last_commit = self.clock.now()
-            elif snapshots:
+            if snapshots or not prepared.write.empty():
                 self.gauges.last_commit = self.clock.now()
             self.books.apply(prepared)
-            for uid, _ns, count in prepared.write.quota_events:
-                if self.kube.quota_event_counts.get(uid, ("", 0))[1] == count:
-                    self.kube.new_quota_rejections.pop(uid, None)
-            if prepared.resets:
-                log.info("agent_epoch_reset", count=prepared.resets)
+            self._after_commit(prepared, admitted, results, url_nodes)
             if urls is None:
-                self._refresh_gauges(prepared.ns_delta, prepared.workload_delta)
+                self.gauges.ns_utilization = ratios(prepared.ns_delta)
+                self.gauges.workload_utilization = ratios(prepared.workload_delta)
                 self.ticks += 1
-            else:
-                self._refresh_held()
+            self._refresh_held()
             self.gauges.tick_duration = time.perf_counter() - started
 
-    def _refresh_gauges(self, ns_delta: dict[str, list[float]], wl_delta: dict[tuple[str, str], list[float]]) -> None:
-        def ratio(v: list[float]) -> float | None:
-            measured = v[0] - v[2]
-            return min(1.0, max(0.0, v[1] / measured)) if measured > 1e-9 else None
+    def _gone_nodes(self) -> list[NodeGone]:
+        now = self.clock.now()
+        return [NodeGone(d.name, min(now, d.deleted_at) if d.deleted_at is not None else now, d.gpus,
+                         d.gpu_model or "unknown") for d in self.kube.take_deleted_nodes()]
 
-        self.gauges.ns_utilization = {ns: r for ns, v in ns_delta.items() if (r := ratio(v)) is not None}
-        self.gauges.workload_utilization = {k: r for k, v in wl_delta.items() if (r := ratio(v)) is not None}
-        self._refresh_held()
+    def _after_commit(self, prepared: Prepared, admitted: Admitted, results: list[PullResult],
+                      url_nodes: dict[str, str]) -> None:
+        """Mirror what was committed: pins, latest snapshots, agent health, pruned nodes, quota events."""
+        self.gate.pins.update(prepared.write.agent_urls)
+        for node, (_url, snap) in admitted.snapshots.items():
+            booked = node not in prepared.rejected
+            if booked:
+                self.latest[node] = snap
+            self.gauges.agents[node] = AgentHealth(up=booked, dcgm_up=booked and snap.dcgm_up)
+        for r in results:
+            if r.snapshot is None or r.url in admitted.refused_urls:
+                node = url_nodes.get(r.url) or self.gate.pins_by_url().get(r.url) or urlparse(r.url).netloc
+                prev = self.gauges.agents.get(node)
+                if r.snapshot is None and (prev is None or prev.up):
+                    log.warning("agent_pull_failed", node=node, url=r.url, error=r.error)
+                if node not in admitted.snapshots:
+                    self.gauges.agents[node] = AgentHealth(up=False, dcgm_up=False)
+        for node in prepared.pruned:
+            self.latest.pop(node, None)
+            self.gauges.agents.pop(node, None)
+            self.gate.unpin(node)
+            log.info("node_books_closed", node=node)
+        for e in prepared.write.quota_events:
+            if self.kube.quota_event_counts.get(e.uid, ("", 0))[1] == e.count:
+                self.kube.new_quota_rejections.pop(e.uid, None)
+        if prepared.resets:
+            log.info("agent_epoch_reset", count=prepared.resets)
 
     def _pod_gone(self, ns: str, pod: str) -> bool:
         return self.watcher is not None and self.watcher.synced.get("pods", False) and (ns, pod) not in self.kube.pods
 
     def _refresh_held(self) -> None:
-        now = self.clock.now()
-        threshold = self.settings.idle_threshold
-        alloc: dict[str, float] = {}
-        pods: dict[tuple[str, str], list[Any]] = {}
-        pricing = self.pricing.current
-        for node, snap in self.latest.items():
-            pool = self.kube.pool_of(node)
-            for h in snap.holders:
-                if not h.active or self._pod_gone(h.namespace, h.pod):
-                    continue
-                alloc[h.namespace] = alloc.get(h.namespace, 0.0) + h.fraction
-                acc = pods.setdefault((h.namespace, h.pod), [0.0, 0.0, 0.0, h.gpu_model or "unknown", 0.0])
-                acc[0] += h.fraction
-                if h.utilization is not None:
-                    acc[1] += h.fraction * h.utilization
-                    acc[2] += h.fraction
-                acc[4] += h.fraction * pricing.price(h.gpu_model, h.mig_profile, pool).per_gpu_hour
-        gauges: dict[tuple[str, str], PodGauge] = {}
-        for key, (gpus, used, measured, model, hourly) in pods.items():
-            util = used / measured if measured > 0 else None
-            if util is not None and util < threshold:
-                since = self.idle_since.setdefault(key, now)
-            elif util is not None:
-                self.idle_since.pop(key, None)
-                since = now
-            else:
-                since = self.idle_since.get(key, now)
-            info = self.kube.pod(*key)
-            gauges[key] = PodGauge(info.workload if info else key[1], gpus, model, util, max(0.0, now - since), hourly)
-        for key in list(self.idle_since):
-            if key not in gauges:
-                del self.idle_since[key]
-        self.gauges.allocated_gpus = alloc
-        self.gauges.pods, self.gauges.overflow_pods = fold_overflow(gauges, self.settings.max_pods_per_namespace)
+        held = held_now(self.latest, kube=self.kube, pricing=self.pricing.current, now=self.clock.now(),
+                        idle_threshold=self.settings.idle_threshold, idle_since=self.idle_since,
+                        max_pods_per_namespace=self.settings.max_pods_per_namespace, pod_gone=self._pod_gone)
+        self.gauges.allocated_gpus = held.allocated_gpus
+        self.gauges.pods, self.gauges.overflow_pods = held.pods, held.overflow_pods
 
     def _on_pod_deleted(self, pod: PodInfo) -> None:
         """Close the pod's books at once: drop it from the gauges and pull its node's agent now."""
         if self.books is None:
             return
         self._refresh_held()  # the watch already removed the pod: the gauges lose it here
-        urls = [u for u, n in self.url_node.items() if n == pod.node]
+        urls = [u for u, n in self._url_nodes().items() if n == pod.node]
         if urls:
             self._spawn(self.tick(urls), f"close-books-{pod.namespace}-{pod.name}")
 
@@ -320,8 +287,13 @@ class Aggregator:
             log.error("tick_failed", error=repr(exc))
 
     async def compact(self) -> None:
-        before = hour_of(self.clock.now() - self.settings.ledger_retention)
-        removed = await self.ledger.compact(before)
+        """Drop hourly rows past the retention and quota events not seen for a while (kept as totals)."""
+        now = self.clock.now()
+        events_before = now - self.settings.quota_event_retention
+        async with self._lock:
+            removed = await self.ledger.compact(hour_of(now - self.settings.ledger_retention),
+                                                quota_events_before=events_before)
+            self.kube.forget_quota_events(before=events_before)
         log.info("ledger_compacted", rows_removed=removed)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from exporter.aggregator.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED
+
 if TYPE_CHECKING:
     from exporter.aggregator.service import Aggregator
 
@@ -50,12 +52,16 @@ async def render_status(agg: Aggregator) -> str:
     for pod in kube.pending_gpu_pods():
         reasons = ", ".join(kube.pending_reasons(pod))
         pending.setdefault(pod.namespace, []).append(f"{escape(pod.name)} <span class=tag>{escape(reasons)}</span>")
-    namespaces = sorted(set(g.allocated_gpus) | set(quotas) | set(today) | set(pending) - {"__unallocated__"}
-                        | {ns for ns in this_month if ns != "__unallocated__"})
+    namespaces = sorted((set(g.allocated_gpus) | set(quotas) | set(today) | set(pending) | set(this_month))
+                        - CAPACITY_ROWS)
+    capacity_rows = [
+        f"<tr><td>{'held by nobody' if name == UNALLOCATED else 'observed by no one'}</td>"
+        f"<td>{today.get(name, {}).get('idle_gpu_hours', 0.0):.2f}</td>"
+        f"<td>{_money(today.get(name, {}).get('cost', 0.0), currency)}</td>"
+        f"<td>{this_month[name]['idle_gpu_hours']:.2f}</td><td>{_money(this_month[name]['cost'], currency)}</td></tr>"
+        for name in (UNALLOCATED, UNOBSERVED) if name in this_month]
     rows = []
     for ns in namespaces:
-        if ns == "__unallocated__":
-            continue
         held = g.allocated_gpus.get(ns, 0.0)
         hard, used = quotas.get(ns, (0.0, 0.0))
         util = g.ns_utilization.get(ns)
@@ -99,7 +105,7 @@ async def render_status(agg: Aggregator) -> str:
                  f"<td class=warn>{_money(p.hourly_cost, currency)}/h</td></tr>" for (ns, pod), p in idle]
     rejections = [f"<tr><td>{escape(ts)}</td><td>{escape(ns)}</td><td style='text-align:left'>{escape(msg)}</td></tr>"
                   for ts, ns, msg in reversed(kube.recent_rejections[-10:])]
-    agents_up = sum(1 for up, _ in g.agents.values() if up)
+    agents_up = sum(1 for a in g.agents.values() if a.up)
     refresh = max(5, int(agg.settings.tick))
 
     def table(head: list[str], body: list[str], empty: str) -> str:
@@ -119,6 +125,9 @@ async def render_status(agg: Aggregator) -> str:
                "cost this month", "idle this month", "pending GPU pods"], rows, "No GPU usage booked yet."),
         "<h2>Pools</h2>",
         table(["pool", "GPUs", "held", "unallocated"], pool_rows, "No agent reported yet."),
+        "<h2>Capacity nobody paid for</h2>",
+        table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
+              "None booked this month."),
         "<h2>Which pool serves whom</h2>",
         table(["pool", "namespace", "GPUs held"], serve_rows, "Nothing held."),
         "<h2>GPUs held by priority class</h2>",

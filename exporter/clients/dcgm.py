@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from exporter.clients.errors import PeerBadResponse, PeerResponseTooLarge, PeerUnavailable
+from exporter.clients.http_fetch import get_bounded
 
 
 class DcgmClient:
@@ -31,25 +31,8 @@ class DcgmClient:
     async def fetch(self) -> str:
         """The exposition text. Raises ``PeerUnavailable``/``PeerResponseTooLarge``/``PeerBadResponse``."""
         session = await self._get_session()
-        try:
-            async with session.get(self.url) as resp:
-                if resp.status != 200:
-                    raise PeerBadResponse(f"DCGM Exporter answered HTTP {resp.status}")
-                declared = resp.content_length
-                if declared is not None and declared > self.max_bytes:
-                    raise PeerResponseTooLarge(f"DCGM body of {declared} bytes exceeds {self.max_bytes}")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.content.iter_chunked(1 << 16):
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        raise PeerResponseTooLarge(f"DCGM body exceeds {self.max_bytes} bytes")
-                    chunks.append(chunk)
-                return b"".join(chunks).decode("utf-8", errors="replace")
-        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
-            raise PeerUnavailable(f"DCGM Exporter unreachable at {self.url}: {exc!r}") from exc
-        except aiohttp.ClientError as exc:
-            raise PeerBadResponse(f"DCGM Exporter error: {exc!r}") from exc
+        body = await get_bounded(session, self.url, max_bytes=self.max_bytes, what="DCGM Exporter")
+        return body.decode("utf-8", errors="replace")
 
     async def close(self) -> None:
         if self._session is not None:

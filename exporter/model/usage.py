@@ -6,7 +6,7 @@ within one ``epoch``; a new epoch means the agent lost its state and started aga
 Every float must be finite and non-negative: a NaN or infinite value from a broken or hostile agent
 is refused at the door (``allow_inf_nan=False``) instead of poisoning the running totals for ever.
 Conservation: over any interval between two snapshots of one epoch, Σ holders' ``allocated_s`` +
-Σ ``unallocated`` + Σ ``unobserved`` advance by (physical GPUs × wall seconds).
+Σ ``unallocated`` + Σ ``unobserved`` advance by (physical GPUs x wall seconds).
 """
 
 from __future__ import annotations

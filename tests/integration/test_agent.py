@@ -285,8 +285,10 @@ async def test_finished_pods_listed_by_old_kubelets(tmp_path: Path, watch: bool)
 async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> None:
     """With GPUCOST_AGENTS unset, the aggregator pulls the agent pods it finds by label in the API
     (here an agent on 127.0.0.2, announced by a pod object with that podIP)."""
+    from exporter.aggregator.gauges import AgentHealth
     from exporter.aggregator.service import Aggregator
     from exporter.config import AggregatorSettings
+    from exporter.model.books import NamespaceKey
 
     clock = VirtualClock(START)
     peers = SimPeers(parse_scenario(SCENARIO, "disc.yaml"), tmp_path, START)
@@ -303,7 +305,8 @@ async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> No
         "spec": {"nodeName": "a100", "containers": [{"name": "agent"}]},
         "status": {"phase": "Running", "podIP": "127.0.0.2"}})
     agg = Aggregator(AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=tmp_path / "l.db",
-                                        kubeconfig=peers.kubeconfig, agent_port=port), clock=clock)
+                                        kubeconfig=peers.kubeconfig, agent_port=port,
+                                        agent_namespace="gpu-cost-exporter"), clock=clock)
     await agg.start(serve_http=False)
     try:
         assert await agg.wait_synced()
@@ -311,8 +314,9 @@ async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> No
             await rig.step(t)
             await agg.tick()
         assert agg.agent_urls() == [f"http://127.0.0.2:{port}"]
-        assert agg.gauges.agents == {"a100": (True, True)}
-        assert agg.books is not None and agg.books.totals[("t", "USD")][0] == pytest.approx(30 * (1 + 3 / 7))
+        assert agg.gauges.agents == {"a100": AgentHealth(up=True, dcgm_up=True)}
+        assert agg.books is not None
+        assert agg.books.totals[NamespaceKey("t", "USD")].allocated_s == pytest.approx(30 * (1 + 3 / 7))
     finally:
         await agg.close()
         await agent.close()

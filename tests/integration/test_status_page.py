@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from exporter.aggregator.exposition import ExpositionRenderer
 from exporter.aggregator.kubestate import classify_pending
-from exporter.aggregator.metrics import ExpositionRenderer
 from exporter.aggregator.status_page import render_status
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline

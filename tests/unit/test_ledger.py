@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger, LedgerError, TickWrite
-
-KEY = (3600, "ns", "p", "wl", "n1", "pool", "M", "", "", "USD")
+from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger, LedgerError, NodeCounterMark, QuotaEvent, TickWrite
+from exporter.model.books import AgentMark, CounterMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
 
 
 def _write(hour: int, seconds: float) -> TickWrite:
     w = TickWrite()
-    w.usage[(hour, *KEY[1:])] = [seconds, seconds / 2, 0.0, seconds / 2, 1.0, 0.5, 0.0]
-    w.totals[("ns", "USD")] = [seconds, seconds / 2, 0.0, 1.0, 0.5]
-    w.hwm.append(("n1", "ns/p/c/GPU-1", seconds, seconds / 2, 0.0, 0.0))
-    w.agents.append(("n1", "e1", float(hour), 1))
+    w.usage[UsageKey(hour, "ns", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
+        seconds, seconds / 2, 0.0, seconds / 2, 1.0, 0.5, 0.0)
+    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(seconds, seconds / 2, 0.0, 1.0, 0.5)
+    w.hwm.append(NodeCounterMark("n1", "ns/p/c/GPU-1", CounterMark(seconds, seconds / 2, 0.0, 0.0)))
+    w.agents["n1"] = AgentMark("e1", float(hour), 1)
     return w
 
 
@@ -32,8 +32,8 @@ async def test_commit_compact_and_reload(tmp_path: Path) -> None:
     rows = await ledger.query("SELECT hour, allocated_s FROM usage")
     assert rows == [(72000, 50.0)]
     state = await ledger.load_state()
-    assert state.totals[("ns", "USD")][0] == pytest.approx(150.0)
-    assert state.hwm["n1"]["ns/p/c/GPU-1"][0] == 50.0
+    assert state.totals[NamespaceKey("ns", "USD")].allocated_s == pytest.approx(150.0)
+    assert state.hwm["n1"]["ns/p/c/GPU-1"].allocated_s == 50.0
     await ledger.close()
     reopened = Ledger(tmp_path / "l.db")
     await reopened.open()
@@ -46,7 +46,7 @@ async def test_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.db")
     await ledger.open()
     bad = _write(3600, 100.0)
-    bad.agents.append(("n2",))  # type: ignore[arg-type]  # wrong arity: fails after the usage insert
+    bad.agent_urls["n2"] = ("not", "a string")  # type: ignore[assignment]  # unbindable: fails after the inserts
     with pytest.raises(sqlite3.ProgrammingError):
         await ledger.commit(bad)
     assert await ledger.query("SELECT COUNT(*) FROM usage") == [(0,)]
@@ -66,4 +66,70 @@ async def test_newer_schema_is_refused(tmp_path: Path) -> None:
     ledger = Ledger(path)
     with pytest.raises(LedgerError, match="newer than this build"):
         await ledger.open()
+    await ledger.close()
+
+
+async def test_failed_compaction_rolls_back_and_the_ledger_keeps_working(tmp_path: Path) -> None:
+    """A DELETE failing inside compaction used to leave the transaction open, so every later BEGIN
+    IMMEDIATE failed. Now it rolls back: nothing is deleted and the next tick commits."""
+    ledger = Ledger(tmp_path / "l.db")
+    await ledger.open()
+    await ledger.commit(_write(3600, 100.0))
+    db = ledger._db()
+    db.execute("CREATE TRIGGER no_delete BEFORE DELETE ON unallocated BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    db.execute("INSERT INTO unallocated VALUES (0, 'n1', 'p', 'M', 'USD', 1.0, 1.0)")
+    with pytest.raises(sqlite3.IntegrityError):
+        await ledger.compact(before_hour=7200)
+    assert await ledger.query("SELECT COUNT(*) FROM usage") == [(1,)]  # the usage DELETE was rolled back
+    await ledger.commit(_write(7200, 10.0))  # no transaction left open
+    assert await ledger.query("SELECT COUNT(*) FROM usage") == [(2,)]
+    await ledger.close()
+
+
+async def test_pruned_node_loses_marks_and_pin_but_keeps_history(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.db")
+    await ledger.open()
+    w = _write(3600, 100.0)
+    w.agent_urls["n1"] = "http://10.0.0.1:9500"
+    await ledger.commit(w)
+    prune = TickWrite()
+    prune.pruned_nodes.append("n1")
+    await ledger.commit(prune)
+    state = await ledger.load_state()
+    assert state.agents == {} and state.hwm == {} and state.agent_urls == {}
+    assert await ledger.query("SELECT COUNT(*) FROM usage") == [(1,)]
+    assert state.totals[NamespaceKey("ns", "USD")].allocated_s == 100.0
+    await ledger.close()
+
+
+async def test_old_quota_events_fold_into_totals(tmp_path: Path) -> None:
+    """Events not seen for the retention are deleted, their counts kept per namespace (7 + 2 = 9)."""
+    ledger = Ledger(tmp_path / "l.db")
+    await ledger.open()
+    w = TickWrite()
+    w.quota_events += [QuotaEvent("old", "team-a", 7, 100.0), QuotaEvent("new", "team-a", 2, 5000.0)]
+    await ledger.commit(w)
+    assert await ledger.compact(before_hour=0, quota_events_before=1000.0) == 1
+    state = await ledger.load_state()
+    assert state.quota_events == {"new": ("team-a", 2)} and state.quota_rejection_base == {"team-a": 7}
+    await ledger.close()
+
+
+async def test_version_1_ledger_is_migrated(tmp_path: Path) -> None:
+    """A ledger written by schema 1 opens: the new tables exist and old quota events get a seen time."""
+    from exporter.aggregator.ledger import MIGRATIONS
+
+    path = tmp_path / "l.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    for stmt in filter(None, (x.strip() for x in MIGRATIONS[1].split(";"))):
+        conn.execute(stmt)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO quota_events VALUES ('u1', 'ns', 3)")
+    conn.close()
+    ledger = Ledger(path)
+    await ledger.open()
+    assert await ledger.query("SELECT COUNT(*) FROM unobserved") == [(0,)]
+    (seen,) = await ledger.query("SELECT seen_at FROM quota_events")
+    assert seen[0] > 1.7e9
     await ledger.close()

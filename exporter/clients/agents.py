@@ -9,11 +9,16 @@ from dataclasses import dataclass
 import aiohttp
 from pydantic import ValidationError
 
-from exporter.clients.errors import PeerBadResponse, PeerError, PeerResponseTooLarge, PeerUnavailable
+from exporter.clients.errors import PeerBadResponse, PeerError
+from exporter.clients.http_fetch import get_bounded
 from exporter.model.usage import UsageSnapshot
 from exporter.secrets import SecretFile
 
 MAX_USAGE_BYTES = 64 << 20
+
+
+class InvalidSnapshot(PeerBadResponse):
+    """The agent answered, but not with a snapshot the schema accepts (NaN, infinite, negative, …)."""
 
 
 @dataclass(slots=True)
@@ -21,12 +26,13 @@ class PullResult:
     url: str
     snapshot: UsageSnapshot | None
     error: str | None = None
+    invalid: bool = False  # the agent answered with something the schema refused
 
 
 class AgentPuller:
     """One shared keep-alive session for all agents."""
 
-    def __init__(self, timeout: float, concurrency: int, token: SecretFile | None = None,
+    def __init__(self, timeout: float, concurrency: int, *, token: SecretFile | None = None,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.timeout = timeout
         self.semaphore = asyncio.Semaphore(concurrency)
@@ -44,31 +50,22 @@ class AgentPuller:
     async def fetch(self, url: str, ack: float | None) -> UsageSnapshot:
         target = url.rstrip("/") + "/v1/usage"
         params = {"ack": repr(ack)} if ack is not None else None
-        try:
-            headers = {"Authorization": f"Bearer {self.token.value()}"} if self.token is not None else None
-            async with self._get_session().get(target, params=params, headers=headers) as resp:
-                if resp.status != 200:
-                    raise PeerBadResponse(f"{target}: HTTP {resp.status}")
-                if (resp.content_length or 0) > MAX_USAGE_BYTES:
-                    raise PeerResponseTooLarge(f"{target}: {resp.content_length} bytes")
-                body = await resp.content.read(MAX_USAGE_BYTES + 1)
-                if len(body) > MAX_USAGE_BYTES:
-                    raise PeerResponseTooLarge(f"{target}: over {MAX_USAGE_BYTES} bytes")
-        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
-            raise PeerUnavailable(f"{target}: {exc!r}") from exc
-        except aiohttp.ClientError as exc:
-            raise PeerBadResponse(f"{target}: {exc!r}") from exc
+        headers = {"Authorization": f"Bearer {self.token.value()}"} if self.token is not None else None
+        body = await get_bounded(self._get_session(), target, max_bytes=MAX_USAGE_BYTES, what=f"agent {url}",
+                                 params=params, headers=headers)
         try:
             return UsageSnapshot.model_validate_json(body)
         except ValidationError as exc:
-            raise PeerBadResponse(f"{target}: invalid usage snapshot: {exc.errors()[0]['msg']}") from exc
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise InvalidSnapshot(f"{target}: invalid usage snapshot: {where}: {err['msg']}") from exc
 
     async def pull(self, url: str, ack: float | None) -> PullResult:
         async with self.semaphore:
             try:
                 return PullResult(url, await self.fetch(url, ack))
             except PeerError as exc:
-                return PullResult(url, None, str(exc)[:300])
+                return PullResult(url, None, str(exc)[:300], invalid=isinstance(exc, InvalidSnapshot))
 
     async def pull_all(self, targets: dict[str, float | None]) -> list[PullResult]:
         """``targets``: agent URL -> the timestamp already booked for it (sent as the ack)."""

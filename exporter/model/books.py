@@ -1,0 +1,169 @@
+"""The numbers the ledger keeps, with names: what booking writes, the ledger stores, metrics and reports read.
+
+Each amount is a small frozen dataclass whose field names are the ledger's column names, so the meaning
+of a number is written once (here) and the ledger maps fields to columns by name, never by position.
+Keys are ``NamedTuple``s: they are identities, not amounts, and hash fast as dictionary keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from operator import add, attrgetter
+from typing import Any, NamedTuple, Self
+
+HOUR = 3600
+
+
+def hour_of(ts: float) -> int:
+    """The start of the UTC hour that contains ``ts``."""
+    return int(ts // HOUR) * HOUR
+
+
+def hour_shares(start: float, end: float) -> list[tuple[int, float]]:
+    """Split the interval [start, end] into (hour, share of the interval) pairs, shares summing to 1.
+
+    A delta that spans an hour boundary is booked to both hours by their share of the wall time, so
+    that every hour's books hold exactly that hour's GPU-seconds (the per-hour conservation identity).
+    An empty or backwards interval belongs wholly to the hour of ``end``.
+    """
+    if not end > start:
+        return [(hour_of(end), 1.0)]
+    span = end - start
+    out: list[tuple[int, float]] = []
+    t = start
+    while t < end:
+        h = hour_of(t)
+        nxt = min(end, h + HOUR)
+        out.append((h, (nxt - t) / span))
+        t = nxt
+    return out
+
+
+_GETTERS: dict[type, attrgetter[Any]] = {}
+
+
+def _getter(cls: type) -> attrgetter[Any]:
+    """One C-level getter per amount type, returning all fields as a tuple (fast on the booking path)."""
+    g = _GETTERS.get(cls)
+    if g is None:
+        g = _GETTERS[cls] = attrgetter(*(f.name for f in fields(cls)))
+    return g
+
+
+class _Amounts:
+    """Addition and scaling field by field, shared by every amount type below."""
+
+    __slots__ = ()
+
+    def __add__(self, other: Self) -> Self:
+        g = _getter(type(self))
+        return type(self)(*map(add, g(self), g(other)))
+
+    def scaled(self, factor: float) -> Self:
+        return type(self)(*(v * factor for v in _getter(type(self))(self)))
+
+    def values(self) -> tuple[float, ...]:
+        """Field values in declaration order: the ledger's column order (used only by the ledger's SQL)."""
+        return tuple(_getter(type(self))(self))
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageAmounts(_Amounts):
+    """One holder's GPU time and money in one hour-row of the ledger."""
+
+    allocated_s: float = 0.0
+    used_s: float = 0.0
+    unmeasured_s: float = 0.0
+    idle_s: float = 0.0
+    cost: float = 0.0
+    idle_cost: float = 0.0
+    energy_j: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceTotals(_Amounts):
+    """A namespace's running totals since the ledger began (what the counters on /metrics show)."""
+
+    allocated_s: float = 0.0
+    used_s: float = 0.0
+    unmeasured_s: float = 0.0
+    cost: float = 0.0
+    idle_cost: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityAmounts(_Amounts):
+    """GPU-seconds of capacity (unallocated or unobserved) and their price."""
+
+    seconds: float = 0.0
+    cost: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BreakdownTotals(_Amounts):
+    """Allocated GPU-seconds and cost by namespace x pool x priority class."""
+
+    allocated_s: float = 0.0
+    cost: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CounterMark(_Amounts):
+    """The last booked value of one cumulative agent counter (a high-water mark)."""
+
+    allocated_s: float = 0.0
+    used_s: float = 0.0
+    unmeasured_s: float = 0.0
+    energy_j: float = 0.0
+
+
+class UsageKey(NamedTuple):
+    hour: int
+    namespace: str
+    pod: str
+    workload: str
+    node: str
+    pool: str
+    gpu_model: str
+    mig_profile: str
+    priority_class: str
+    currency: str
+
+
+class CapacityKey(NamedTuple):
+    hour: int
+    node: str
+    pool: str
+    gpu_model: str
+    currency: str
+
+
+class CapacityTotalKey(NamedTuple):
+    node: str
+    pool: str
+    gpu_model: str
+    currency: str
+
+
+class NamespaceKey(NamedTuple):
+    namespace: str
+    currency: str
+
+
+class BreakdownKey(NamedTuple):
+    namespace: str
+    pool: str
+    priority_class: str
+    currency: str
+
+
+class AgentMark(NamedTuple):
+    """Where an agent's books stand: its epoch, the snapshot time booked last and its sequence number."""
+
+    epoch: str
+    booked_ts: float
+    seq: int

@@ -1,0 +1,206 @@
+"""Books that no misconfigured or hostile agent can corrupt: real agents and a real aggregator on loopback,
+against the simulator's real peers, plus hostile HTTP servers that answer ``/v1/usage`` with lies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from exporter.agent.service import Agent
+from exporter.aggregator.service import Aggregator
+from exporter.clock import VirtualClock
+from exporter.config import AgentSettings, AggregatorSettings
+from exporter.model.books import NamespaceKey
+from exporter.sim.runner import SimPeers, free_port
+from exporter.sim.scenario import parse_scenario
+
+START = 1_800_000_000.0
+SCENARIO = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA A100-SXM4-80GB": 2.0, "NVIDIA L4": 0.8}
+nodes:
+  - {name: a100, model: "NVIDIA A100-SXM4-80GB", gpus: 2}
+  - {name: l4, model: "NVIDIA L4", gpus: 1}
+pods:
+  - {name: whole, namespace: t, node: a100, gpus: 1, utilization: 0.5}
+  - {name: small, namespace: d, node: l4, gpus: 1, utilization: 0.2}
+"""
+
+
+class Rig:
+    """Simulated peers on a virtual clock, real agents per node, one real aggregator."""
+
+    def __init__(self, peers: SimPeers, clock: VirtualClock, tmp: Path) -> None:
+        self.peers, self.clock, self.tmp = peers, clock, tmp
+        self.agents: dict[str, Agent] = {}
+        self.aggregator: Aggregator | None = None
+
+    async def agent(self, key: str, *, node: str, peers_of: str | None = None, listen: str | None = None) -> str:
+        """Start an agent calling itself ``node`` that reads the peers of ``peers_of`` (default: its own)."""
+        env = self.peers.agent_env(peers_of or node)
+        listen = listen or f"127.0.0.1:{free_port()}"
+        settings = AgentSettings(
+            node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=listen,
+            podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]), state_dir=self.tmp / f"state-{key}",
+            tick=15.0, podresources_qps=1e6)
+        agent = Agent(settings, clock=self.clock)
+        await agent.start_http()
+        self.agents[key] = agent
+        return f"http://{listen}"
+
+    async def start_aggregator(self, **kw: Any) -> Aggregator:
+        agg = Aggregator(AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=self.tmp / "ledger.db",
+                                            **kw), clock=self.clock)
+        await agg.start(serve_http=False)
+        self.aggregator = agg
+        return agg
+
+    async def run(self, seconds: range) -> None:
+        assert self.aggregator is not None
+        for t in seconds:
+            self.clock.set(START + t)
+            await self.peers.advance(t)
+            for a in self.agents.values():
+                await a.tick()
+            await self.aggregator.tick()
+
+    def agent_allocated(self, key: str, namespace: str) -> float:
+        """What the agent itself counted for a namespace: the truth the ledger must equal."""
+        return sum(h.usage.allocated for h in self.agents[key].meter.holders.values() if h.namespace == namespace)
+
+    def booked(self, namespace: str) -> float:
+        assert self.aggregator is not None and self.aggregator.books is not None
+        totals = self.aggregator.books.totals.get(NamespaceKey(namespace, "USD"))
+        return totals.allocated_s if totals else 0.0
+
+
+@pytest.fixture(name="rig")
+async def _rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    clock = VirtualClock(START)
+    peers = SimPeers(parse_scenario(SCENARIO, "integrity.yaml"), tmp_path, START)
+    await peers.start()
+    rig = Rig(peers, clock, tmp_path)
+    yield rig
+    if rig.aggregator is not None:
+        await rig.aggregator.close()
+    for a in rig.agents.values():
+        await a.close()
+    await peers.close()
+
+
+async def test_impostor_claiming_another_nodes_name_is_refused(rig: Rig) -> None:
+    """An agent on the l4 node that calls itself "a100" (another epoch) used to make a100's whole counter
+    look like a reset every tick (1000 real GPU-s booked as 5500 in 10 ticks). The URL that first proved
+    a100 is pinned; the impostor is refused every tick and a100 is booked exactly once."""
+    real = await rig.agent("a100", node="a100")
+    impostor = await rig.agent("impostor", node="a100", peers_of="l4")
+    agg = await rig.start_aggregator(agents=[real, impostor])
+    await rig.run(range(0, 165, 15))
+    assert rig.agent_allocated("a100", "t") == pytest.approx(150.0)  # 1 GPU x 150 s
+    assert rig.booked("t") == pytest.approx(150.0)
+    assert agg.gate.rejected["node_mismatch"] == 11
+    assert agg.gate.pins == {"a100": real}
+    rows = await agg.ledger.query("SELECT node, url FROM agent_urls")
+    assert rows == [("a100", real)]
+
+
+async def test_discovery_only_in_the_agent_namespace_and_only_for_the_pods_node(rig: Rig) -> None:
+    """Discovered agents: a pod with the agent labels in another namespace is never pulled (and never sent
+    the token); an agent pod on node l4 whose agent claims to be a100 is refused."""
+    port = free_port()  # discovery builds URLs from podIP and one port: one loopback address per agent
+    await rig.agent("a100", node="a100", listen=f"127.0.0.11:{port}")
+    await rig.agent("liar", node="a100", peers_of="l4", listen=f"127.0.0.12:{port}")
+    await rig.agent("elsewhere", node="l4", listen=f"127.0.0.13:{port}")
+
+    def agent_pod(name: str, namespace: str, node: str, ip: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}",
+                             "labels": {"app.kubernetes.io/component": "agent"}},
+                "spec": {"nodeName": node, "containers": [{"name": "agent"}]},
+                "status": {"phase": "Running", "podIP": ip}}
+
+    store = rig.peers.cluster.store
+    store.upsert("pods", agent_pod("agent-a100", "gpu-cost-exporter", "a100", "127.0.0.11"))
+    store.upsert("pods", agent_pod("agent-l4", "gpu-cost-exporter", "l4", "127.0.0.12"))
+    store.upsert("pods", agent_pod("agent-x", "other", "l4", "127.0.0.13"))
+    agg = await rig.start_aggregator(kubeconfig=rig.peers.kubeconfig, agent_port=port,
+                                     agent_namespace="gpu-cost-exporter")
+    assert await agg.wait_synced()
+    await rig.run(range(0, 165, 15))
+    assert set(agg.agent_urls()) == {f"http://127.0.0.11:{port}", f"http://127.0.0.12:{port}"}
+    assert rig.booked("t") == pytest.approx(rig.agent_allocated("a100", "t")) == pytest.approx(150.0)
+    assert rig.booked("d") == 0.0  # the only agent of l4 that was pulled lies about its node
+    assert agg.gate.rejected["node_mismatch"] == 11
+    assert not rig.agents["elsewhere"].acked_until  # never pulled (an ack would have reached it)
+
+
+async def test_one_agent_behind_two_urls_is_booked_once(rig: Rig) -> None:
+    """``http://127.0.0.1:P`` and ``http://localhost:P`` reach the same agent: every namespace was booked
+    exactly 2.00x. Now the node is one snapshot per tick: 1.00x, the second URL refused."""
+    url = await rig.agent("a100", node="a100")
+    port = url.rsplit(":", 1)[1]
+    agg = await rig.start_aggregator(agents=[url, f"http://localhost:{port}"])
+    await rig.run(range(0, 165, 15))
+    assert rig.booked("t") / rig.agent_allocated("a100", "t") == pytest.approx(1.0)
+    assert agg.gate.rejected["duplicate"] + agg.gate.rejected["node_mismatch"] == 11
+
+
+def _hostile_snapshot(node: str, **overrides: Any) -> Callable[[float], str]:
+    def body(now: float) -> str:
+        snap: dict[str, Any] = {"node": node, "epoch": "evil", "timestamp": now, "seq": int(now),
+                                "started_at": now - 15,
+                                "holders": [{"namespace": "x", "pod": "p", "container": "c", "device_id": "GPU-9",
+                                             "fraction": 1.0, "allocated_s": 15.0, "used_s": 0.0,
+                                             "unmeasured_s": 0.0}]}
+        snap.update(overrides)
+        text = json.dumps(snap)
+        for token in ("NaN", "Infinity", "1e400"):  # JSON has no NaN/Infinity literals; write them raw
+            text = text.replace(f'"{token}"', token)
+        return text
+    return body
+
+
+@pytest.mark.parametrize(("overrides", "reason"), [
+    ({"timestamp": "NaN"}, "invalid"),
+    ({"timestamp": "Infinity"}, "invalid"),
+    ({"holders": [{"namespace": "x", "pod": "p", "container": "c", "device_id": "GPU-9", "fraction": 1.0,
+                   "allocated_s": "1e400", "used_s": 0.0, "unmeasured_s": 0.0}]}, "invalid"),
+    ({"holders": [{"namespace": "x", "pod": "p", "container": "c", "device_id": "GPU-9", "fraction": 1.0,
+                   "allocated_s": -5.0, "used_s": 0.0, "unmeasured_s": 0.0}]}, "invalid"),
+    ({"capacity": [{"gpu_uuid": "GPU-9", "gpu_model": "NVIDIA L4"}],
+      "holders": [{"namespace": "x", "pod": "p", "container": "c", "device_id": "GPU-9", "fraction": 1.0,
+                   "allocated_s": 1e12, "used_s": 0.0, "unmeasured_s": 0.0}]}, "faster_than_wall_time"),
+])
+async def test_a_hostile_snapshot_is_refused_for_that_agent_only(rig: Rig, overrides: dict[str, Any],
+                                                                 reason: str) -> None:
+    """NaN/Infinity timestamps made the whole tick fail for every node, every tick; 1e400 made totals
+    infinite for ever. Now such a snapshot is refused for its agent only; the other agents' books close."""
+    body = _hostile_snapshot("l4", **overrides)
+
+    async def usage(_request: web.Request) -> web.Response:
+        return web.Response(text=body(rig.clock.now()), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/v1/usage", usage)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        real = await rig.agent("a100", node="a100")
+        agg = await rig.start_aggregator(agents=[real, f"http://127.0.0.1:{port}"])
+        await rig.run(range(0, 165, 15))
+        assert rig.booked("t") == pytest.approx(150.0)
+        assert rig.booked("x") == 0.0
+        assert agg.gate.rejected[reason] >= 10
+        assert agg.gauges.agents["a100"].up
+        (count,) = await agg.ledger.query("SELECT COUNT(*) FROM usage WHERE namespace = 'x'")
+        assert count == (0,)
+    finally:
+        await runner.cleanup()
