@@ -119,6 +119,9 @@ class AggregatorSettings(_Base):
     agent_port: int = Field(default=9500, description="port of the agents' HTTP server")
     agent_scheme: Literal["http", "https"] = Field(
         default="http", description="scheme of discovered agents' URLs (https when the agents serve TLS)")
+    node_prune_grace: Duration = Field(
+        default=600.0, description="close a deleted node's books (unobserved until its deletion) and forget its "
+        "marks once it has been gone this long; a node that comes back sooner carries on")
     quota_event_retention: Duration = Field(
         default=7 * 86400.0, description="forget quota-rejection events not seen for this long (counts are kept)")
     pull_timeout: Duration = Field(default=10.0, description="per-agent pull timeout")

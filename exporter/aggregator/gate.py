@@ -19,8 +19,8 @@ from exporter.model.usage import UsageSnapshot
 log = get_logger("aggregator.gate")
 
 #: Every reason a snapshot can be refused for (the label values of the rejection counter).
-REASONS = ("invalid", "node_mismatch", "url_mismatch", "duplicate", "counter_decreased", "used_above_allocated",
-           "faster_than_wall_time", "time_went_backwards")
+REASONS = ("invalid", "unknown_node", "node_mismatch", "url_mismatch", "duplicate", "counter_decreased",
+           "used_above_allocated", "faster_than_wall_time", "time_went_backwards")
 MAX_LOGGED = 10_000
 
 
@@ -41,8 +41,11 @@ class SnapshotGate:
     rejected: Counter[str] = field(default_factory=Counter)
     _logged: set[tuple[str, str]] = field(default_factory=set)
 
-    def admit(self, results: list[PullResult], *, expected: dict[str, str] | None) -> Admitted:
-        """``expected``: URL -> node of discovered agent pods, or None for static agents (pinning)."""
+    def admit(self, results: list[PullResult], *, expected: dict[str, str] | None,
+              known_nodes: set[str] | None = None) -> Admitted:
+        """``expected``: URL -> node of discovered agent pods, or None for static agents (pinning).
+        ``known_nodes``: the nodes the API has, when it can say; a snapshot for any other node waits
+        (refused, its counters kept by the agent) until the node exists again or its books are closed."""
         out = Admitted()
         pinned_urls = self.pins_by_url()
         for r in results:
@@ -52,7 +55,10 @@ class SnapshotGate:
                     out.refused_urls.add(r.url)
                 continue
             node = r.snapshot.node
-            reason = self._check(r.url, node, expected=expected, pinned_urls=pinned_urls, admitted=out)
+            if known_nodes is not None and node not in known_nodes:
+                reason = "unknown_node"
+            else:
+                reason = self._check(r.url, node, expected=expected, pinned_urls=pinned_urls, admitted=out)
             if reason:
                 self.refuse(url=r.url, node=node, reason=reason)
                 out.refused_urls.add(r.url)

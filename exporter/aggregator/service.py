@@ -74,6 +74,7 @@ class Aggregator:
         self.latest: dict[str, UsageSnapshot] = {}
         self.url_node: dict[str, str] = {}
         self.idle_since: dict[tuple[str, str], float] = {}
+        self._deleted: dict[str, NodeGone] = {}  # deleted from the API, books not yet closed (grace)
         self.watcher: Watcher | None = None
         self.is_leader = not settings.leader_election
         self.elector: LeaderElector | None = None
@@ -206,7 +207,8 @@ class Aggregator:
             targets = urls if urls is not None else self.agent_urls()
             results = await self.puller.pull_all({u: self._ack(u, url_nodes) for u in targets})
             self.pulls += len(results)
-            admitted = self.gate.admit(results, expected=None if self.settings.agents else url_nodes)
+            admitted = self.gate.admit(results, expected=None if self.settings.agents else url_nodes,
+                                       known_nodes=self._known_nodes())
             gone = self._gone_nodes() if urls is None else []
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
             prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone)
@@ -228,9 +230,26 @@ class Aggregator:
             self.gauges.tick_duration = time.perf_counter() - started
 
     def _gone_nodes(self) -> list[NodeGone]:
+        """Nodes deleted from the API longer than the grace ago and not back: their books close now.
+
+        The grace matters: a kubelet re-registers a node deleted by hand within seconds, with the same
+        agent and counters; pruning its marks at once would book those counters whole a second time."""
         now = self.clock.now()
-        return [NodeGone(d.name, min(now, d.deleted_at) if d.deleted_at is not None else now, d.gpus,
-                         d.gpu_model or "unknown") for d in self.kube.take_deleted_nodes()]
+        for d in self.kube.take_deleted_nodes():
+            self._deleted.setdefault(d.name, NodeGone(d.name, min(now, d.deleted_at) if d.deleted_at else now,
+                                                      d.gpus, d.gpu_model or "unknown"))
+        for name in [n for n in self._deleted if n in self.kube.nodes]:
+            del self._deleted[name]  # came back: its agent's counters carry on from the marks
+        due = [g for g in self._deleted.values() if now - g.deleted_at >= self.settings.node_prune_grace]
+        for g in due:
+            del self._deleted[g.node]
+        return due
+
+    def _known_nodes(self) -> set[str] | None:
+        """Nodes the API has now, or None when there is no synced node list to judge by."""
+        if self.watcher is None or not self.watcher.synced.get("nodes", False):
+            return None
+        return set(self.kube.nodes)
 
     def _after_commit(self, prepared: Prepared, admitted: Admitted, results: list[PullResult],
                       url_nodes: dict[str, str]) -> None:

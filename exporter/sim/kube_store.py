@@ -56,19 +56,24 @@ class KubeStore:
         self._record(kind, etype, obj)
         return obj
 
-    def delete(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    def delete(self, kind: str, namespace: str, name: str, *, at: str | None = None) -> dict[str, Any] | None:
+        """Remove an object; ``at`` (RFC 3339) is its deletionTimestamp, else its creation time."""
         obj = self.objects[kind].pop((namespace, name), None)
         if obj is None:
             return None
         self.rv += 1
         obj = copy.deepcopy(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
-        obj["metadata"]["deletionTimestamp"] = obj["metadata"].get("creationTimestamp")
+        obj["metadata"]["deletionTimestamp"] = at or obj["metadata"].get("creationTimestamp")
         self._record(kind, "DELETED", obj)
         return obj
 
     def expire_history(self) -> None:
-        """Compact everything: any watch resuming from an older resourceVersion gets 410 Gone."""
+        """Compact everything: every watch, open or resuming, from an older resourceVersion gets 410 Gone.
+
+        The compaction itself takes a revision (as etcd's does), so even a watch that had seen the newest
+        change must relist: a test that forces a relist of pods really gets one."""
+        self.rv += 1
         self.floor = self.rv + 1
         self.history.clear()
         self.expirations += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,28 @@ async def test_a_hostile_snapshot_is_refused_for_that_agent_only(rig: Rig, overr
         assert count == (0,)
     finally:
         await runner.cleanup()
+
+
+async def test_deleted_node_is_pruned_after_the_grace_and_its_time_kept(rig: Rig) -> None:
+    """A node deleted from the API: while it is gone its agent's snapshots wait (refused as unknown_node),
+    then its books close: the time between its last booking and its deletion is unobserved, its marks and
+    pin are pruned from the ledger, and it leaves gpucost_agent_up and the pools. The other node's books
+    go on."""
+    a100 = await rig.agent("a100", node="a100")
+    l4 = await rig.agent("l4", node="l4")
+    agg = await rig.start_aggregator(agents=[a100, l4], kubeconfig=rig.peers.kubeconfig, node_prune_grace=30.0)
+    assert await agg.wait_synced()
+    await rig.run(range(0, 75, 15))  # both booked up to t=60
+    assert set(agg.gauges.agents) == {"a100", "l4"}
+    when = datetime.fromtimestamp(START + 75, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rig.peers.cluster.store.delete("nodes", "", "l4", at=when)
+    await rig.run(range(75, 165, 15))
+    assert "l4" not in agg.gauges.agents and "l4" not in agg.latest
+    assert agg.gate.rejected["unknown_node"] >= 1
+    assert await agg.ledger.query("SELECT COUNT(*) FROM agents WHERE node = 'l4'") == [(0,)]
+    assert await agg.ledger.query("SELECT COUNT(*) FROM hwm WHERE node = 'l4'") == [(0,)]
+    assert rig.booked("t") == pytest.approx(150.0)
+    assert rig.booked("d") == pytest.approx(60.0)  # held [0, 60]; later time waited and was closed
+    # deleted at t=75, last booked at t=60: 1 GPU x (75 - 60) s unobserved
+    (unobserved,) = await agg.ledger.query("SELECT SUM(seconds) FROM unobserved WHERE node = 'l4'")
+    assert unobserved[0] == pytest.approx(15.0)

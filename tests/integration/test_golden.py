@@ -213,18 +213,47 @@ def test_cli_simulate_then_report_json(tmp_path: Path) -> None:
     assert json.loads(future.stdout) == []
 
 
+async def _run_keeping_relists(text: str, workdir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """Like ``simulate --by pod``, but also returns how often the aggregator's watch relisted each kind."""
+    import sqlite3
+
+    from exporter.clock import VirtualClock
+    from exporter.pipeline import Pipeline
+
+    scenario = parse_scenario(text, "relist.yaml")
+    pipe = Pipeline(scenario, workdir, VirtualClock(1_800_000_000.0), ledger=workdir / "ledger.db")
+    await pipe.start(serve_aggregator=False)
+    try:
+        for k in range(int(scenario.duration // scenario.tick) + 1):
+            await pipe.step(k * scenario.tick)
+        assert pipe.aggregator is not None and pipe.aggregator.watcher is not None
+        relists = dict(pipe.aggregator.watcher.relists)
+    finally:
+        await pipe.close()
+    conn = sqlite3.connect(workdir / "ledger.db")
+    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "pod", None, None)
+    conn.close()
+    return {r["pod"]: r for r in rows}, relists
+
+
 async def test_forced_410_mid_run_loses_no_pod(tmp_path: Path) -> None:
-    """The API server compacts its history at 10m and 31m (watches resuming get 410 Gone and relist);
-    pod b starts at 30m inside that window. Workloads and totals match the run without compaction."""
-    plain = await simulate(WHOLE, tmp_path / "plain", by="pod")
-    expired = await simulate(WHOLE + """
+    """The API server compacts its history at 10m and 31m: the pods watch resuming gets 410 Gone and must
+    relist (asserted: a relist of *pods* happened); pod b starts at 30m inside that window. Per pod, the
+    allocated GPU-hours, workload and cost equal the run without compaction: a 1 h, b 0.5 h."""
+    plain, plain_relists = await _run_keeping_relists(WHOLE, tmp_path / "plain")
+    expired, relists = await _run_keeping_relists(WHOLE + """
 events:
   - {type: watch_expire, at: 10m}
   - {type: watch_expire, at: 31m}
-""", tmp_path / "expired", by="pod")
+""", tmp_path / "expired")
+    assert plain_relists["pods"] == 0 and relists["pods"] >= 1
     assert set(plain) == set(expired) == {"a", "b", "__unallocated__"}
+    close(expired["a"]["allocated_gpu_hours"], 1.0)
+    close(expired["b"]["allocated_gpu_hours"], 0.5, ticks=1)  # the start at 30m, at tick resolution
     for pod in plain:
+        assert expired[pod]["allocated_gpu_hours"] == pytest.approx(plain[pod]["allocated_gpu_hours"], abs=1e-9)
         assert expired[pod]["cost"] == pytest.approx(plain[pod]["cost"], abs=1e-9)
+        assert expired[pod].get("workload") == plain[pod].get("workload")
 
 
 async def test_pod_deletion_closes_books_through_the_watch(tmp_path: Path) -> None:
@@ -282,3 +311,42 @@ async def test_counters_restored_from_ledger_never_go_backwards(tmp_path: Path) 
             assert after[key].values() == pytest.approx(values.values())
     finally:
         await pipe.close()
+
+
+async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
+    """The built-in scenario (2 h, 15 s ticks; every pod boundary falls on a tick), by hand:
+    * ai-training: train-llm 4 GPUs x 2 h = 8, finetune 2 x 1 h (15m-75m) = 2, notebook 1 x 2 h = 2 -> 12 GPU-h,
+      at 4.00 -> 48.00.
+    * ai-inference: 2 x 3g.40gb (3/7) x 2 h = 12/7, 3 x 1g.10gb (1/7) x 2 h = 6/7, batch-infer 1 x 1 h
+      -> 12/7 + 6/7 + 1 = 25/7 = 3.5714 GPU-h.
+    * ai-dev (time-sliced L4, 4 replicas): bob + carol 1/4 each x 2 h = 1, dan 2/4 x 80 min = 2/3
+      -> 5/3 = 1.6667 GPU-h; DCGM down 10 min while all 4 replicas are held -> (1/4 + 1/4 + 2/4) x 1/6 h
+      = 1/6 = 0.1667 GPU-h unmeasured.
+    * unallocated: H100 16 - 12 = 4, A100 8 - 25/7 = 31/7, L4 8 - 5/3 = 19/3 -> 4 + 31/7 + 19/3 = 310/21
+      = 14.7619 GPU-h; cost 4 x 4.00 + 31/7 x 2.50 + 19/3 x 0.80 x 0.5 (dev pool) = 16 + 11.0714 + 2.5333
+      = 29.6048.
+    """
+    import sqlite3
+
+    from exporter.cli import DEFAULT_SCENARIO
+
+    ledger = tmp_path / "ledger.db"
+    await run_simulation(parse_scenario(DEFAULT_SCENARIO.read_text(), str(DEFAULT_SCENARIO)), ledger, tmp_path / "w")
+
+    conn = sqlite3.connect(ledger)
+    rows = {r["namespace"]: r for r in build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace",
+                                                     None, None)}
+    conn.close()
+    pinned = 5e-5  # the figures are quoted to four decimals
+    assert abs(rows["ai-training"]["allocated_gpu_hours"] - 12.0) < pinned
+    assert abs(rows["ai-training"]["cost"] - 48.0) < pinned
+    assert abs(rows["ai-inference"]["allocated_gpu_hours"] - 25 / 7) < pinned
+    assert round(25 / 7, 4) == 3.5714
+    assert abs(rows["ai-dev"]["allocated_gpu_hours"] - 5 / 3) < pinned
+    assert abs(rows["ai-dev"]["unmeasured_gpu_hours"] - 1 / 6) < pinned
+    unallocated = rows["__unallocated__"]
+    assert abs(unallocated["idle_gpu_hours"] - 310 / 21) < pinned
+    assert round(310 / 21, 4) == 14.7619
+    assert abs(unallocated["cost"] - (16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5)) < pinned
+    assert round(16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5, 4) == 29.6048
+    assert "__unobserved__" not in rows  # every agent was up the whole run
