@@ -85,7 +85,7 @@ class Pipeline:
                     state_path(self.peers.nodes[h.node].state_dir).unlink()
             await self.start_agent(h.node)
         elif h.type == "aggregator_restart" and self.aggregator is not None:
-            serve = self.aggregator._runner is not None
+            serve = self.aggregator.serving
             await self.aggregator.close()
             self.aggregator = None
             await self.start_aggregator(serve)

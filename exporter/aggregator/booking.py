@@ -132,9 +132,9 @@ class Books:
         for g in gone or []:
             self._close_node(out, g, kube=kube, pricing=pricing)
         w = out.write
-        for uid, (ns, count) in kube.new_quota_rejections.items():
-            w.quota_events.append(QuotaEvent(uid, ns, kube.quota_event_counts.get(uid, (ns, count))[1],
-                                             kube.quota_event_seen.get(uid, 0.0)))
+        for uid, new in kube.new_quota_rejections.items():
+            seen = kube.quota_event_counts.get(uid, new)
+            w.quota_events.append(QuotaEvent(uid, seen.namespace, seen.fired, kube.quota_event_seen.get(uid, 0.0)))
         return out
 
     def _close_node(self, out: Prepared, gone: NodeGone, *, kube: KubeState, pricing: Pricing) -> None:

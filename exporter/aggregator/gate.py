@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from exporter.clients.agents import PullResult
 from exporter.logs import get_logger
@@ -24,11 +25,16 @@ REASONS = ("invalid", "unknown_node", "node_mismatch", "url_mismatch", "duplicat
 MAX_LOGGED = 10_000
 
 
+class FromUrl(NamedTuple):
+    url: str
+    snapshot: UsageSnapshot
+
+
 @dataclass(slots=True)
 class Admitted:
     """The snapshots to book this tick, keyed by node, and the pins they would create."""
 
-    snapshots: dict[str, tuple[str, UsageSnapshot]] = field(default_factory=dict)  # node -> (url, snapshot)
+    snapshots: dict[str, FromUrl] = field(default_factory=dict)
     new_pins: dict[str, str] = field(default_factory=dict)  # node -> url
     refused_urls: set[str] = field(default_factory=set)
 
@@ -63,7 +69,7 @@ class SnapshotGate:
                 self.refuse(url=r.url, node=node, reason=reason)
                 out.refused_urls.add(r.url)
                 continue
-            out.snapshots[node] = (r.url, r.snapshot)
+            out.snapshots[node] = FromUrl(r.url, r.snapshot)
             if expected is None and node not in self.pins:
                 out.new_pins[node] = r.url
         return out

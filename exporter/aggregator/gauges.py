@@ -105,8 +105,9 @@ def held_now(latest: Mapping[str, UsageSnapshot], *, kube: KubeState, pricing: P
             since = now
         else:
             since = idle_since.get(key, now)
-        info = kube.pod(*key)
-        gauges[key] = PodGauge(info.workload if info else key[1], a.gpus, a.model, util, max(0.0, now - since),
+        ns, pod = key
+        info = kube.pod(ns, pod)
+        gauges[key] = PodGauge(info.workload if info else pod, a.gpus, a.model, util, max(0.0, now - since),
                                a.hourly)
     for key in list(idle_since):
         if key not in gauges:
@@ -128,10 +129,15 @@ def fold_overflow(pods: dict[tuple[str, str], PodGauge], limit: int) -> tuple[
         if len(items) <= limit:
             out.update({(ns, pod): g for pod, g in items})
             continue
-        items.sort(key=lambda item: -item[1].hourly_cost)
+        items.sort(key=_most_expensive_first)
         out.update({(ns, pod): g for pod, g in items[: limit - 1]})
         rest = [g for _pod, g in items[limit - 1:]]
         folded[ns] = len(rest)
         out[(ns, OVERFLOW)] = PodGauge(OVERFLOW, sum(g.gpus for g in rest), "mixed", None,
                                        max(g.idle_seconds for g in rest), sum(g.hourly_cost for g in rest))
     return out, folded
+
+
+def _most_expensive_first(item: tuple[str, PodGauge]) -> float:
+    _pod, gauge = item
+    return -gauge.hourly_cost

@@ -11,13 +11,21 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-GPU_RESOURCE_RE = re.compile(r"^(nvidia\.com/(gpu|gpu\.shared|mig-.+)|amd\.com/gpu|gpu\.intel\.com/.+)$")
-QUOTA_KEYS = ("requests.nvidia.com/gpu", "limits.nvidia.com/gpu", "requests.nvidia.com/gpu.shared",
-              "nvidia.com/gpu")
-PENDING_REASONS = ("insufficient_gpu", "node_affinity", "taint", "quota", "other")
+from exporter.aggregator.kube_objects import (
+    GPU_RESOURCE_RE,
+    PENDING_REASONS,
+    QUOTA_KEYS,
+    classify_pending,
+    parse_quantity,
+    parse_timestamp,
+    workload_of,
+)
+from exporter.model.books import EventCount
+
+__all__ = ["PENDING_REASONS", "DeletedNode", "KubeState", "PodInfo", "classify_pending", "parse_timestamp"]
+
 TOMBSTONES = 50_000
 
 
@@ -48,59 +56,6 @@ class PodInfo:
     created: str
 
 
-def parse_quantity(text: Any) -> float:
-    """Kubernetes quantity -> number (only the forms GPU counts take: integers, m, k/Ki)."""
-    s = str(text).strip()
-    try:
-        if s.endswith("m"):
-            return float(s[:-1]) / 1000.0
-        for suffix, mult in (("Ki", 1024.0), ("k", 1000.0), ("Mi", 1048576.0), ("M", 1e6)):
-            if s.endswith(suffix):
-                return float(s[: -len(suffix)]) * mult
-        return float(s)
-    except ValueError:
-        return 0.0
-
-
-def parse_timestamp(text: str) -> float | None:
-    """An RFC3339 timestamp from the API (``2026-11-30T12:00:00Z``) as epoch seconds; None if unreadable."""
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def workload_of(meta: dict[str, Any]) -> tuple[str, str]:
-    """The top owner: a Deployment through its ReplicaSet (by pod-template-hash), a Job, a StatefulSet..."""
-    refs = meta.get("ownerReferences") or []
-    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
-    if ref is None:
-        return ("Pod", meta.get("name", ""))
-    kind, name = ref.get("kind", ""), ref.get("name", "")
-    labels = meta.get("labels") or {}
-    template_hash = labels.get("pod-template-hash")
-    if kind == "ReplicaSet" and template_hash and name.endswith(f"-{template_hash}"):
-        return ("Deployment", name[: -len(template_hash) - 1])
-    if kind == "Job" and re.search(r"-\d{8,}$", name):  # a CronJob's Job: <cronjob>-<scheduled minute>
-        return ("CronJob", name.rsplit("-", 1)[0])
-    return (kind, name)
-
-
-def classify_pending(message: str) -> list[str]:
-    """Reasons a pod is pending, from the scheduler's message; several reasons count under each."""
-    m = message.lower()
-    reasons = []
-    if re.search(r"insufficient (nvidia\.com|amd\.com|gpu\.intel\.com)/", m):
-        reasons.append("insufficient_gpu")
-    if "node affinity" in m or "node selector" in m or "didn't match pod's node" in m:
-        reasons.append("node_affinity")
-    if "taint" in m:
-        reasons.append("taint")
-    if "exceeded quota" in m or "quota" in m:
-        reasons.append("quota")
-    return reasons or ["other"]
-
-
 @dataclass(slots=True)
 class KubeState:
     """Caches fed by the watcher; ``on_pod_deleted`` fires at once for GPU pods that go away."""
@@ -116,11 +71,11 @@ class KubeState:
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     quotas: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # (ns, name) -> hard, used
     scheduling_messages: dict[tuple[str, str], str] = field(default_factory=dict)
-    quota_event_counts: dict[str, tuple[str, int]] = field(default_factory=dict)  # uid -> (ns, count)
+    quota_event_counts: dict[str, EventCount] = field(default_factory=dict)  # uid -> (ns, count)
     quota_event_seen: dict[str, float] = field(default_factory=dict)  # uid -> when its count last grew
     quota_rejection_base: dict[str, int] = field(default_factory=dict)  # ns -> counts of events pruned
     deleted_nodes: list[DeletedNode] = field(default_factory=list)  # taken by the next tick
-    new_quota_rejections: dict[str, tuple[str, int]] = field(default_factory=dict)
+    new_quota_rejections: dict[str, EventCount] = field(default_factory=dict)
     recent_rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (time, namespace, message)
     volcano_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # queue -> (capability, allocated)
     kueue_cluster_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # cq -> (nominal, usage)
@@ -155,7 +110,7 @@ class KubeState:
         """Fold quota events not seen since ``before`` into per-namespace totals (mirrors the ledger's
         compaction, so the rejections counter keeps its value while the event table stays bounded)."""
         for uid in [u for u, seen in self.quota_event_seen.items() if seen < before]:
-            ns, count = self.quota_event_counts.pop(uid, ("", 0))
+            ns, count = self.quota_event_counts.pop(uid, EventCount("", 0))
             self.quota_event_seen.pop(uid, None)
             if count and uid not in self.new_quota_rejections:
                 self.quota_rejection_base[ns] = self.quota_rejection_base.get(ns, 0) + count
@@ -375,12 +330,12 @@ class KubeState:
                 r"nvidia\.com/|amd\.com/gpu|gpu\.intel\.com/", message):
             uid = meta.get("uid") or f"{ns}/{meta.get('name')}"
             count = int(obj.get("count") or (obj.get("series") or {}).get("count") or 1)
-            seen = self.quota_event_counts.get(uid, (ns, 0))[1]
+            seen = self.quota_event_counts.get(uid, EventCount(ns, 0)).fired
             if count > seen:
                 self.recent_rejections.append((obj.get("lastTimestamp") or meta.get("creationTimestamp") or "", ns,
                                                message[:300]))
                 del self.recent_rejections[:-50]
-                self.quota_event_counts[uid] = (ns, count)
+                self.quota_event_counts[uid] = EventCount(ns, count)
                 self.quota_event_seen[uid] = self.now()
-                prev_new = self.new_quota_rejections.get(uid, (ns, 0))[1]
-                self.new_quota_rejections[uid] = (ns, prev_new + count - seen)
+                prev_new = self.new_quota_rejections.get(uid, EventCount(ns, 0)).fired
+                self.new_quota_rejections[uid] = EventCount(ns, prev_new + count - seen)

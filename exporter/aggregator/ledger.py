@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from exporter.aggregator.report import build_report
 from exporter.model.books import (
     AgentMark,
     BreakdownKey,
@@ -23,6 +24,7 @@ from exporter.model.books import (
     CapacityKey,
     CapacityTotalKey,
     CounterMark,
+    EventCount,
     NamespaceKey,
     NamespaceTotals,
     UsageAmounts,
@@ -172,7 +174,7 @@ class LedgerState:
     totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
     unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
     unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    quota_events: dict[str, tuple[str, int]] = field(default_factory=dict)  # uid -> (namespace, count)
+    quota_events: dict[str, EventCount] = field(default_factory=dict)  # uid -> (namespace, count)
     quota_rejection_base: dict[str, int] = field(default_factory=dict)  # namespace -> count of pruned events
     breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
     agent_urls: dict[str, str] = field(default_factory=dict)
@@ -206,8 +208,8 @@ class Ledger:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA busy_timeout=5000")
             conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else 0
+            found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(next(iter(found))) if found else 0
             if version > SCHEMA_VERSION:
                 raise LedgerError(f"{self.path}: schema version {version} is newer than this build ({SCHEMA_VERSION})")
             for v in range(version + 1, SCHEMA_VERSION + 1):
@@ -235,20 +237,26 @@ class Ledger:
     def load_state_sync(self) -> LedgerState:
         db = self._db()
         st = LedgerState()
-        st.agents = {r[0]: AgentMark(r[1], float(r[2]), int(r[3]))
-                     for r in db.execute("SELECT node, epoch, booked_ts, seq FROM agents")}
-        for node, key, *vals in db.execute(
-                f"SELECT node, key, {', '.join(CounterMark.columns())} FROM hwm"):
-            st.hwm.setdefault(node, {})[key] = CounterMark(*(float(v) for v in vals))
+
+        def rows(sql: str) -> list[sqlite3.Row]:
+            cur = db.cursor()
+            cur.row_factory = sqlite3.Row  # columns by name
+            return list(cur.execute(sql))
+
+        st.agents = {r["node"]: AgentMark(r["epoch"], float(r["booked_ts"]), int(r["seq"]))
+                     for r in rows("SELECT node, epoch, booked_ts, seq FROM agents")}
+        for r in rows(f"SELECT node, key, {', '.join(CounterMark.columns())} FROM hwm"):
+            st.hwm.setdefault(r["node"], {})[r["key"]] = CounterMark(
+                **{c: float(r[c]) for c in CounterMark.columns()})
         st.totals = _load(db, "totals", NamespaceKey, NamespaceTotals)
         st.unallocated_totals = _load(db, "unallocated_totals", CapacityTotalKey, CapacityAmounts)
         st.unobserved_totals = _load(db, "unobserved_totals", CapacityTotalKey, CapacityAmounts)
         st.breakdown = _load(db, "breakdown_totals", BreakdownKey, BreakdownTotals)
-        st.quota_events = {r[0]: (r[1], int(r[2]))
-                           for r in db.execute("SELECT uid, namespace, count FROM quota_events")}
-        st.quota_rejection_base = {r[0]: int(r[1]) for r in db.execute(
-            "SELECT namespace, count FROM quota_rejection_totals")}
-        st.agent_urls = {r[0]: r[1] for r in db.execute("SELECT node, url FROM agent_urls")}
+        st.quota_events = {r["uid"]: EventCount(r["namespace"], int(r["count"]))
+                           for r in rows("SELECT uid, namespace, count FROM quota_events")}
+        st.quota_rejection_base = {r["namespace"]: int(r["count"])
+                                   for r in rows("SELECT namespace, count FROM quota_rejection_totals")}
+        st.agent_urls = {r["node"]: r["url"] for r in rows("SELECT node, url FROM agent_urls")}
         return st
 
     async def load_state(self) -> LedgerState:
@@ -325,8 +333,6 @@ class Ledger:
         return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before))
 
     async def run_report(self, by: str, since: float | None, until: float | None) -> list[dict[str, Any]]:
-        from exporter.aggregator.report import build_report
-
         return await self._run(build_report, self.query_sync, by, since, until)
 
     def query_sync(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 from exporter.aggregator.booking import Books
 from exporter.aggregator.gauges import Gauges
 from exporter.aggregator.kubestate import PENDING_REASONS, KubeState, parse_timestamp
-from exporter.model.books import CapacityAmounts, CapacityTotalKey
+from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.pricing import Pricing
 
 Family = GaugeMetricFamily | CounterMetricFamily
@@ -71,18 +71,15 @@ def namespace_counters(books: Books) -> Iterator[Family]:
     cost = CounterMetricFamily("gpucost_cost_total", "money for allocated GPU time", labels=["namespace", "currency"])
     idle_cost = CounterMetricFamily("gpucost_idle_cost_total", "money for allocated but idle GPU time",
                                     labels=["namespace", "currency"])
-    seconds: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    seconds: dict[str, NamespaceTotals] = {}  # summed over currencies
     for key, t in sorted(books.totals.items()):
-        acc = seconds[key.namespace]
-        acc[0] += t.allocated_s
-        acc[1] += t.used_s
-        acc[2] += t.unmeasured_s
+        seconds[key.namespace] = seconds[key.namespace] + t if key.namespace in seconds else t
         cost.add_metric([key.namespace, key.currency], t.cost)
         idle_cost.add_metric([key.namespace, key.currency], t.idle_cost)
-    for ns, (a, u, un) in sorted(seconds.items()):
-        alloc.add_metric([ns], a)
-        used.add_metric([ns], u)
-        unmeasured.add_metric([ns], un)
+    for ns, total in sorted(seconds.items()):
+        alloc.add_metric([ns], total.allocated_s)
+        used.add_metric([ns], total.used_s)
+        unmeasured.add_metric([ns], total.unmeasured_s)
     yield from (alloc, used, unmeasured, cost, idle_cost)
 
 

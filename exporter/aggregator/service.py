@@ -157,6 +157,11 @@ class Aggregator:
             team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series)
 
     @property
+    def serving(self) -> bool:
+        """Whether this aggregator serves HTTP (a restart in a simulation keeps it so)."""
+        return self._runner is not None
+
+    @property
     def kube_up(self) -> bool:
         return self.watcher is not None and self.watcher.up
 
@@ -213,7 +218,7 @@ class Aggregator:
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
             prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone)
             for node, reason in prepared.rejected.items():
-                self.gate.refuse(url=admitted.snapshots[node][0], node=node, reason=reason)
+                self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
             prepared.write.agent_urls.update(
                 {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
             if not prepared.write.empty():
@@ -274,7 +279,8 @@ class Aggregator:
             self.gate.unpin(node)
             log.info("node_books_closed", node=node)
         for e in prepared.write.quota_events:
-            if self.kube.quota_event_counts.get(e.uid, ("", 0))[1] == e.count:
+            seen = self.kube.quota_event_counts.get(e.uid)
+            if seen is not None and seen.fired == e.count:
                 self.kube.new_quota_rejections.pop(e.uid, None)
         if prepared.resets:
             log.info("agent_epoch_reset", count=prepared.resets)

@@ -5,6 +5,7 @@ pod and namespace names are user input."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,14 @@ def _bar(value: float, limit: float, width: int = 120) -> str:
     return (f'<svg class="bar" width="{width}" height="10" role="img" aria-label="{frac:.0%}">'
             f'<rect width="{width}" height="10" fill="#e3e7ef"/><rect width="{frac * width:.1f}" height="10" '
             f'fill="{color}"/></svg>')
+
+
+@dataclass(slots=True)
+class PoolHeld:
+    """A pool's physical GPUs and how much of them is held now."""
+
+    gpus: float = 0.0
+    held: float = 0.0
 
 
 def _money(v: float, currency: str) -> str:
@@ -74,13 +83,13 @@ async def render_status(agg: Aggregator) -> str:
             f"<td>{_money(m.get('cost', 0.0), currency)}</td><td>{_money(m.get('idle_cost', 0.0), currency)}</td>"
             f"<td>{'<br>'.join(pending.get(ns, [])) or '<span class=muted>none</span>'}</td></tr>")
 
-    pools: dict[str, list[float]] = {}
+    pools: dict[str, PoolHeld] = {}
     for node, snap in agg.latest.items():
-        acc = pools.setdefault(kube.pool_of(node) or "(no pool)", [0.0, 0.0])
-        acc[0] += len(snap.capacity)
-        acc[1] += sum(c.held_fraction for c in snap.capacity)
-    pool_rows = [f"<tr><td>{escape(p)}</td><td>{cap:g}</td><td>{held:.2f} {_bar(held, cap)}</td>"
-                 f"<td>{max(0.0, cap - held):.2f}</td></tr>" for p, (cap, held) in sorted(pools.items())]
+        acc = pools.setdefault(kube.pool_of(node) or "(no pool)", PoolHeld())
+        acc.gpus += len(snap.capacity)
+        acc.held += sum(c.held_fraction for c in snap.capacity)
+    pool_rows = [f"<tr><td>{escape(p)}</td><td>{ph.gpus:g}</td><td>{ph.held:.2f} {_bar(ph.held, ph.gpus)}</td>"
+                 f"<td>{max(0.0, ph.gpus - ph.held):.2f}</td></tr>" for p, ph in sorted(pools.items())]
 
     # Who holds the GPUs: by pool x namespace, and by priority class.
     by_pool_ns: dict[tuple[str, str], float] = {}
@@ -96,10 +105,11 @@ async def render_status(agg: Aggregator) -> str:
             by_priority[prio] = by_priority.get(prio, 0.0) + h.fraction
     serve_rows = [f"<tr><td>{escape(p)}</td><td>{escape(ns)}</td><td>{g:.2f}</td></tr>"
                   for (p, ns), g in sorted(by_pool_ns.items())]
-    prio_rows = [f"<tr><td>{escape(p)}</td><td>{g:.2f}</td></tr>" for p, g in sorted(by_priority.items(),
-                                                                                   key=lambda kv: -kv[1])]
+    prio_rows = [f"<tr><td>{escape(p)}</td><td>{by_priority[p]:.2f}</td></tr>"
+                 for p in sorted(by_priority, key=lambda p: -by_priority[p])]
 
-    idle = sorted(((k, p) for k, p in g.pods.items() if p.idle_seconds > 0), key=lambda kp: -kp[1].hourly_cost)[:20]
+    idle_keys = sorted((k for k, p in g.pods.items() if p.idle_seconds > 0), key=lambda k: -g.pods[k].hourly_cost)
+    idle = [(k, g.pods[k]) for k in idle_keys[:20]]
     idle_rows = [f"<tr><td>{escape(ns)}/{escape(pod)}</td><td>{escape(p.workload)}</td><td>{p.gpus:.2f} &times; "
                  f"{escape(p.gpu_model)}</td><td>{p.idle_seconds / 60:.0f} min</td>"
                  f"<td class=warn>{_money(p.hourly_cost, currency)}/h</td></tr>" for (ns, pod), p in idle]

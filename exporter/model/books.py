@@ -167,3 +167,10 @@ class AgentMark(NamedTuple):
     epoch: str
     booked_ts: float
     seq: int
+
+
+class EventCount(NamedTuple):
+    """How many times a quota-rejection Event (by uid) has fired, and in which namespace."""
+
+    namespace: str
+    fired: int
