@@ -202,7 +202,7 @@ def test_rendered_rules_and_alertmanager_config_are_the_project_ones(tmp_path: P
     _out, docs = _render(HELM_VARIANTS["everything-on"])
     rule = next(d for d in docs if d["kind"] == "PrometheusRule")
     assert rule["spec"] == yaml.safe_load((REPO / "alerts" / "gpu-cost-exporter.rules.yaml").read_text())
-    secret = next(d for d in docs if d["kind"] == "Secret")
+    secret = next(d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"].endswith("-alertmanager"))
     for name, text in secret["stringData"].items():
         (tmp_path / name).write_text(text)
     amtool = shutil.which("amtool")
