@@ -140,6 +140,15 @@ HELM_VARIANTS: dict[str, dict[str, Any]] = {
                       "agent": {"watchPods": True, "nvml": {"enabled": True}, "dcgm": {"mode": "url",
                                                                                       "url": "http://dcgm:9400/metrics"}}},
     "ha-no-persistence": {"aggregator": {"replicas": 3}},
+    "agent-tls-cert-manager": {"agent": {"tls": {"enabled": True, "certManager": {
+        "enabled": True, "issuerRef": {"name": "internal-ca", "kind": "ClusterIssuer"}}}},
+        "monitoring": {"serviceMonitor": {"enabled": True}},
+        "networkPolicy": {"aggregator": {"extraFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+                                         "egress": [{"to": [{"namespaceSelector": {}}]}]}}},
+    "auth-off-no-netpol": {"agentAuth": {"enabled": False}, "networkPolicy": {"enabled": False},
+                           "agent": {"watchPods": False}},
+    "existing-token-and-tls-secrets": {"agentAuth": {"existingSecret": "agent-token"},
+                                       "agent": {"tls": {"enabled": True, "secretName": "agent-certs"}}},
     "ephemeral": {"aggregator": {"persistence": {"enabled": False}}},
 }
 
@@ -175,7 +184,7 @@ def test_helm_template_renders_valid_kubernetes_objects(variant: str) -> None:
         try:
             kubernetes_validate.validate(doc, "1.33", strict=True)
         except kubernetes_validate.SchemaNotFoundError:
-            assert doc["kind"] in {"ServiceMonitor", "PrometheusRule", "ScaledObject"}, doc["kind"]
+            assert doc["kind"] in {"ServiceMonitor", "PrometheusRule", "ScaledObject", "Certificate"}, doc["kind"]
     assert {"DaemonSet", "ClusterRole", "Service", "ConfigMap"} <= kinds
     notes = next(text for path, text in out.items() if path.endswith("NOTES.txt"))
     if variant == "ha-no-persistence":
@@ -185,7 +194,7 @@ def test_helm_template_renders_valid_kubernetes_objects(variant: str) -> None:
         assert env["GPUCOST_LEADER_ELECTION"] == "true" and sts["spec"]["volumeClaimTemplates"]
     else:
         assert "Deployment" in kinds and "StatefulSet" not in kinds
-    assert ("WARNING" in notes) == (variant == "ephemeral")
+    assert ("WARNING" in notes) == (variant in {"ephemeral", "auth-off-no-netpol"})
     for doc in docs:
         if doc["kind"] in ("DaemonSet", "Deployment", "StatefulSet"):
             for ctr in doc["spec"]["template"]["spec"]["containers"]:
