@@ -111,9 +111,9 @@ def test_secure_by_default() -> None:
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
     # cluster reads; the Lease only for HA; the agent's own-node pod reads only with agent.watchPods
-    assert verbs == ["get, list, watch", "get, create, update", "get, list, watch"]
-    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "leases",
-                                                          "pods"]
+    assert verbs == ["get, list, watch"] * 3 + ["get, create, update", "get, list, watch"]
+    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "queues",
+                                                          "clusterqueues, localqueues", "leases", "pods"]
     assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()
     assert "api_url_file" in am and "https://hooks" not in am

@@ -102,6 +102,18 @@ def test_agent_pod_watch_is_on_by_default_with_read_only_pod_rbac() -> None:
     assert f"{FULL}-agent" not in {r["metadata"]["name"] for r in off.of_kind("ClusterRole")}
 
 
+def test_aggregator_may_read_every_kind_it_watches() -> None:
+    """The aggregator's ClusterRole covers each kind its watcher lists: the five core kinds and the GPU
+    queue kinds (a refused watch never syncs, and an unsynced aggregator never reports ready)."""
+    from exporter.clients.kube import CORE_KINDS, QUEUE_KINDS
+
+    role = render({}).named("ClusterRole", f"{FULL}-aggregator")
+    granted = {(group, resource) for rule in role["rules"] if {"get", "list", "watch"} <= set(rule["verbs"])
+               for group in rule["apiGroups"] for resource in rule["resources"]}
+    watched = {(spec.group or "", spec.kind) for spec in CORE_KINDS + QUEUE_KINDS}
+    assert watched == granted
+
+
 def test_no_role_reads_secrets_or_writes_outside_the_lease() -> None:
     """Every rule is get/list/watch, except get/create/update on Leases for HA; nothing grants Secrets
     (Helm's lookup runs with the installer's credentials, not the daemons')."""
