@@ -111,9 +111,9 @@ def test_secure_by_default() -> None:
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
     # cluster reads; the Lease only for HA; the agent's own-node pod reads only with agent.watchPods
-    assert verbs == ["get, list, watch", "get, create, update", "get, list, watch"]
-    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "leases",
-                                                          "pods"]
+    assert verbs == ["get, list, watch"] * 3 + ["get, create, update", "get, list, watch"]
+    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "queues",
+                                                          "clusterqueues, localqueues", "leases", "pods"]
     assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()
     assert "api_url_file" in am and "https://hooks" not in am
@@ -140,6 +140,15 @@ HELM_VARIANTS: dict[str, dict[str, Any]] = {
                       "agent": {"watchPods": True, "nvml": {"enabled": True}, "dcgm": {"mode": "url",
                                                                                       "url": "http://dcgm:9400/metrics"}}},
     "ha-no-persistence": {"aggregator": {"replicas": 3}},
+    "agent-tls-cert-manager": {"agent": {"tls": {"enabled": True, "certManager": {
+        "enabled": True, "issuerRef": {"name": "internal-ca", "kind": "ClusterIssuer"}}}},
+        "monitoring": {"serviceMonitor": {"enabled": True}},
+        "networkPolicy": {"aggregator": {"extraFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+                                         "egress": [{"to": [{"namespaceSelector": {}}]}]}}},
+    "auth-off-no-netpol": {"agentAuth": {"enabled": False}, "networkPolicy": {"enabled": False},
+                           "agent": {"watchPods": False}},
+    "existing-token-and-tls-secrets": {"agentAuth": {"existingSecret": "agent-token"},
+                                       "agent": {"tls": {"enabled": True, "secretName": "agent-certs"}}},
     "ephemeral": {"aggregator": {"persistence": {"enabled": False}}},
 }
 
@@ -175,7 +184,7 @@ def test_helm_template_renders_valid_kubernetes_objects(variant: str) -> None:
         try:
             kubernetes_validate.validate(doc, "1.33", strict=True)
         except kubernetes_validate.SchemaNotFoundError:
-            assert doc["kind"] in {"ServiceMonitor", "PrometheusRule", "ScaledObject"}, doc["kind"]
+            assert doc["kind"] in {"ServiceMonitor", "PrometheusRule", "ScaledObject", "Certificate"}, doc["kind"]
     assert {"DaemonSet", "ClusterRole", "Service", "ConfigMap"} <= kinds
     notes = next(text for path, text in out.items() if path.endswith("NOTES.txt"))
     if variant == "ha-no-persistence":
@@ -185,7 +194,7 @@ def test_helm_template_renders_valid_kubernetes_objects(variant: str) -> None:
         assert env["GPUCOST_LEADER_ELECTION"] == "true" and sts["spec"]["volumeClaimTemplates"]
     else:
         assert "Deployment" in kinds and "StatefulSet" not in kinds
-    assert ("WARNING" in notes) == (variant == "ephemeral")
+    assert ("WARNING" in notes) == (variant in {"ephemeral", "auth-off-no-netpol"})
     for doc in docs:
         if doc["kind"] in ("DaemonSet", "Deployment", "StatefulSet"):
             for ctr in doc["spec"]["template"]["spec"]["containers"]:
@@ -202,7 +211,7 @@ def test_rendered_rules_and_alertmanager_config_are_the_project_ones(tmp_path: P
     _out, docs = _render(HELM_VARIANTS["everything-on"])
     rule = next(d for d in docs if d["kind"] == "PrometheusRule")
     assert rule["spec"] == yaml.safe_load((REPO / "alerts" / "gpu-cost-exporter.rules.yaml").read_text())
-    secret = next(d for d in docs if d["kind"] == "Secret")
+    secret = next(d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"].endswith("-alertmanager"))
     for name, text in secret["stringData"].items():
         (tmp_path / name).write_text(text)
     amtool = shutil.which("amtool")

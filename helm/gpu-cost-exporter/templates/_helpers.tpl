@@ -29,6 +29,52 @@ app.kubernetes.io/name: {{ include "gce.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The agent pods' labels: the DaemonSet selector, its Service, the NetworkPolicy and the aggregator's
+     discovery selector (GPUCOST_AGENT_SELECTOR) all come from here, so they cannot drift apart. */}}
+{{- define "gce.agentSelector" -}}
+{{ include "gce.selector" . }}
+app.kubernetes.io/component: agent
+{{- end -}}
+
+{{- define "gce.aggregatorSelector" -}}
+{{ include "gce.selector" . }}
+app.kubernetes.io/component: aggregator
+{{- end -}}
+
+{{/* GPUCOST_AGENT_SELECTOR: the same labels as "k=v,k=v", sorted. */}}
+{{- define "gce.agentSelectorString" -}}
+{{- $labels := include "gce.agentSelector" . | fromYaml -}}
+{{- $terms := list -}}
+{{- range $k := keys $labels | sortAlpha -}}
+{{- $terms = append $terms (printf "%s=%s" $k (index $labels $k)) -}}
+{{- end -}}
+{{- join "," $terms -}}
+{{- end -}}
+
+{{/* Agent bearer token: the chart's Secret or agentAuth.existingSecret; mounted here in both daemons. */}}
+{{- define "gce.agentTokenSecret" -}}
+{{- default (printf "%s-agent-token" (include "gce.fullname" .)) .Values.agentAuth.existingSecret -}}
+{{- end -}}
+
+{{- define "gce.agentTokenDir" -}}/var/run/gpu-cost-exporter/agent-token{{- end -}}
+
+{{/* Agent TLS: an existing Secret, or the one the cert-manager Certificate writes. */}}
+{{- define "gce.agentTlsSecret" -}}
+{{- if .Values.agent.tls.secretName -}}
+{{- .Values.agent.tls.secretName -}}
+{{- else if .Values.agent.tls.certManager.enabled -}}
+{{- printf "%s-agent-tls" (include "gce.fullname" .) -}}
+{{- else -}}
+{{- fail "agent.tls.enabled needs agent.tls.secretName or agent.tls.certManager.enabled" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gce.agentTlsServerName" -}}
+{{- default (printf "%s-agent.%s.svc" (include "gce.fullname" .) .Release.Namespace) .Values.agent.tls.serverName -}}
+{{- end -}}
+
+{{- define "gce.agentTlsDir" -}}/var/run/gpu-cost-exporter/agent-tls{{- end -}}
+
 {{- define "gce.image" -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end -}}
@@ -44,8 +90,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   template:
     metadata:
       labels:
-        {{- include "gce.selector" .root | nindent 8 }}
-        app.kubernetes.io/component: aggregator
+        {{- include "gce.aggregatorSelector" .root | nindent 8 }}
       annotations:
         checksum/pricing: {{ toYaml .root.Values.pricing | sha256sum }}
         {{- if .root.Values.monitoring.scrapeAnnotations }}
@@ -86,12 +131,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
               value: {{ .root.Values.aggregator.poolLabel | quote }}
             - name: GPUCOST_IDLE_THRESHOLD
               value: {{ .root.Values.aggregator.idleThreshold | quote }}
+            # Discover agents only among this release's agent pods, in this namespace.
             - name: GPUCOST_AGENT_SELECTOR
-              value: "app.kubernetes.io/name={{ include "gce.name" .root }},app.kubernetes.io/instance={{ .root.Release.Name }},app.kubernetes.io/component=agent"
+              value: {{ include "gce.agentSelectorString" .root | quote }}
             - name: GPUCOST_AGENT_NAMESPACE
               value: {{ .root.Release.Namespace | quote }}
             - name: GPUCOST_AGENT_PORT
               value: {{ .root.Values.agent.port | quote }}
+            {{- if .root.Values.agentAuth.enabled }}
+            - name: GPUCOST_AGENT_TOKEN_FILE
+              value: {{ printf "%s/token" (include "gce.agentTokenDir" .root) | quote }}
+            {{- end }}
+            {{- if .root.Values.agent.tls.enabled }}
+            - name: GPUCOST_AGENT_SCHEME
+              value: https
+            - name: GPUCOST_AGENT_CA_FILE
+              value: {{ printf "%s/ca.crt" (include "gce.agentTlsDir" .root) | quote }}
+            # Agents are pulled by pod IP; their certificate names the Service instead.
+            - name: GPUCOST_AGENT_TLS_SERVER_NAME
+              value: {{ include "gce.agentTlsServerName" .root | quote }}
+            {{- end }}
             - name: GPUCOST_LOG_FORMAT
               value: json
             {{- if .ha }}
@@ -125,6 +184,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
             - name: pricing
               mountPath: /etc/gpu-cost-exporter
               readOnly: true
+            {{- if .root.Values.agentAuth.enabled }}
+            # The whole Secret volume, never subPath: kubelet then updates the file when the Secret changes.
+            - name: agent-token
+              mountPath: {{ include "gce.agentTokenDir" .root }}
+              readOnly: true
+            {{- end }}
+            {{- if .root.Values.agent.tls.enabled }}
+            - name: agent-ca
+              mountPath: {{ include "gce.agentTlsDir" .root }}
+              readOnly: true
+            {{- end }}
       volumes:
         {{- if not .ha }}
         - name: ledger
@@ -138,6 +208,25 @@ app.kubernetes.io/instance: {{ .Release.Name }}
         - name: pricing
           configMap:
             name: {{ include "gce.pricingConfigMap" .root }}
+        {{- if .root.Values.agentAuth.enabled }}
+        - name: agent-token
+          secret:
+            secretName: {{ include "gce.agentTokenSecret" .root }}
+            defaultMode: 0440
+            items:
+              - key: {{ .root.Values.agentAuth.secretKey }}
+                path: token
+        {{- end }}
+        {{- if .root.Values.agent.tls.enabled }}
+        # Only the CA: the agents' private key never reaches the aggregator.
+        - name: agent-ca
+          secret:
+            secretName: {{ include "gce.agentTlsSecret" .root }}
+            defaultMode: 0440
+            items:
+              - key: {{ .root.Values.agent.tls.caKey }}
+                path: ca.crt
+        {{- end }}
       {{- with .root.Values.aggregator.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
