@@ -122,6 +122,8 @@ class AggregatorSettings(_Base):
     node_prune_grace: Duration = Field(
         default=600.0, description="close a deleted node's books (unobserved until its deletion) and forget its "
         "marks once it has been gone this long; a node that comes back sooner carries on")
+    agent_tls_server_name: str = Field(
+        default="", description="name the agents' TLS certificate carries (they are pulled by pod IP)")
     quota_event_retention: Duration = Field(
         default=7 * 86400.0, description="forget quota-rejection events not seen for this long (counts are kept)")
     pull_timeout: Duration = Field(default=10.0, description="per-agent pull timeout")

@@ -68,7 +68,8 @@ class Aggregator:
         self.gate = SnapshotGate()
         self.puller = AgentPuller(settings.pull_timeout, settings.pull_concurrency,
                                   token=SecretFile(settings.agent_token_file) if settings.agent_token_file else None,
-                                  ssl_context=client_context(settings.agent_ca_file))
+                                  ssl_context=client_context(settings.agent_ca_file),
+                                  server_hostname=settings.agent_tls_server_name or None)
         self.books: Books | None = None
         self.gauges = Gauges()
         self.latest: dict[str, UsageSnapshot] = {}

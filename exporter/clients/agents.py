@@ -33,8 +33,9 @@ class AgentPuller:
     """One shared keep-alive session for all agents."""
 
     def __init__(self, timeout: float, concurrency: int, *, token: SecretFile | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, server_hostname: str | None = None) -> None:
         self.timeout = timeout
+        self.server_hostname = server_hostname  # agents are pulled by pod IP; their certificate names a Service
         self.semaphore = asyncio.Semaphore(concurrency)
         self.token = token
         self.ssl_context = ssl_context
@@ -52,7 +53,7 @@ class AgentPuller:
         params = {"ack": repr(ack)} if ack is not None else None
         headers = {"Authorization": f"Bearer {self.token.value()}"} if self.token is not None else None
         body = await get_bounded(self._get_session(), target, max_bytes=MAX_USAGE_BYTES, what=f"agent {url}",
-                                 params=params, headers=headers)
+                                 params=params, headers=headers, server_hostname=self.server_hostname)
         try:
             return UsageSnapshot.model_validate_json(body)
         except ValidationError as exc:

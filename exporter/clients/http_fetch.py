@@ -14,10 +14,12 @@ from exporter.clients.errors import PeerBadResponse, PeerResponseTooLarge, PeerU
 
 
 async def get_bounded(session: aiohttp.ClientSession, url: str, *, max_bytes: int, what: str,
-                      params: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> bytes:
-    """The body of a 200 answer, at most ``max_bytes``. ``what`` names the peer in error messages."""
+                      params: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None,
+                      server_hostname: str | None = None) -> bytes:
+    """The body of a 200 answer, at most ``max_bytes``. ``what`` names the peer in error messages;
+    ``server_hostname`` is the name a TLS certificate must carry when ``url`` has an address instead."""
     try:
-        async with session.get(url, params=params, headers=headers) as resp:
+        async with session.get(url, params=params, headers=headers, server_hostname=server_hostname) as resp:
             if resp.status != 200:
                 raise PeerBadResponse(f"{what} answered HTTP {resp.status}")
             declared = resp.content_length

@@ -230,3 +230,35 @@ async def test_deleted_node_is_pruned_after_the_grace_and_its_time_kept(rig: Rig
     # deleted at t=75, last booked at t=60: 1 GPU x (75 - 60) s unobserved
     (unobserved,) = await agg.ledger.query("SELECT SUM(seconds) FROM unobserved WHERE node = 'l4'")
     assert unobserved[0] == pytest.approx(15.0)
+
+
+async def test_agents_pulled_by_address_verify_against_the_service_name(rig: Rig, tmp_path: Path) -> None:
+    """Discovered agents are reached by pod IP, but one certificate cannot name every pod IP: the
+    aggregator verifies the name the certificate carries (GPUCOST_AGENT_TLS_SERVER_NAME). Without it the
+    pull fails verification; with it the books close."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    cert, key = tmp_path / "agent.crt", tmp_path / "agent.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=agents.gpu.svc", "-addext",
+                    "subjectAltName=DNS:agents.gpu.svc"], check=True, capture_output=True)
+    env = rig.peers.agent_env("a100")
+    listen = f"127.0.0.1:{free_port()}"
+    agent = Agent(AgentSettings(node_name="a100", dcgm_url=env["GPUCOST_DCGM_URL"], listen=listen,
+                                podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
+                                state_dir=tmp_path / "state", tick=15.0, podresources_qps=1e6,
+                                tls_cert_file=cert, tls_key_file=key), clock=rig.clock)
+    await agent.start_http()
+    rig.agents["a100"] = agent
+    agg = await rig.start_aggregator(agents=[f"https://{listen}"], agent_ca_file=cert)
+    await rig.run(range(0, 45, 15))
+    assert not agg.gauges.agents["127.0.0.1:" + listen.rsplit(":", 1)[1]].up  # the IP is not in the certificate
+    await agg.close()
+    agg = await rig.start_aggregator(agents=[f"https://{listen}"], agent_ca_file=cert,
+                                     agent_tls_server_name="agents.gpu.svc")
+    await rig.run(range(45, 90, 15))
+    assert agg.gauges.agents["a100"].up
+    assert rig.booked("t") == pytest.approx(75.0)
