@@ -232,10 +232,9 @@ async def test_deleted_node_is_pruned_after_the_grace_and_its_time_kept(rig: Rig
     assert unobserved[0] == pytest.approx(15.0)
 
 
-async def test_agents_pulled_by_address_verify_against_the_service_name(rig: Rig, tmp_path: Path) -> None:
-    """Discovered agents are reached by pod IP, but one certificate cannot name every pod IP: the
-    aggregator verifies the name the certificate carries (GPUCOST_AGENT_TLS_SERVER_NAME). Without it the
-    pull fails verification; with it the books close."""
+@pytest.fixture(name="service_cert")
+def _service_cert(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate naming a Service (agents.gpu.svc), not an address."""
     import shutil
     import subprocess
 
@@ -245,6 +244,15 @@ async def test_agents_pulled_by_address_verify_against_the_service_name(rig: Rig
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
                     str(cert), "-days", "1", "-subj", "/CN=agents.gpu.svc", "-addext",
                     "subjectAltName=DNS:agents.gpu.svc"], check=True, capture_output=True)
+    return cert, key
+
+
+async def test_agents_pulled_by_address_verify_against_the_service_name(rig: Rig, tmp_path: Path,
+                                                                       service_cert: tuple[Path, Path]) -> None:
+    """Discovered agents are reached by pod IP, but one certificate cannot name every pod IP: the
+    aggregator verifies the name the certificate carries (GPUCOST_AGENT_TLS_SERVER_NAME). Without it the
+    pull fails verification; with it the books close."""
+    cert, key = service_cert
     env = rig.peers.agent_env("a100")
     listen = f"127.0.0.1:{free_port()}"
     agent = Agent(AgentSettings(node_name="a100", dcgm_url=env["GPUCOST_DCGM_URL"], listen=listen,
