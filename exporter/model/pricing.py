@@ -117,22 +117,25 @@ def parse_document(raw: object, source: str, *, prefix: str = "") -> SourcedDoc:
     return item
 
 
+def _where(item: SourcedDoc) -> str:
+    return f"{item.source} {item.prefix}" if item.prefix else item.source
+
+
 def build_pricing(docs: Sequence[SourcedDoc]) -> Pricing:
     """Check documents against each other (one currency, distinct ``effective_from``) and combine them."""
     first = docs[0]
-    def where(item: SourcedDoc) -> str:
-        return f"{item.source} {item.prefix}" if item.prefix else item.source
-
     if len(docs) > 1:
         seen: dict[float, SourcedDoc] = {}
         for item in docs:
             if item.doc.effective_from is None:
                 raise _fail(item, "effective_from", "required when several pricing documents are kept")
             if item.doc.currency != first.doc.currency:
-                raise _fail(item, "currency", f"{item.doc.currency!r} differs from {first.doc.currency!r} in {where(first)}")
+                raise _fail(item, "currency",
+                            f"{item.doc.currency!r} differs from {first.doc.currency!r} in {_where(first)}")
             when = item.doc.effective_from.timestamp()
             if when in seen:
-                raise _fail(item, "effective_from", f"{item.doc.effective_from.isoformat()} is already taken by {where(seen[when])}")
+                raise _fail(item, "effective_from",
+                            f"{item.doc.effective_from.isoformat()} is already taken by {_where(seen[when])}")
             seen[when] = item
     return Pricing(PriceBook([PriceList(item.doc) for item in docs]))
 
