@@ -96,7 +96,7 @@ def _load_text(text: str, source: str) -> dict[str, object]:
 
 def _fail(item: SourcedDoc | tuple[str, str], field: str, msg: str) -> PricingError:
     source, prefix = (item.source, item.prefix) if isinstance(item, SourcedDoc) else item
-    path = f"{prefix}.{field}" if prefix and not field.startswith("[") else prefix + field
+    path = f"{prefix}.{field}" if prefix and field and not field.startswith("[") else prefix + field
     return PricingError(f"{source}: field {path}: {msg}")
 
 
