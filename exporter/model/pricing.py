@@ -1,6 +1,6 @@
-"""Prices of GPU time: per model, per MIG profile, per node pool, with a default.
+"""Prices of GPU time: loading pricing documents (version 1 and 2) and the lookups booking uses today.
 
-The pricing file is YAML or JSON::
+The pricing file is YAML or JSON; ``docs/pricing.md`` defines every key. Version 1::
 
     currency: USD
     default_price: 1.00            # per GPU-hour, for models not listed (must be > 0)
@@ -9,60 +9,32 @@ The pricing file is YAML or JSON::
       "NVIDIA A100-SXM4-80GB": {"1g.10gb": 0.45}
     pools: {spot: 0.4}             # optional multipliers by node pool
 
-An unknown model is priced at ``default_price`` and reported (never priced at zero silently).
+Version 2 adds instance types, capacity types, commitments, owned hardware and ``effective_from``;
+several documents may be kept under ``versions:`` (or as files in a directory) to change prices on a
+date without re-pricing the past. An unknown model is priced at ``default_price`` and reported
+(never priced at zero silently).
 """
 
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from exporter.model.devices import mig_fraction
+from exporter.model.pricing_labels import NodeFacts
+from exporter.model.pricing_resolve import GpuRate, PriceBook, PriceList
+from exporter.model.pricing_schema import PricingDoc, field_path, rule_violations
+
+__all__ = ["Price", "Pricing", "PricingDoc", "PricingError", "SourcedDoc", "build_pricing", "parse_document",
+           "parse_documents", "parse_pricing"]
 
 
 class PricingError(ValueError):
     """An invalid pricing document; the message names the source and the field."""
-
-
-class PricingDoc(BaseModel):
-    """The validated pricing document."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    currency: str = Field(default="USD", min_length=1, max_length=16)
-    default_price: float = Field(gt=0, description="price of one GPU-hour of an unlisted model")
-    models: dict[str, float] = Field(default_factory=dict)
-    mig_profiles: dict[str, dict[str, float]] = Field(default_factory=dict)
-    pools: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("default_price")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("must be a finite number")
-        return v
-
-    @field_validator("models", "pools")
-    @classmethod
-    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
-        for key, price in v.items():
-            if not math.isfinite(price) or price < 0:
-                raise ValueError(f"{key!r} must be a finite number >= 0, got {price}")
-        return v
-
-    @field_validator("mig_profiles")
-    @classmethod
-    def _profiles(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        for model, table in v.items():
-            for profile, price in table.items():
-                if not math.isfinite(price) or price < 0:
-                    raise ValueError(f"{model!r}/{profile!r} must be a finite number >= 0, got {price}")
-                mig_fraction(profile, model)  # raises ValueError on a bad profile name
-        return v
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +45,31 @@ class Price:
     known: bool
 
 
+@dataclass(frozen=True, slots=True)
+class SourcedDoc:
+    """A validated document and where it came from (a file, or ``file: versions[i]``), for error lines."""
+
+    doc: PricingDoc
+    source: str
+    prefix: str = ""
+
+
 class Pricing:
-    """Looks prices up; cheap enough to call per row."""
+    """All documents of a pricing file; cheap enough to call per row."""
 
-    def __init__(self, doc: PricingDoc) -> None:
-        self.doc = doc
-        self.currency = doc.currency
+    def __init__(self, book: PriceBook | PricingDoc) -> None:
+        self.book = book if isinstance(book, PriceBook) else PriceBook([PriceList(book)])
+        self.doc = self.book.newest.doc
+        self.currency = self.doc.currency
 
-    def price(self, model: str | None, mig_profile: str | None = None, pool: str | None = None) -> Price:
-        """Price of one whole-GPU-equivalent hour of ``model`` (MIG overrides scaled by fraction)."""
-        doc = self.doc
+    def price(self, model: str | None, mig_profile: str | None = None, pool: str | None = None, *,
+              at: float | None = None) -> Price:
+        """Version-1 lookup: ``model`` (MIG overrides scaled by fraction) * pool multiplier.
+
+        Instance types, capacity types, commitments and owned hardware need the node's facts: use
+        :meth:`rate`. Without ``at`` the newest document answers.
+        """
+        doc = self.doc if at is None else self.book.at(at).doc
         known = model is not None and model in doc.models
         base = doc.models[model] if known and model is not None else doc.default_price
         if model is not None and mig_profile:
@@ -92,18 +79,81 @@ class Pricing:
         multiplier = doc.pools.get(pool, 1.0) if pool else 1.0
         return Price(base * multiplier, known)
 
+    def rate(self, node: NodeFacts, *, at: float, mig_profile: str | None = None) -> GpuRate:
+        """Every rule but commitments (``pricing_commitments.commitment_hour`` blends those in)."""
+        return self.book.rate(node, at=at, mig_profile=mig_profile)
 
-def parse_pricing(text: str, source: str) -> Pricing:
-    """Parse and validate a pricing document; raises ``PricingError`` naming ``source`` and the field."""
+
+def _load_text(text: str, source: str) -> dict[str, object]:
     try:
         raw = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise PricingError(f"{source}: not valid YAML/JSON: {str(exc).splitlines()[0]}") from exc
     if not isinstance(raw, dict):
         raise PricingError(f"{source}: expected a mapping at the top level")
+    return raw
+
+
+def _fail(item: SourcedDoc | tuple[str, str], field: str, msg: str) -> PricingError:
+    source, prefix = (item.source, item.prefix) if isinstance(item, SourcedDoc) else item
+    path = f"{prefix}.{field}" if prefix and field and not field.startswith("[") else prefix + field
+    return PricingError(f"{source}: field {path}: {msg}")
+
+
+def parse_document(raw: object, source: str, *, prefix: str = "") -> SourcedDoc:
+    """Validate one document (a mapping); errors name ``source`` and the field under ``prefix``."""
+    if not isinstance(raw, dict):
+        raise _fail((source, prefix), "", "expected a mapping") if prefix else PricingError(
+            f"{source}: expected a mapping at the top level")
     try:
-        return Pricing(PricingDoc.model_validate(raw))
+        doc = PricingDoc.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(document)"
-        raise PricingError(f"{source}: field {loc}: {err['msg']}") from exc
+        raise _fail((source, prefix), field_path(tuple(err["loc"])), err["msg"]) from exc
+    item = SourcedDoc(doc, source, prefix)
+    problems = rule_violations(doc)
+    if problems:
+        raise _fail(item, *problems[0])
+    return item
+
+
+def _where(item: SourcedDoc) -> str:
+    return f"{item.source} {item.prefix}" if item.prefix else item.source
+
+
+def build_pricing(docs: Sequence[SourcedDoc]) -> Pricing:
+    """Check documents against each other (one currency, distinct ``effective_from``) and combine them."""
+    first = docs[0]
+    if len(docs) > 1:
+        seen: dict[float, SourcedDoc] = {}
+        for item in docs:
+            if item.doc.effective_from is None:
+                raise _fail(item, "effective_from", "required when several pricing documents are kept")
+            if item.doc.currency != first.doc.currency:
+                raise _fail(item, "currency",
+                            f"{item.doc.currency!r} differs from {first.doc.currency!r} in {_where(first)}")
+            when = item.doc.effective_from.timestamp()
+            if when in seen:
+                raise _fail(item, "effective_from",
+                            f"{item.doc.effective_from.isoformat()} is already taken by {_where(seen[when])}")
+            seen[when] = item
+    return Pricing(PriceBook([PriceList(item.doc) for item in docs]))
+
+
+def parse_documents(text: str, source: str) -> list[SourcedDoc]:
+    """Validate a file's document, or each of its ``versions:``; errors name ``source`` and the field."""
+    raw = _load_text(text, source)
+    if "versions" not in raw:
+        return [parse_document(raw, source)]
+    extra = sorted(k for k in raw if k != "versions")
+    if extra:
+        raise PricingError(f"{source}: field {extra[0]}: not allowed beside versions (put it in each version)")
+    versions = raw["versions"]
+    if not isinstance(versions, list) or not versions:
+        raise PricingError(f"{source}: field versions: expected a non-empty list of pricing documents")
+    return [parse_document(v, source, prefix=f"versions[{i}]") for i, v in enumerate(versions)]
+
+
+def parse_pricing(text: str, source: str) -> Pricing:
+    """Parse and validate a pricing file; raises ``PricingError`` naming ``source`` and the field."""
+    return build_pricing(parse_documents(text, source))
