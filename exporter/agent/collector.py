@@ -46,6 +46,9 @@ class AgentCollector(Collector):
                                   value=agent.meter.capped_seconds_total)
         yield CounterMetricFamily("gpucost_agent_state_resets", "times the agent started a new epoch",
                                   value=health.state_resets)
+        yield CounterMetricFamily("gpucost_agent_state_write_failures",
+                                  "state writes that failed (the last durable snapshot stays published)",
+                                  value=health.state_write_failures)
         yield GaugeMetricFamily("gpucost_agent_finished_pods_ignored",
                                 "finished pods the kubelet still lists, ignored thanks to the own-node pod watch",
                                 value=agent.ignored_finished)

@@ -51,6 +51,8 @@ class Health:
     state_resets: int = 0
     unresolved: int = 0
     last_error: str = ""
+    state_write_failures: int = 0
+    state_write_error: str = ""  # non-empty while the last state write failed
 
 
 class Agent:
@@ -86,6 +88,11 @@ class Agent:
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(self))
+        if self.usage_token is None:
+            # An ack makes the agent forget counters: from an unauthenticated caller it could erase
+            # unbooked time, so without a token acks are ignored and retention is the safety period.
+            log.warning("usage_acks_ignored_without_token", node=settings.node_name,
+                        safety_retention=settings.safety_retention)
 
     def _load_meter(self) -> Meter:
         node = self.settings.node_name
@@ -130,16 +137,21 @@ class Agent:
                 self.finished_pods.discard(key)
 
     def acknowledge(self, ts: float) -> None:
+        """The aggregator booked everything up to ``ts`` (only ever called for an authenticated request)."""
         if self.published is not None:
             ts = min(ts, self.published.timestamp)
         self.acked_until = ts if self.acked_until is None else max(self.acked_until, ts)
 
     def health_report(self) -> dict[str, Any]:
         h = self.health
-        ok = h.dcgm_up and h.podresources_up and h.ticks > 0
-        return {"status": "ok" if ok else "degraded", "node": self.settings.node_name,
+        reasons = [r for r, bad in (("dcgm down", not h.dcgm_up), ("pod-resources down", not h.podresources_up),
+                                    ("no tick yet", h.ticks == 0),
+                                    (f"state write failing: {h.state_write_error}", bool(h.state_write_error)))
+                   if bad]
+        return {"status": "degraded" if reasons else "ok", "reasons": reasons, "node": self.settings.node_name,
                 "dcgm_up": h.dcgm_up, "podresources_up": h.podresources_up, "ticks": h.ticks,
-                "epoch": self.meter.epoch, "last_tick_at": h.last_tick_at, "last_error": h.last_error}
+                "epoch": self.meter.epoch, "last_tick_at": h.last_tick_at, "last_error": h.last_error,
+                "state_write_failures": h.state_write_failures}
 
     # -- the tick ------------------------------------------------------------------------------------
     async def _fetch_dcgm(self) -> dict[tuple[str, str], DcgmDevice] | None:
@@ -210,17 +222,33 @@ class Agent:
             self.meter.drop_acknowledged(now, self.acked_until, self.settings.retention,
                                          self.settings.safety_retention)
             snapshot = self.meter.snapshot(now, self.health.dcgm_up, self.health.podresources_up)
-            state = dump_meter(self.meter)
-            try:
-                # Durable before visible: what the aggregator books must survive an agent crash.
-                await asyncio.to_thread(write_state, self.state_file, state, self.settings.state_fsync)
-            except OSError as exc:
-                log.error("state_write_failed", path=str(self.state_file), error=str(exc))
-            self.published = snapshot
-            self.published_json = snapshot.model_dump_json().encode()
+            if await self._persist():
+                self.published = snapshot
+                self.published_json = snapshot.model_dump_json().encode()
             self.health.ticks += 1
             self.health.last_tick_at = now
             self.health.last_tick_duration = time.perf_counter() - started
+
+    async def _persist(self) -> bool:
+        """Durable before visible: what the aggregator books must survive an agent crash.
+
+        When the write fails the last durable snapshot stays published (a crash now resumes exactly
+        it, so nothing booked is ever above the resumed counters); the meter goes on counting in
+        memory and everything reaches the aggregator with the first write that succeeds."""
+        state = dump_meter(self.meter)
+        try:
+            await asyncio.to_thread(write_state, self.state_file, state, self.settings.state_fsync)
+        except OSError as exc:
+            self.health.state_write_failures += 1
+            if not self.health.state_write_error:  # once per failure streak
+                log.error("state_write_failed", path=str(self.state_file), error=str(exc))
+            self.health.state_write_error = str(exc) or type(exc).__name__
+            return False
+        if self.health.state_write_error:
+            log.info("state_write_recovered", path=str(self.state_file),
+                     failures=self.health.state_write_failures)
+            self.health.state_write_error = ""
+        return True
 
     async def close(self) -> None:
         if self._watch_task is not None:
