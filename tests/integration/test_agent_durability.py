@@ -64,7 +64,7 @@ def _published(agent: Agent) -> dict[str, Any]:
 
 
 def _allocated(agent: Agent) -> float:
-    return sum(h["allocated_s"] for h in _published(agent)["holders"])
+    return float(sum(h["allocated_s"] for h in _published(agent)["holders"]))
 
 
 async def _get(url: str, token: str | None = None) -> tuple[int, str]:
