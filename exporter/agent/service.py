@@ -21,6 +21,7 @@ from exporter.agent.dcgm_devices import (
     parse_name_table,
 )
 from exporter.agent.http import build_app
+from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
 from exporter.clients.dcgm import DcgmClient
@@ -80,7 +81,7 @@ class Agent:
         self._allocatable: dict[str, tuple[str, ...]] | None = None
         self._runner: web.AppRunner | None = None
         self._tick_lock = asyncio.Lock()
-        self.finished_pods: set[tuple[str, str]] = set()  # from the own-node pod watch
+        self.lifetimes = PodLifetimes(settings.resource_names)  # from the own-node pod watch
         self.ignored_finished = 0
         self._watcher: Watcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -117,7 +118,7 @@ class Agent:
         await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
 
     async def start_pod_watch(self) -> None:
-        """Optional own-node pod watch: which listed pods have already finished."""
+        """Optional own-node pod watch: pods' start and end times, and which listed pods have finished."""
         self._api_client = await make_api_client(self.settings.kubeconfig)
         spec = WatchSpec("pods", "list_pod_for_all_namespaces",
                          field_selector=f"spec.nodeName={self.settings.node_name}")
@@ -125,16 +126,12 @@ class Agent:
         self._watch_task = asyncio.create_task(self._watcher.run(), name="own-node-pod-watch")
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
-        items = obj["items"] if etype == "LISTED" else [obj]
-        if etype == "LISTED":
-            self.finished_pods.clear()
-        for pod in items:
-            meta = pod.get("metadata") or {}
-            key = (meta.get("namespace", ""), meta.get("name", ""))
-            if etype != "DELETED" and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                self.finished_pods.add(key)
-            else:
-                self.finished_pods.discard(key)
+        self.lifetimes.on_event(etype, obj, self.clock.now())
+
+    @property
+    def finished_pods(self) -> set[tuple[str, str]]:
+        """Pods the API says have finished (an old kubelet may still list them)."""
+        return self.lifetimes.finished
 
     def acknowledge(self, ts: float) -> None:
         """The aggregator booked everything up to ``ts`` (only ever called for an authenticated request)."""
@@ -216,9 +213,13 @@ class Agent:
                 attribution = attribute(held, dcgm, self._allocatable, self.meter.mig_known,
                                         self.meter.inventory, self.settings.resource_names, self.mig_resolver)
                 self.health.unresolved = len(attribution.unresolved)
-            stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap())
-            if stats.capped_seconds > 0:
-                log.warning("tick_interval_capped", charged=stats.charged_seconds, lost=stats.capped_seconds)
+            stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap(),
+                                    allocatable=self._allocatable, lifetimes=self.lifetimes.pods,
+                                    skew=self.settings.tick)
+            if stats.unobserved_seconds > 0:
+                log.warning("tick_interval_unobserved", charged=stats.charged_seconds,
+                            capped=stats.capped_seconds, unobserved=stats.unobserved_seconds)
+            self.lifetimes.prune(now - 2 * self.settings.charge_cap())
             self.meter.drop_acknowledged(now, self.acked_until, self.settings.retention,
                                          self.settings.safety_retention)
             snapshot = self.meter.snapshot(now, self.health.dcgm_up, self.health.podresources_up)
