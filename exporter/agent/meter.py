@@ -88,6 +88,7 @@ class Meter:
     mig_known: dict[str, MigLocation] = field(default_factory=dict)
     inventory: dict[str, str] = field(default_factory=dict)  # physical GPU uuid -> model
     inventory_index: dict[str, str] = field(default_factory=dict)
+    known_capacity: dict[str, float] = field(default_factory=dict)  # the last capacity any source gave
     capped_seconds_total: float = 0.0
     oversubscribed_total: float = 0.0
     tick_resolution_total: int = 0
@@ -153,19 +154,22 @@ class Meter:
         never answered, from the kubelet's ``GetAllocatableResources`` (GPU and replica IDs name their
         GPU; a MIG instance counts once its parent is known), with the model unknown."""
         out: dict[str, float] = defaultdict(float)
-        if self.inventory:
-            for m in self.inventory.values():
-                out[m or UNKNOWN_MODEL] += 1.0
-            return dict(out)
-        physical: set[str] = set()
-        for ids in (allocatable or {}).values():
-            for raw in ids:
-                d = parse_device_id(raw)
-                if d.kind in (DeviceKind.GPU, DeviceKind.REPLICA):
-                    physical.add(d.physical)
-                elif d.kind is DeviceKind.MIG and d.physical in self.mig_known:
-                    physical.add(self.mig_known[d.physical].gpu_uuid)
-        return {UNKNOWN_MODEL: float(len(physical))} if physical else {}
+        for m in self.inventory.values():
+            out[m or UNKNOWN_MODEL] += 1.0
+        if not out:
+            physical: set[str] = set()
+            for ids in (allocatable or {}).values():
+                for raw in ids:
+                    d = parse_device_id(raw)
+                    if d.kind in (DeviceKind.GPU, DeviceKind.REPLICA):
+                        physical.add(d.physical)
+                    elif d.kind is DeviceKind.MIG and d.physical in self.mig_known:
+                        physical.add(self.mig_known[d.physical].gpu_uuid)
+            if physical:
+                out[UNKNOWN_MODEL] = float(len(physical))
+        if out:
+            self.known_capacity = dict(out)
+        return dict(self.known_capacity)
 
     def _add_unobserved(self, capacity: Mapping[str, float], seconds: float) -> None:
         if seconds > 0:

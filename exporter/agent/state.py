@@ -55,6 +55,7 @@ def dump_meter(meter: Meter) -> dict[str, Any]:
         "mig_known": {k: [v.gpu_uuid, v.gpu_instance_id, v.profile] for k, v in meter.mig_known.items()},
         "inventory": meter.inventory,
         "inventory_index": meter.inventory_index,
+        "known_capacity": meter.known_capacity,
     }
 
 
@@ -104,6 +105,7 @@ def load_meter(data: dict[str, Any], node: str) -> Meter:
         meter.mig_known = {k: MigLocation(v[0], v[1], v[2]) for k, v in data["mig_known"].items()}
         meter.inventory = {str(k): str(v) for k, v in data["inventory"].items()}
         meter.inventory_index = {str(k): str(v) for k, v in data.get("inventory_index", {}).items()}
+        meter.known_capacity = {str(k): float(v) for k, v in data.get("known_capacity", {}).items()}
         for h in meter.holders.values():
             if min(h.usage.as_tuple()) < 0:
                 raise StateError("negative counter in state")
