@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 
 from exporter.agent.attribution import Assignment, Attribution, MigLocation, node_model, replica_counts
 from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.publish import snapshot_of
 from exporter.model.accounting import Holding, Reading, Usage, charge_exclusive, charge_shared, clamp_utilization
 from exporter.model.devices import DeviceKind, mig_profile_from_resource, parse_device_id
 from exporter.model.holding import PodLifetime, Window, free_capacity, request_fraction
-from exporter.model.usage import GpuCapacity, HolderCounters, UnallocatedCounter, UsageSnapshot
+from exporter.model.usage import UsageSnapshot
 
 UNKNOWN_MODEL = "unknown"
 UNLISTED = "unlisted/"
@@ -66,10 +67,6 @@ class TickStats:
 
 def new_epoch() -> str:
     return uuidlib.uuid4().hex[:16]
-
-
-def _scaled(u: Usage, k: float) -> Usage:
-    return Usage(u.allocated * k, u.used * k, u.unmeasured * k, u.energy_j * k)
 
 
 @dataclass(slots=True)
@@ -333,28 +330,4 @@ class Meter:
 
     # -- publication --------------------------------------------------------------------------------
     def snapshot(self, now: float, dcgm_up: bool, podresources_up: bool) -> UsageSnapshot:
-        held: dict[str, float] = defaultdict(float)
-        for s in self.holders.values():
-            if s.active and s.gpu_uuid:
-                held[s.gpu_uuid] += s.fraction
-        utils: dict[str, float | None] = {}
-        for (uuid, gi), (util, _m, _p) in self.device_util.items():
-            if gi == "":
-                utils[uuid] = util
-        return UsageSnapshot(
-            node=self.node, epoch=self.epoch, timestamp=now, started_at=self.started_at, seq=self.seq,
-            dcgm_up=dcgm_up, podresources_up=podresources_up,
-            holders=[
-                HolderCounters(
-                    namespace=s.namespace, pod=s.pod, container=s.container, device_id=s.device_id,
-                    gpu_uuid=s.gpu_uuid, gpu_model=s.model, mig_profile=s.mig_profile, fraction=s.fraction,
-                    active=s.active, allocated_s=s.usage.allocated, used_s=s.usage.used,
-                    unmeasured_s=s.usage.unmeasured, energy_j=s.usage.energy_j, utilization=s.utilization)
-                for s in self.holders.values()
-            ],
-            unallocated=[UnallocatedCounter(gpu_model=m, seconds=v) for m, v in sorted(self.unallocated.items())],
-            unobserved=[UnallocatedCounter(gpu_model=m, seconds=v) for m, v in sorted(self.unobserved.items())],
-            capacity=[GpuCapacity(gpu_uuid=u, gpu_model=m, index=self.inventory_index.get(u, ""),
-                                  utilization=utils.get(u), held_fraction=min(held.get(u, 0.0), 1.0))
-                      for u, m in sorted(self.inventory.items())],
-        )
+        return snapshot_of(self, now, dcgm_up=dcgm_up, podresources_up=podresources_up)
