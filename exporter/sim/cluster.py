@@ -254,19 +254,18 @@ class SimCluster:
             spec["priorityClassName"] = pod.priority_class
         if running:
             spec["nodeName"] = pod.node
-            status = {"phase": "Running", "startTime": iso(created),
+            state: dict[str, Any] = {"running": {"startedAt": iso(created)}}
+            if finished is not None:
+                state = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": iso(created),
+                                        "finishedAt": iso(self.wall_start + finished)}}
+            status = {"phase": "Running" if finished is None else "Succeeded", "startTime": iso(created),
                       "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
                       "podIP": f"10.244.{zlib.crc32(str(pod.node).encode()) % 250}."
                                f"{zlib.crc32(pod.name.encode()) % 250 + 2}",
-                      "containerStatuses": [{"name": pod.container, "ready": True, "restartCount": 0,
+                      "containerStatuses": [{"name": pod.container, "ready": finished is None, "restartCount": 0,
                                              "image": "registry.local/workloads/sim:1",
                                              "imageID": "registry.local/workloads/sim@sha256:" + "0" * 64,
-                                             "state": {"running": {"startedAt": iso(created)}}}]}
-            if finished is not None:
-                status["phase"] = "Succeeded"
-                status["containerStatuses"][0].update(ready=False, state={"terminated": {
-                    "exitCode": 0, "reason": "Completed", "startedAt": iso(created),
-                    "finishedAt": iso(self.wall_start + finished)}})
+                                             "state": state}]}
         else:
             status = {"phase": "Pending", "conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
