@@ -9,6 +9,15 @@ intervals while pod-resources was unreachable beyond the cap), so
 With the own-node pod watch, holders are charged to the second between their pod's ``startTime``
 and ``finishedAt`` (``holding``); without it, to the tick, and each such boundary is counted.
 Counters survive restarts through ``state`` (same epoch), or restart from zero with a new epoch.
+
+Edge cases of the identity: a holder whose device could not be resolved (a MIG instance without a
+known parent) is charged at its profile's fraction under the node's model when the node has one
+model, else under "unknown", whose time is taken out of the free capacity of the node's models;
+when more is held than exists (replicas read as whole GPUs before GetAllocatableResources answered,
+a misread MIG layout) holders still pay what Kubernetes allocated them, unallocated is 0 and the
+excess is counted in ``oversubscribed_total`` (see ``holding.free_capacity``). Before any source
+(DCGM's inventory, else GetAllocatableResources) has said how many GPUs the node has, the epoch has
+not started: nothing is charged and ``started_at`` stays unset.
 """
 
 from __future__ import annotations
