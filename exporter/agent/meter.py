@@ -142,10 +142,12 @@ class Meter:
         window = Window(now - dt, now)
         lives = lifetimes or {}
         held: dict[str, float] = defaultdict(float)
-        seen = self._charge_listed(window, attribution, dcgm, energy_delta, lives, skew, stats, held)
-        self._charge_ended(window, seen, lives, skew, stats, held)
+        seen = self._charge_listed(window, attribution, dcgm=dcgm, energy_delta=energy_delta, lives=lives,
+                                   skew=skew, stats=stats, held=held)
+        self._charge_ended(window, seen, lives=lives, skew=skew, stats=stats, held=held)
         model = node_model(dcgm, self.inventory) or (next(iter(capacity)) if len(capacity) == 1 else None)
-        self._charge_unlisted(window, since, lives, model or UNKNOWN_MODEL, allocatable, held)
+        self._charge_unlisted(window, since, lives=lives, model=model or UNKNOWN_MODEL, allocatable=allocatable,
+                              held=held)
         free = free_capacity(capacity, held, dt)
         for m, seconds in free.unallocated.items():
             self.unallocated[m] += seconds
@@ -196,7 +198,7 @@ class Meter:
         until = life.finished if life.finished is not None and life.finished >= window.start - skew else None
         return window.overlap(life.start if new else None, until)
 
-    def _charge_listed(self, window: Window, attribution: Attribution,
+    def _charge_listed(self, window: Window, attribution: Attribution, *,
                        dcgm: dict[tuple[str, str], DcgmDevice] | None, energy_delta: dict[str, float],
                        lives: Mapping[PodKey, PodLifetime], skew: float, stats: TickStats,
                        held: dict[str, float]) -> set[str]:
@@ -246,7 +248,7 @@ class Meter:
                 held[a.model or UNKNOWN_MODEL] += a.fraction * secs
         return seen
 
-    def _charge_ended(self, window: Window, seen: set[str], lives: Mapping[PodKey, PodLifetime], skew: float,
+    def _charge_ended(self, window: Window, seen: set[str], *, lives: Mapping[PodKey, PodLifetime], skew: float,
                       stats: TickStats, held: dict[str, float]) -> None:
         """Holders listed at the last tick and gone now: charged up to their pod's end, at their last
         reading; without a known end (or one beyond ``skew``), to the tick: nothing, counted."""
@@ -269,7 +271,7 @@ class Meter:
             state.last_active = window.start + secs
             held[state.model or UNKNOWN_MODEL] += allocated
 
-    def _charge_unlisted(self, window: Window, since: float, lives: Mapping[PodKey, PodLifetime], model: str,
+    def _charge_unlisted(self, window: Window, since: float, *, lives: Mapping[PodKey, PodLifetime], model: str,
                          allocatable: Mapping[str, tuple[str, ...]] | None, held: dict[str, float]) -> None:
         """Pods that lived entirely between two ticks (only the watch saw them): unmeasured for their
         lifetime x their request, on devices named ``unlisted/<resource>/<i>``, of the node's model."""
