@@ -57,6 +57,11 @@ async def test_time_beyond_the_cap_without_pod_resources_is_unobserved(tmp_path:
         fams = {f.name: f for f in text_string_to_metric_families(text)}
         assert fams["gpucost_agent_unobserved_gpu_seconds"].samples[0].value == pytest.approx(60.0)
         assert fams["gpucost_agent_tick_resolution_boundaries"].samples[0].value == 2
+        await agent.close()
+        # a restart resumes started_at and the unobserved counters from the state file (version 2)
+        agent = Agent(node.settings(), clock=clock)
+        assert agent.meter.epoch == snap["epoch"] and agent.meter.started_at == START
+        assert dict(agent.meter.unobserved) == {H100: pytest.approx(60.0)}
     finally:
         await agent.close()
         await peers.close()
