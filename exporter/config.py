@@ -82,8 +82,9 @@ class AgentSettings(_Base):
         default=Path("/var/lib/gpu-cost-exporter"), description="where counters survive restarts"
     )
     watch_pods: bool = Field(
-        default=False, description="watch this node's pods in the API to ignore finished pods that kubelets "
-        "before 1.34 still list in pod-resources (needs get/list/watch on pods)")
+        default=False, description="watch this node's pods in the API: holders are charged from startTime to "
+        "finishedAt to the second (else to the tick), pods shorter than a tick are charged, and finished pods "
+        "that kubelets before 1.34 still list are ignored (needs get/list/watch on pods)")
     kubeconfig: Path | None = Field(default=None, description="kubeconfig for watch_pods; unset = in-cluster")
     nvml: bool = Field(default=True, description="resolve MIG instances through NVML when the library loads")
     state_fsync: bool = Field(default=True, description="fsync the state file every tick (off only for simulations)")

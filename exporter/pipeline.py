@@ -51,7 +51,9 @@ class Pipeline:
         return AgentSettings(node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=env["GPUCOST_LISTEN"],
                              podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
                              state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=self.scenario.tick,
-                             podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time)
+                             podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time,
+                             # the own-node pod watch gives pods' start and end to the second
+                             watch_pods=True, kubeconfig=self.peers.kubeconfig)
 
     def aggregator_settings(self) -> AggregatorSettings:
         return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,
@@ -68,6 +70,7 @@ class Pipeline:
     async def start_agent(self, node: str) -> None:
         agent = Agent(self.agent_settings(node), clock=self.clock)
         await agent.start_http()
+        await agent.start_pod_watch()
         self.agents[node] = agent
 
     async def start_aggregator(self, serve_http: bool = True) -> None:
@@ -99,6 +102,7 @@ class Pipeline:
         for h in await self.peers.advance(t):
             await self.restart(h)
         await self.wait_watch_caught_up()
+        await asyncio.gather(*(self.wait_agent_watch_caught_up(node) for node in self.agents))
         await asyncio.gather(*(a.tick() for a in self.agents.values()))
         assert self.aggregator is not None
         await self.aggregator.tick()
@@ -118,6 +122,21 @@ class Pipeline:
                 return
             if time.monotonic() > deadline:
                 log.warning("watch_lagging", kinds=behind)
+                return
+            await asyncio.sleep(0.001)
+
+    async def wait_agent_watch_caught_up(self, node: str, timeout: float = 10.0) -> None:
+        """In virtual time, let an agent's own-node pod watch see every change to its node's pods."""
+        watcher = self.agents[node]._watcher
+        if watcher is None:
+            return
+        store = self.peers.cluster.store
+        want = next((c.rv for c in reversed(store.history)
+                     if c.kind == "pods" and (c.obj.get("spec") or {}).get("nodeName") == node), 0)
+        deadline = time.monotonic() + timeout
+        while not watcher.synced.get("pods") or int(watcher.resource_version.get("pods") or 0) < want:
+            if time.monotonic() > deadline:
+                log.warning("agent_watch_lagging", node=node)
                 return
             await asyncio.sleep(0.001)
 

@@ -42,10 +42,19 @@ class AgentCollector(Collector):
         yield CounterMetricFamily("gpucost_agent_bad_readings", "NaN/inf/out-of-range utilisation readings",
                                   value=agent.meter.bad_readings_total)
         yield CounterMetricFamily("gpucost_agent_capped_seconds",
-                                  "seconds between ticks beyond the charge cap, not charged",
+                                  "wall seconds between ticks beyond the charge cap (their capacity is unobserved)",
                                   value=agent.meter.capped_seconds_total)
+        yield CounterMetricFamily("gpucost_agent_tick_resolution_boundaries",
+                                  "pod starts and ends charged to the tick, not the second (no or skewed times)",
+                                  value=agent.meter.tick_resolution_total)
+        yield CounterMetricFamily("gpucost_agent_oversubscribed_gpu_seconds",
+                                  "GPU-seconds held beyond the node's physical capacity (misread layout)",
+                                  value=agent.meter.oversubscribed_total)
         yield CounterMetricFamily("gpucost_agent_state_resets", "times the agent started a new epoch",
                                   value=health.state_resets)
+        yield CounterMetricFamily("gpucost_agent_state_write_failures",
+                                  "state writes that failed (the last durable snapshot stays published)",
+                                  value=health.state_write_failures)
         yield GaugeMetricFamily("gpucost_agent_finished_pods_ignored",
                                 "finished pods the kubelet still lists, ignored thanks to the own-node pod watch",
                                 value=agent.ignored_finished)
@@ -111,3 +120,9 @@ class AgentCollector(Collector):
         for u in snap.unallocated:
             unalloc.add_metric([u.gpu_model], u.seconds)
         yield unalloc
+        unobserved = CounterMetricFamily("gpucost_agent_unobserved_gpu_seconds",
+                                         "GPU-seconds of this node's capacity the agent could not observe "
+                                         "(beyond the charge cap, pod-resources unreachable)", labels=["gpu_model"])
+        for u in snap.unobserved:
+            unobserved.add_metric([u.gpu_model], u.seconds)
+        yield unobserved

@@ -30,7 +30,8 @@ def build_app(agent: Agent, registry: CollectorRegistry) -> web.Application:
         if body is None:
             return web.json_response({"error": "no tick has completed yet"}, status=503)
         ack = request.query.get("ack")
-        if ack is not None:
+        # An ack lets the agent forget counters: honoured only when the request proved the token.
+        if ack is not None and agent.usage_token is not None:
             try:
                 value = float(ack)
             except ValueError:

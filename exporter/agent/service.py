@@ -21,6 +21,7 @@ from exporter.agent.dcgm_devices import (
     parse_name_table,
 )
 from exporter.agent.http import build_app
+from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
 from exporter.clients.dcgm import DcgmClient
@@ -51,6 +52,8 @@ class Health:
     state_resets: int = 0
     unresolved: int = 0
     last_error: str = ""
+    state_write_failures: int = 0
+    state_write_error: str = ""  # non-empty while the last state write failed
 
 
 class Agent:
@@ -78,7 +81,7 @@ class Agent:
         self._allocatable: dict[str, tuple[str, ...]] | None = None
         self._runner: web.AppRunner | None = None
         self._tick_lock = asyncio.Lock()
-        self.finished_pods: set[tuple[str, str]] = set()  # from the own-node pod watch
+        self.lifetimes = PodLifetimes(settings.resource_names)  # from the own-node pod watch
         self.ignored_finished = 0
         self._watcher: Watcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -86,6 +89,11 @@ class Agent:
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(self))
+        if self.usage_token is None:
+            # An ack makes the agent forget counters: from an unauthenticated caller it could erase
+            # unbooked time, so without a token acks are ignored and retention is the safety period.
+            log.warning("usage_acks_ignored_without_token", node=settings.node_name,
+                        safety_retention=settings.safety_retention)
 
     def _load_meter(self) -> Meter:
         node = self.settings.node_name
@@ -110,7 +118,7 @@ class Agent:
         await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
 
     async def start_pod_watch(self) -> None:
-        """Optional own-node pod watch: which listed pods have already finished."""
+        """Optional own-node pod watch: pods' start and end times, and which listed pods have finished."""
         self._api_client = await make_api_client(self.settings.kubeconfig)
         spec = WatchSpec("pods", "list_pod_for_all_namespaces",
                          field_selector=f"spec.nodeName={self.settings.node_name}")
@@ -118,28 +126,29 @@ class Agent:
         self._watch_task = asyncio.create_task(self._watcher.run(), name="own-node-pod-watch")
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
-        items = obj["items"] if etype == "LISTED" else [obj]
-        if etype == "LISTED":
-            self.finished_pods.clear()
-        for pod in items:
-            meta = pod.get("metadata") or {}
-            key = (meta.get("namespace", ""), meta.get("name", ""))
-            if etype != "DELETED" and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                self.finished_pods.add(key)
-            else:
-                self.finished_pods.discard(key)
+        self.lifetimes.on_event(etype, obj, self.clock.now())
+
+    @property
+    def finished_pods(self) -> set[tuple[str, str]]:
+        """Pods the API says have finished (an old kubelet may still list them)."""
+        return self.lifetimes.finished
 
     def acknowledge(self, ts: float) -> None:
+        """The aggregator booked everything up to ``ts`` (only ever called for an authenticated request)."""
         if self.published is not None:
             ts = min(ts, self.published.timestamp)
         self.acked_until = ts if self.acked_until is None else max(self.acked_until, ts)
 
     def health_report(self) -> dict[str, Any]:
         h = self.health
-        ok = h.dcgm_up and h.podresources_up and h.ticks > 0
-        return {"status": "ok" if ok else "degraded", "node": self.settings.node_name,
+        reasons = [r for r, bad in (("dcgm down", not h.dcgm_up), ("pod-resources down", not h.podresources_up),
+                                    ("no tick yet", h.ticks == 0),
+                                    (f"state write failing: {h.state_write_error}", bool(h.state_write_error)))
+                   if bad]
+        return {"status": "degraded" if reasons else "ok", "reasons": reasons, "node": self.settings.node_name,
                 "dcgm_up": h.dcgm_up, "podresources_up": h.podresources_up, "ticks": h.ticks,
-                "epoch": self.meter.epoch, "last_tick_at": h.last_tick_at, "last_error": h.last_error}
+                "epoch": self.meter.epoch, "last_tick_at": h.last_tick_at, "last_error": h.last_error,
+                "state_write_failures": h.state_write_failures}
 
     # -- the tick ------------------------------------------------------------------------------------
     async def _fetch_dcgm(self) -> dict[tuple[str, str], DcgmDevice] | None:
@@ -204,23 +213,43 @@ class Agent:
                 attribution = attribute(held, dcgm, self._allocatable, self.meter.mig_known,
                                         self.meter.inventory, self.settings.resource_names, self.mig_resolver)
                 self.health.unresolved = len(attribution.unresolved)
-            stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap())
-            if stats.capped_seconds > 0:
-                log.warning("tick_interval_capped", charged=stats.charged_seconds, lost=stats.capped_seconds)
+            stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap(),
+                                    allocatable=self._allocatable, lifetimes=self.lifetimes.pods,
+                                    skew=self.settings.tick)
+            if stats.unobserved_seconds > 0:
+                log.warning("tick_interval_unobserved", charged=stats.charged_seconds,
+                            capped=stats.capped_seconds, unobserved=stats.unobserved_seconds)
+            self.lifetimes.prune(now - 2 * self.settings.charge_cap())
             self.meter.drop_acknowledged(now, self.acked_until, self.settings.retention,
                                          self.settings.safety_retention)
             snapshot = self.meter.snapshot(now, self.health.dcgm_up, self.health.podresources_up)
-            state = dump_meter(self.meter)
-            try:
-                # Durable before visible: what the aggregator books must survive an agent crash.
-                await asyncio.to_thread(write_state, self.state_file, state, self.settings.state_fsync)
-            except OSError as exc:
-                log.error("state_write_failed", path=str(self.state_file), error=str(exc))
-            self.published = snapshot
-            self.published_json = snapshot.model_dump_json().encode()
+            if await self._persist():
+                self.published = snapshot
+                self.published_json = snapshot.model_dump_json().encode()
             self.health.ticks += 1
             self.health.last_tick_at = now
             self.health.last_tick_duration = time.perf_counter() - started
+
+    async def _persist(self) -> bool:
+        """Durable before visible: what the aggregator books must survive an agent crash.
+
+        When the write fails the last durable snapshot stays published (a crash now resumes exactly
+        it, so nothing booked is ever above the resumed counters); the meter goes on counting in
+        memory and everything reaches the aggregator with the first write that succeeds."""
+        state = dump_meter(self.meter)
+        try:
+            await asyncio.to_thread(write_state, self.state_file, state, self.settings.state_fsync)
+        except OSError as exc:
+            self.health.state_write_failures += 1
+            if not self.health.state_write_error:  # once per failure streak
+                log.error("state_write_failed", path=str(self.state_file), error=str(exc))
+            self.health.state_write_error = str(exc) or type(exc).__name__
+            return False
+        if self.health.state_write_error:
+            log.info("state_write_recovered", path=str(self.state_file),
+                     failures=self.health.state_write_failures)
+            self.health.state_write_error = ""
+        return True
 
     async def close(self) -> None:
         if self._watch_task is not None:

@@ -1,6 +1,9 @@
 """Persist the meter across restarts: written atomically (write, fsync, rename, fsync dir) every tick.
 
 A missing or corrupt file starts a new epoch; the aggregator then sees a reset, never a decrease.
+Version 2 adds ``started_at``, the ``unobserved`` counters and named holder fields; a version-1 file
+is migrated (same epoch, counters kept): its ``started_at`` becomes its last tick, the first moment
+from which the new counters can vouch for conservation, and ``unobserved`` starts at 0.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from exporter.agent.attribution import MigLocation
 from exporter.agent.meter import HolderState, Meter
 from exporter.model.accounting import Usage
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+_HOLDER_FIELDS = ("namespace", "pod", "container", "device_id", "gpu_uuid", "model", "mig_profile")
 
 
 class StateError(ValueError):
@@ -33,43 +37,80 @@ def dump_meter(meter: Meter) -> dict[str, Any]:
         "epoch": meter.epoch,
         "seq": meter.seq,
         "last_tick": meter.last_tick,
+        "started_at": meter.started_at,
         "capped_seconds_total": meter.capped_seconds_total,
+        "oversubscribed_total": meter.oversubscribed_total,
+        "tick_resolution_total": meter.tick_resolution_total,
         "holders": [
-            [s.namespace, s.pod, s.container, s.device_id, s.gpu_uuid, s.model, s.mig_profile, s.fraction,
-             *s.usage.as_tuple(), s.active, s.last_active]
+            {"namespace": s.namespace, "pod": s.pod, "container": s.container, "device_id": s.device_id,
+             "gpu_uuid": s.gpu_uuid, "model": s.model, "mig_profile": s.mig_profile, "fraction": s.fraction,
+             "allocated": s.usage.allocated, "used": s.usage.used, "unmeasured": s.usage.unmeasured,
+             "energy_j": s.usage.energy_j, "active": s.active, "last_active": s.last_active,
+             "used_ratio": s.used_ratio}
             for s in meter.holders.values()
         ],
         "unallocated": dict(meter.unallocated),
+        "unobserved": dict(meter.unobserved),
         "energy_last": meter.energy_last,
         "mig_known": {k: [v.gpu_uuid, v.gpu_instance_id, v.profile] for k, v in meter.mig_known.items()},
         "inventory": meter.inventory,
         "inventory_index": meter.inventory_index,
+        "known_capacity": meter.known_capacity,
     }
 
 
+def _v1_holder(row: list[Any]) -> dict[str, Any]:
+    """A version-1 holder row (a positional list) as the version-2 mapping."""
+    (ns, pod, ctr, dev, uuid, model, profile, frac, alloc, used, unmeas, energy, active, last) = row
+    return {"namespace": ns, "pod": pod, "container": ctr, "device_id": dev, "gpu_uuid": uuid, "model": model,
+            "mig_profile": profile, "fraction": frac, "allocated": alloc, "used": used, "unmeasured": unmeas,
+            "energy_j": energy, "active": active, "last_active": last, "used_ratio": None}
+
+
+def _holder(row: dict[str, Any]) -> HolderState:
+    ns, pod, ctr, dev, uuid, model, profile = (row[k] for k in _HOLDER_FIELDS)
+    ratio = row.get("used_ratio")
+    return HolderState(
+        namespace=str(ns), pod=str(pod), container=str(ctr), device_id=str(dev), gpu_uuid=str(uuid),
+        model=None if model is None else str(model), mig_profile=None if profile is None else str(profile),
+        fraction=float(row["fraction"]),
+        usage=Usage(allocated=float(row["allocated"]), used=float(row["used"]),
+                    unmeasured=float(row["unmeasured"]), energy_j=float(row["energy_j"])),
+        active=bool(row["active"]), last_active=float(row["last_active"]),
+        used_ratio=None if ratio is None else float(ratio))
+
+
 def load_meter(data: dict[str, Any], node: str) -> Meter:
-    """Rebuild a meter; raises ``StateError`` on anything unexpected."""
+    """Rebuild a meter (migrating version 1); raises ``StateError`` on anything unexpected."""
     try:
-        if data.get("version") != STATE_VERSION:
-            raise StateError(f"unsupported state version {data.get('version')!r}")
+        version = data.get("version")
+        if version not in (1, STATE_VERSION):
+            raise StateError(f"unsupported state version {version!r}")
         if data["node"] != node:
             raise StateError(f"state belongs to node {data['node']!r}, not {node!r}")
-        meter = Meter(node=node, epoch=str(data["epoch"]), seq=int(data["seq"]),
-                      last_tick=None if data["last_tick"] is None else float(data["last_tick"]))
+        last_tick = None if data["last_tick"] is None else float(data["last_tick"])
+        started = data.get("started_at", last_tick) if version == STATE_VERSION else last_tick
+        meter = Meter(node=node, epoch=str(data["epoch"]), seq=int(data["seq"]), last_tick=last_tick,
+                      started_at=None if started is None else float(started))
         meter.capped_seconds_total = float(data.get("capped_seconds_total", 0.0))
-        for row in data["holders"]:
-            (ns, pod, ctr, dev, uuid, model, profile, frac, alloc, used, unmeas, energy, active, last) = row
-            meter.holders[f"{ns}/{pod}/{ctr}/{dev}"] = HolderState(
-                ns, pod, ctr, dev, uuid, model, profile, float(frac),
-                Usage(float(alloc), float(used), float(unmeas), float(energy)), bool(active), float(last))
+        meter.oversubscribed_total = float(data.get("oversubscribed_total", 0.0))
+        meter.tick_resolution_total = int(data.get("tick_resolution_total", 0))
+        rows = [_v1_holder(r) for r in data["holders"]] if version == 1 else data["holders"]
+        for row in rows:
+            h = _holder(row)
+            meter.holders[f"{h.namespace}/{h.pod}/{h.container}/{h.device_id}"] = h
         meter.unallocated = defaultdict(float, {str(k): float(v) for k, v in data["unallocated"].items()})
+        meter.unobserved = defaultdict(float, {str(k): float(v) for k, v in data.get("unobserved", {}).items()})
         meter.energy_last = {str(k): float(v) for k, v in data["energy_last"].items()}
         meter.mig_known = {k: MigLocation(v[0], v[1], v[2]) for k, v in data["mig_known"].items()}
         meter.inventory = {str(k): str(v) for k, v in data["inventory"].items()}
         meter.inventory_index = {str(k): str(v) for k, v in data.get("inventory_index", {}).items()}
+        meter.known_capacity = {str(k): float(v) for k, v in data.get("known_capacity", {}).items()}
         for h in meter.holders.values():
             if min(h.usage.as_tuple()) < 0:
                 raise StateError("negative counter in state")
+        if min([*meter.unallocated.values(), *meter.unobserved.values(), 0.0]) < 0:
+            raise StateError("negative counter in state")
         return meter
     except StateError:
         raise

@@ -110,11 +110,9 @@ class SimCluster:
                             source="default-scheduler")
             self._update_quota(obj.namespace)
         elif kind == "pod_end":
-            if obj.node is not None and self.layouts[obj.node].spec.kubelet_lists_terminated:
-                done = self.pod_object(obj, running=True)
-                done["status"]["phase"] = "Succeeded"
-                self.store.upsert("pods", done)
-            else:
+            if obj.node is not None:  # its containers terminate at ``end`` (finishedAt), then it goes
+                self.store.upsert("pods", self.pod_object(obj, running=True, finished=at))
+            if obj.node is None or not self.layouts[obj.node].spec.kubelet_lists_terminated:
                 self.store.delete("pods", obj.namespace, obj.name)
             self._update_quota(obj.namespace)
         elif kind == "quota_rejection":
@@ -228,7 +226,9 @@ class SimCluster:
         return f"0/{n} nodes are available: {n} {reason}. preemption: 0/{n} nodes are available: " \
                f"{n} No preemption victims found for incoming pod."
 
-    def pod_object(self, pod: PodSpec, running: bool) -> dict[str, Any]:
+    def pod_object(self, pod: PodSpec, running: bool, finished: float | None = None) -> dict[str, Any]:
+        """The pod as the API serves it; ``finished`` (scenario time) renders it Succeeded, its container
+        terminated at that time."""
         created = self.wall_start + pod.start
         labels = dict(pod.labels)
         owner_refs: list[dict[str, Any]] = []
@@ -254,14 +254,18 @@ class SimCluster:
             spec["priorityClassName"] = pod.priority_class
         if running:
             spec["nodeName"] = pod.node
-            status = {"phase": "Running", "startTime": iso(created),
+            state: dict[str, Any] = {"running": {"startedAt": iso(created)}}
+            if finished is not None:
+                state = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": iso(created),
+                                        "finishedAt": iso(self.wall_start + finished)}}
+            status = {"phase": "Running" if finished is None else "Succeeded", "startTime": iso(created),
                       "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
                       "podIP": f"10.244.{zlib.crc32(str(pod.node).encode()) % 250}."
                                f"{zlib.crc32(pod.name.encode()) % 250 + 2}",
-                      "containerStatuses": [{"name": pod.container, "ready": True, "restartCount": 0,
+                      "containerStatuses": [{"name": pod.container, "ready": finished is None, "restartCount": 0,
                                              "image": "registry.local/workloads/sim:1",
                                              "imageID": "registry.local/workloads/sim@sha256:" + "0" * 64,
-                                             "state": {"running": {"startedAt": iso(created)}}}]}
+                                             "state": state}]}
         else:
             status = {"phase": "Pending", "conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable",

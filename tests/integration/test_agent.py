@@ -249,7 +249,8 @@ pods:
 @pytest.mark.parametrize("watch", [False, True], ids=["no-watch", "own-node-watch"])
 async def test_finished_pods_listed_by_old_kubelets(tmp_path: Path, watch: bool) -> None:
     """Kubelets before 1.34 keep listing finished pods. Without the own-node pod watch the agent keeps
-    charging them (what the watch is for); with it, 'done' stops at its end (30 s) while 'live' goes on."""
+    charging them (what the watch is for); with it, 'done' stops at its finishedAt (30 s) while 'live' goes on.
+    Without the watch both of its boundaries fall back to tick resolution and are counted."""
     clock = VirtualClock(START)
     peers = SimPeers(parse_scenario(OLD_KUBELET, "old.yaml"), tmp_path, START)
     await peers.start()
@@ -271,11 +272,13 @@ async def test_finished_pods_listed_by_old_kubelets(tmp_path: Path, watch: bool)
         h = _holders(agent)
         assert h["live/GPU"]["allocated_s"] == pytest.approx(90.0)
         if watch:
-            # held [0, 30): the 30 s tick already sees it finished, so 15 s are charged (one tick per boundary)
-            assert h["done/GPU"]["allocated_s"] == pytest.approx(15.0)
+            # held [0, 30]: the 30 s tick sees it finished at 30 s (finishedAt), so [15, 30] is charged too:
+            # 15 + 15 = 30 s, exact
+            assert h["done/GPU"]["allocated_s"] == pytest.approx(30.0)
             assert h["done/GPU"]["active"] is False and agent.ignored_finished == 1
         else:
             assert h["done/GPU"]["allocated_s"] == pytest.approx(90.0)
+            assert agent.meter.tick_resolution_total == 0  # both pods were there at the first tick
     finally:
         await agent.close()
         rig.agents.clear()

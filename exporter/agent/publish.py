@@ -1,0 +1,40 @@
+"""Publication: the meter as the ``/v1/usage`` wire snapshot (what the aggregator books)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from exporter.model.usage import GpuCapacity, HolderCounters, UnallocatedCounter, UsageSnapshot
+
+if TYPE_CHECKING:
+    from exporter.agent.meter import Meter
+
+
+def snapshot_of(meter: Meter, now: float, *, dcgm_up: bool, podresources_up: bool) -> UsageSnapshot:
+    """Everything cumulative, plus what each GPU is doing now (for the aggregator's gauges)."""
+    held: dict[str, float] = defaultdict(float)
+    for s in meter.holders.values():
+        if s.active and s.gpu_uuid:
+            held[s.gpu_uuid] += s.fraction
+    utils: dict[str, float | None] = {}
+    for (uuid, gi), (util, _m, _p) in meter.device_util.items():
+        if gi == "":
+            utils[uuid] = util
+    return UsageSnapshot(
+        node=meter.node, epoch=meter.epoch, timestamp=now, started_at=meter.started_at, seq=meter.seq,
+        dcgm_up=dcgm_up, podresources_up=podresources_up,
+        holders=[
+            HolderCounters(
+                namespace=s.namespace, pod=s.pod, container=s.container, device_id=s.device_id,
+                gpu_uuid=s.gpu_uuid, gpu_model=s.model, mig_profile=s.mig_profile, fraction=s.fraction,
+                active=s.active, allocated_s=s.usage.allocated, used_s=s.usage.used,
+                unmeasured_s=s.usage.unmeasured, energy_j=s.usage.energy_j, utilization=s.utilization)
+            for s in meter.holders.values()
+        ],
+        unallocated=[UnallocatedCounter(gpu_model=m, seconds=v) for m, v in sorted(meter.unallocated.items())],
+        unobserved=[UnallocatedCounter(gpu_model=m, seconds=v) for m, v in sorted(meter.unobserved.items())],
+        capacity=[GpuCapacity(gpu_uuid=u, gpu_model=m, index=meter.inventory_index.get(u, ""),
+                              utilization=utils.get(u), held_fraction=min(held.get(u, 0.0), 1.0))
+                  for u, m in sorted(meter.inventory.items())],
+    )
