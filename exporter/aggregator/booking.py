@@ -51,6 +51,7 @@ UNKNOWN = "unknown"
 #: Headroom of the plausibility check: clocks and tick jitter, never a whole extra GPU-hour.
 RATE_SLACK_RELATIVE = 1e-3
 RATE_SLACK_SECONDS = 1.0
+OVERSUBSCRIPTION_LIMIT = 2.0
 EPS = 1e-6
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V", bound=_Amounts)
@@ -274,8 +275,11 @@ class _NodeBooking:
     def _implausible(self, deltas: dict[str, CounterMark], *, start: float | None, gpus: int) -> str:
         """Why these deltas cannot be true, or "" when they can.
 
-        The rate bound needs the interval's start and the node's GPUs; without either (an agent that does
-        not say when its epoch began, a node with no inventory and no GPU-count label) only the per-counter
+        No counter may advance faster than the node's GPUs x wall time; all of them together not faster
+        than twice that (holders pay what Kubernetes allocated them, so an oversubscribed device, which
+        the agent counts, can take the node's sum above its capacity, but never to absurd values). The
+        rate bounds need the interval's start and the node's GPUs; without either (an agent that does not
+        say when its epoch began, a node with no inventory and no GPU-count label) only the per-counter
         checks apply."""
         for d in deltas.values():
             if d.used_s > d.allocated_s + EPS or d.unmeasured_s > d.allocated_s + EPS:
@@ -286,8 +290,12 @@ class _NodeBooking:
         if wall < -EPS:
             return "time_went_backwards"
         limit_gpus = max(gpus, self.kube.gpus_of_node(self.snap.node))
-        total = sum(d.allocated_s for d in deltas.values())
-        if limit_gpus and total > limit_gpus * (max(0.0, wall) * (1 + RATE_SLACK_RELATIVE) + RATE_SLACK_SECONDS):
+        if not limit_gpus:
+            return ""
+        bound = limit_gpus * (max(0.0, wall) * (1 + RATE_SLACK_RELATIVE) + RATE_SLACK_SECONDS)
+        if any(d.allocated_s > bound for d in deltas.values()):
+            return "faster_than_wall_time"
+        if sum(d.allocated_s for d in deltas.values()) > OVERSUBSCRIPTION_LIMIT * bound:
             return "faster_than_wall_time"
         return ""
 

@@ -248,8 +248,8 @@ events:
 """, tmp_path / "expired")
     assert plain_relists["pods"] == 0 and relists["pods"] >= 1
     assert set(plain) == set(expired) == {"a", "b", "__unallocated__"}
-    close(expired["a"]["allocated_gpu_hours"], 1.0)
-    close(expired["b"]["allocated_gpu_hours"], 0.5, ticks=1)  # the start at 30m, at tick resolution
+    close(expired["a"]["allocated_gpu_hours"], 1.0, ticks=1 / 15)
+    close(expired["b"]["allocated_gpu_hours"], 0.5, ticks=1 / 15)  # held from its startTime: within 1 s
     for pod in plain:
         assert expired[pod]["allocated_gpu_hours"] == pytest.approx(plain[pod]["allocated_gpu_hours"], abs=1e-9)
         assert expired[pod]["cost"] == pytest.approx(plain[pod]["cost"], abs=1e-9)

@@ -162,3 +162,17 @@ def test_deleted_node_closes_its_books_and_is_pruned() -> None:
     assert p.write.pruned_nodes == ["n1"]
     books.apply(p)
     assert "n1" not in books.marks
+
+
+def test_one_counter_faster_than_the_node_is_refused_but_oversubscription_is_not() -> None:
+    """On a 2-GPU node over 15 s: one counter may add at most 2 x 15 s (+ slack); the sum of all counters
+    may exceed 2 x 15 = 30 (an oversubscribed device: holders pay what they were allocated) but not
+    2 x 30 = 60 (+ slack)."""
+    books, k = empty_books(), kube()
+    books.apply(books.prepare([snap("e1", 1, 100.0, 0.0, 0.0, 0.0, started_at=100.0, gpus=2)], k, PRICING))
+    oversubscribed = books.prepare([snap("e1", 2, 115.0, 30.0, 0.0, 15.0, gpus=2)], k, PRICING)  # 45 > 30
+    assert oversubscribed.rejected == {}
+    one_too_fast = books.prepare([snap("e1", 2, 115.0, 40.0, 0.0, 0.0, gpus=2)], k, PRICING)
+    assert one_too_fast.rejected == {"n1": "faster_than_wall_time"}
+    sum_too_fast = books.prepare([snap("e1", 2, 115.0, 30.0, 0.0, 31.0, unobserved=31.0, gpus=2)], k, PRICING)
+    assert sum_too_fast.rejected == {"n1": "faster_than_wall_time"}
