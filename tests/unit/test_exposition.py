@@ -4,7 +4,6 @@ with prometheus-client's parser on anything both accept."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.agent.dcgm_devices import build_devices, parse_name_table
 from exporter.clients.exposition import parse_exposition
-from tests.conftest import SHARED_FIXTURES
+from tests.conftest import DCGM_FIXTURES
 
 
 def test_escapes_nan_inf_timestamps_and_bad_lines() -> None:
@@ -88,18 +87,18 @@ def test_gr_engine_preferred_and_mig_instances_separate() -> None:
     assert (mig.mig_profile, mig.utilization_raw, mig.pods) == ("1g.10gb", 0.6, {("ns", "p", "c")})
 
 
-# -- conformance with real captures (skipped when ../shared is absent) -------------------------------
-needs_fixtures = pytest.mark.skipif(not SHARED_FIXTURES.is_dir(), reason="../shared/fixtures/dcgm absent")
+# -- conformance with real captures (tests/fixtures/dcgm, sources in SOURCES.md) ---------------------
 
 
 def _fixture(name: str) -> str:
-    return (SHARED_FIXTURES / name).read_text()
+    return (DCGM_FIXTURES / name).read_text()
 
 
-@needs_fixtures
 def test_every_fixture_parses_like_prometheus_client() -> None:
     """Every captured file parses with no errors and to the same samples as prometheus-client."""
-    for path in sorted(Path(SHARED_FIXTURES).glob("*.txt")):
+    paths = sorted(DCGM_FIXTURES.glob("*.txt"))
+    assert len(paths) == 7  # every capture listed in SOURCES.md
+    for path in paths:
         text = path.read_text()
         ours = parse_exposition(text)
         assert ours.errors == 0, path.name
@@ -109,7 +108,14 @@ def test_every_fixture_parses_like_prometheus_client() -> None:
         assert [(s.name.removesuffix("_total"), s.labels, s.value) for s in ours.samples] == theirs, path.name
 
 
-@needs_fixtures
+def test_every_fixture_has_its_source() -> None:
+    """Each capture is named in SOURCES.md (where it came from), and each named capture is present."""
+    sources = (DCGM_FIXTURES / "SOURCES.md").read_text()
+    first_cells = [line.split("`")[1] for line in sources.splitlines() if line.startswith("| `")]
+    listed = {cell for cell in first_cells if cell.endswith(".txt")}
+    assert listed == {p.name for p in DCGM_FIXTURES.glob("*.txt")}
+
+
 def test_l4_full_scrape_values() -> None:
     """L4 capture: one GPU, GR engine 0, GPU_UTIL 0, 16.365 W, energy 4742776 mJ = 4742.776 J, no pods."""
     devs = build_devices(parse_exposition(_fixture("l4_gpu-operator_full_scrape_default_counters.txt")).samples)
@@ -122,7 +128,6 @@ def test_l4_full_scrape_values() -> None:
     assert dev.pods == set()
 
 
-@needs_fixtures
 def test_h100_mig_pod_labels() -> None:
     """H100 MIG 1g.10gb instances 7, 8, 9; 7 and 9 carry KServe pod labels, 8 none."""
     devs = build_devices(parse_exposition(_fixture("h100_mig_1g10gb_k8s_pod_labels_issue512_excerpt.txt")).samples)
@@ -135,7 +140,6 @@ def test_h100_mig_pod_labels() -> None:
     assert all(d.mig_profile == "1g.10gb" and d.gr_engine == 0.0 for d in devs.values())
 
 
-@needs_fixtures
 def test_a100_mig_doc_sample_whole_and_instance() -> None:
     """A100 doc sample: whole GPU GR engine 0.995630, FB used 4845 MiB; instance 13 (1g.5gb) 0.995687."""
     devs = build_devices(parse_exposition(_fixture("a100_mig_1g5gb_gpu_and_gpu_instance_nvidia_docs.txt")).samples)
@@ -146,7 +150,6 @@ def test_a100_mig_doc_sample_whole_and_instance() -> None:
     assert inst.mig_profile == "1g.5gb" and inst.gr_engine == pytest.approx(0.995687)
 
 
-@needs_fixtures
 def test_lowercase_hostname_and_old_empty_pod_labels() -> None:
     """2026 builds use `hostname`; 2022 builds carry empty pod labels, which mean 'no pod'."""
     devs = build_devices(parse_exposition(
