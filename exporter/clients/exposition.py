@@ -29,11 +29,12 @@ from exporter.clients.exposition_grammar import (
     valid_name,
 )
 
+#: NAME, optional {labels}, one space, value, optional one space and timestamp. Tokens hold no
+#: whitespace, quote or brace once they parse as numbers, and the labels are accepted only when they
+#: match _LABELS, so the general path splits such a line the same way.
+_FAST_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)(?: (\S+))?")
 _LABEL = r'(?!__)[a-zA-Z_][a-zA-Z0-9_]*="[^"\\{}]*"'
-#: NAME, optional {pairs with optional trailing comma}, one space, value, optional one space and timestamp.
-#: Tokens hold no whitespace, quote or brace once they parse as numbers, so the general path splits
-#: this line the same way.
-_FAST_LINE = re.compile(rf'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_LABEL}(?:,{_LABEL})*,?)?)\}})? (\S+)(?: (\S+))?')
+_LABELS = re.compile(rf"(?:{_LABEL}(?:,{_LABEL})*,?)?")
 _PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
 _ALLOWED_SUFFIXES = {"summary": ("_count", "_sum", ""), "histogram": ("_count", "_sum", "_bucket")}
 #: Label sets repeat scrape after scrape (same devices, same holders): parsed ones are kept, bounded.
@@ -100,6 +101,8 @@ def _fast_sample(line: str) -> Sample | None:
         return Sample(name, {}, value, ts)
     labels = _LABEL_CACHE.get(label_text)
     if labels is None:
+        if _LABELS.fullmatch(label_text) is None:
+            return None
         pairs = _PAIR.findall(label_text)
         labels = dict(pairs)
         if len(labels) != len(pairs):
