@@ -40,6 +40,7 @@ _ALLOWED_SUFFIXES = {"summary": ("_count", "_sum", ""), "histogram": ("_count", 
 #: Label sets repeat scrape after scrape (same devices, same holders): parsed ones are kept, bounded.
 _LABEL_CACHE: dict[str, dict[str, str]] = {}
 _LABEL_CACHE_MAX = 50_000
+_COMMENT_CACHE: dict[str, tuple[str, str, str] | None] = {}
 
 
 @dataclass(slots=True)
@@ -121,34 +122,52 @@ def _close_family(family: _Family, result: ParseResult, line: str) -> None:
             result.error(reason, line)
 
 
-def _comment(line: str, family: _Family, result: ParseResult) -> None:
-    """HELP and TYPE lines open a family; other comments are ignored."""
+def _read_comment(line: str) -> tuple[str, str, str] | None:
+    """("HELP", name, text) or ("TYPE", name, type) for a HELP/TYPE line, None for another comment."""
     parts = split_comment(line)
     if len(parts) < 2:
-        return
+        return None
     name = ""
     if len(parts) > 2:
         if parts[1] not in ("HELP", "TYPE"):
-            return
+            return None
         name, quoted = unquote(parts[2])
         if not quoted and not is_legacy_name(name):
             raise ValueError(f"invalid metric name in {parts[1]}")
     if parts[1] == "HELP":
-        if name != family.name:
-            _close_family(family, result, line)
-            family.name, family.type, family.allowed = name, "untyped", (name,)
-        if name:
-            result.help[name] = help_text(parts[3]) if len(parts) == 4 else ""
-    elif parts[1] == "TYPE":
+        return "HELP", name, help_text(parts[3]) if len(parts) == 4 else ""
+    if parts[1] == "TYPE":
         if len(parts) < 4:
             raise ValueError("TYPE without a type")
-        if name != family.name:
-            _close_family(family, result, line)
-            family.name = name
-        family.type = parts[3]
-        family.allowed = tuple(name + s for s in _ALLOWED_SUFFIXES.get(parts[3], ("",)))
+        return "TYPE", name, parts[3]
+    return None
+
+
+def _comment(line: str, family: _Family, result: ParseResult) -> None:
+    """HELP and TYPE lines open a family; other comments are ignored. Both repeat every scrape: cached."""
+    if line in _COMMENT_CACHE:
+        read = _COMMENT_CACHE[line]
+    else:
+        read = _read_comment(line)
+        if len(_COMMENT_CACHE) >= _LABEL_CACHE_MAX:
+            _COMMENT_CACHE.clear()
+        _COMMENT_CACHE[line] = read
+    if read is None:
+        return
+    kind, name, text = read
+    if name != family.name:
+        _close_family(family, result, line)
+        family.name = name
+        if kind == "HELP":
+            family.type, family.allowed = "untyped", (name,)
+    if kind == "HELP":
         if name:
-            result.types[name] = parts[3]
+            result.help[name] = text
+    else:
+        family.type = text
+        family.allowed = tuple(name + s for s in _ALLOWED_SUFFIXES.get(text, ("",)))
+        if name:
+            result.types[name] = text
 
 
 def parse_exposition(text: str, only: Collection[str] | None = None) -> ParseResult:
