@@ -10,7 +10,8 @@ import pytest
 import structlog
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures" / "dcgm"
+#: Real DCGM Exporter captures, each with its source in SOURCES.md next to it.
+DCGM_FIXTURES = REPO / "tests" / "fixtures" / "dcgm"
 
 
 @pytest.fixture(autouse=True)
