@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.durations import format_duration
-from exporter.sim.scenario import NodeSpec, Scenario, ScenarioError
+from exporter.sim.spec import NodeSpec, Scenario, ScenarioError
 
 _NS = uuidlib.UUID("6f1c1d3e-8d0b-4a43-9f43-0b8f2f1f7c11")
 

@@ -90,8 +90,8 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
             self.owner.before_call()
         cluster = self.owner.cluster
         return pb.ListPodResourcesResponse(pod_resources=[
-            self._pod(p.namespace, p.name, devs, p.resource, p.container)
-            for p, devs in cluster.pod_resources(self.owner.node)])
+            self._pod(a.pod.namespace, a.pod.name, a.devices, a.pod.resource, a.pod.container)
+            for a in cluster.pod_resources(self.owner.node)])
 
     async def GetAllocatableResources(self, request: pb.AllocatableResourcesRequest,
                                       context: object) -> pb.AllocatableResourcesResponse:
@@ -103,9 +103,10 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
     async def Get(self, request: pb.GetPodResourcesRequest,
                   context: grpc.aio.ServicerContext) -> pb.GetPodResourcesResponse:
         self.owner.calls += 1
-        for p, devs in self.owner.cluster.pod_resources(self.owner.node):
+        for a in self.owner.cluster.pod_resources(self.owner.node):
+            p = a.pod
             if p.name == request.pod_name and p.namespace == request.pod_namespace:
-                return pb.GetPodResourcesResponse(pod_resources=self._pod(p.namespace, p.name, devs, p.resource,
+                return pb.GetPodResourcesResponse(pod_resources=self._pod(p.namespace, p.name, a.devices, p.resource,
                                                                           p.container))
         await context.abort(grpc.StatusCode.NOT_FOUND, f"pod {request.pod_namespace}/{request.pod_name} not found")
         raise AssertionError("unreachable")

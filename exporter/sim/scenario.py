@@ -7,7 +7,6 @@ Every error is one line naming the file and the field, e.g.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,123 +14,21 @@ import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.durations import parse_duration
+from exporter.sim.layout import place_pods
+from exporter.sim.spec import (
+    EVENT_TYPES,
+    EventSpec,
+    NamespaceSpec,
+    NodeSpec,
+    Owner,
+    PodSpec,
+    QueueSpec,
+    Scenario,
+    ScenarioError,
+)
 
-EVENT_TYPES = {
-    "dcgm_down": ("node", "from", "to"),
-    "podresources_down": ("node", "from", "to"),
-    "agent_restart": ("node", "at"),
-    "agent_state_loss": ("node", "at"),
-    "aggregator_restart": ("at",),
-    "quota_rejection": ("namespace", "at"),
-    "watch_expire": ("at",),
-}
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be run; the message is one line naming file and field."""
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    kind: str
-    name: str
-
-
-@dataclass(slots=True)
-class NodeSpec:
-    name: str
-    model: str
-    gpus: int
-    labels: dict[str, str] = field(default_factory=dict)
-    mig: dict[int, list[str]] = field(default_factory=dict)
-    time_slicing: int | None = None
-    time_slicing_rename: bool = False
-    dcgm_pod_labels: bool = True
-    kubelet_lists_terminated: bool = False  # as kubelets before 1.34 did (KubeletPodResourcesListUseActivePods)
-
-
-@dataclass(slots=True)
-class NamespaceSpec:
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    gpu_quota: int | None = None
-
-
-@dataclass(slots=True)
-class PodSpec:
-    name: str
-    namespace: str
-    node: str | None
-    gpus: int
-    start: float
-    end: float | None
-    utilization: list[tuple[float, float]]
-    resource: str = "nvidia.com/gpu"
-    pending_reason: str | None = None
-    owner: Owner | None = None
-    priority_class: str | None = None
-    container: str = "main"
-    labels: dict[str, str] = field(default_factory=dict)
-
-    def util_at(self, t: float) -> float:
-        value = 0.0
-        for at, v in self.utilization:
-            if at <= t:
-                value = v
-            else:
-                break
-        return value
-
-    def running_at(self, t: float) -> bool:
-        return self.node is not None and self.start <= t and (self.end is None or t < self.end)
-
-
-@dataclass(slots=True)
-class QueueSpec:
-    """A Volcano Queue or a Kueue ClusterQueue with a GPU capability, serving namespaces."""
-
-    kind: str  # volcano | kueue
-    name: str
-    gpus: int
-    namespaces: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class EventSpec:
-    type: str
-    node: str | None = None
-    namespace: str | None = None
-    at: float | None = None
-    start: float | None = None
-    end: float | None = None
-    requested: int = 1
-
-
-@dataclass(slots=True)
-class Scenario:
-    source: str
-    tick: float
-    duration: float
-    currency: str
-    prices: dict[str, float]
-    default_price: float | None
-    pools: dict[str, float]
-    pool_label: str
-    nodes: list[NodeSpec]
-    namespaces: list[NamespaceSpec]
-    pods: list[PodSpec]
-    events: list[EventSpec]
-    queues: list[QueueSpec] = field(default_factory=list)
-
-    def node(self, name: str) -> NodeSpec:
-        return next(n for n in self.nodes if n.name == name)
-
-    def pricing_document(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"currency": self.currency, "models": dict(self.prices), "pools": dict(self.pools)}
-        doc["default_price"] = self.default_price if self.default_price is not None else max(
-            self.prices.values(), default=1.0)
-        return doc
-
+__all__ = ["EVENT_TYPES", "EventSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec", "QueueSpec", "Scenario",
+           "ScenarioError", "load_scenario", "parse_scenario"]
 
 class _Ctx:
     def __init__(self, source: str) -> None:
@@ -353,8 +250,6 @@ def parse_scenario(text: str, source: str) -> Scenario:
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
                         namespaces, pods, events, queues)
     # Device placement is part of validation: a scenario that cannot be placed is an error now.
-    from exporter.sim.layout import place_pods
-
     place_pods(scenario)
     return scenario
 
