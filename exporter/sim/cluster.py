@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.sim import dcgm_text, kube_objects
-from exporter.sim.kube_objects import GPU_QUOTA_KEY, EventInfo
+from exporter.sim.kube_objects import GPU_QUOTA_KEY, EventInfo, stable_uid
 from exporter.sim.kube_store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
 from exporter.sim.layout import NodeLayout, place_pods
@@ -98,7 +98,7 @@ class SimCluster:
         elif pod is not None and step.kind == "pending_add":
             self.store.upsert("pods", self.pod_object(pod, running=False))
             self._add_event(EventInfo(pod.namespace, "Pod", pod.name, "FailedScheduling", self.pending_message(pod),
-                                      "default-scheduler"), step.at)
+                                      "default-scheduler", stable_uid(f"pod/{pod.namespace}/{pod.name}")), step.at)
             self._update_quota(pod.namespace)
         elif pod is not None and step.kind == "pod_end":
             if pod.node is not None and self.layouts[pod.node].spec.kubelet_lists_terminated:

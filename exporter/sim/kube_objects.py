@@ -170,6 +170,7 @@ class EventInfo:
     reason: str
     message: str
     source: str
+    uid: str | None = None  # the involved object's; kubectl describe selects events by it
 
 
 def event_object(ev: EventInfo, *, seq: int, at: float) -> dict[str, Any]:
@@ -178,6 +179,7 @@ def event_object(ev: EventInfo, *, seq: int, at: float) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": ev_name, "namespace": ev.namespace,
                          "uid": stable_uid(f"event/{ev.namespace}/{ev_name}"), "creationTimestamp": ts},
-            "involvedObject": {"kind": ev.kind, "namespace": ev.namespace, "name": ev.name},
+            "involvedObject": {"kind": ev.kind, "namespace": ev.namespace, "name": ev.name,
+                               **({"uid": ev.uid} if ev.uid else {})},
             "reason": ev.reason, "message": ev.message, "type": "Warning", "count": 1,
             "firstTimestamp": ts, "lastTimestamp": ts, "source": {"component": ev.source}}
