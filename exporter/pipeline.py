@@ -51,6 +51,7 @@ class Pipeline:
         return AgentSettings(node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=env["GPUCOST_LISTEN"],
                              podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
                              state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=self.scenario.tick,
+                             kubeconfig=Path(env["GPUCOST_KUBECONFIG"]),
                              podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time)
 
     def aggregator_settings(self) -> AggregatorSettings:

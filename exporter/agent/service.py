@@ -21,6 +21,7 @@ from exporter.agent.dcgm_devices import (
     parse_name_table,
 )
 from exporter.agent.http import build_app
+from exporter.agent.kubeinfo import KubeInfo, hami_pods
 from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
 from exporter.clients.dcgm import DcgmClient
@@ -31,6 +32,7 @@ from exporter.clients.podresources import ContainerDevices, PodResourcesClient
 from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
+from exporter.model.devices import SharingMode
 from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
@@ -83,6 +85,9 @@ class Agent:
         self._watcher: Watcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._api_client: Any = None
+        self.kubeinfo = KubeInfo(node=settings.node_name, kubeconfig=settings.kubeconfig,
+                                 timeout=settings.podresources_timeout)
+        self.sharing: dict[str, SharingMode] = {}  # physical GPU uuid -> how it is shared (device metric label)
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(self))
@@ -122,6 +127,7 @@ class Agent:
         if etype == "LISTED":
             self.finished_pods.clear()
         for pod in items:
+            self.kubeinfo.observe_pod(pod, deleted=etype == "DELETED")
             meta = pod.get("metadata") or {}
             key = (meta.get("namespace", ""), meta.get("name", ""))
             if etype != "DELETED" and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -201,9 +207,14 @@ class Agent:
             now = self.clock.now()
             attribution = None
             if held is not None:
+                context = await self.kubeinfo.context(held, self._allocatable)
+                if hami_pods(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
+                    await self.start_pod_watch()  # HAMi present: the watch brings annotations before pods start
                 attribution = attribute(held, dcgm, self._allocatable, self.meter.mig_known,
-                                        self.meter.inventory, self.settings.resource_names, self.mig_resolver)
+                                        self.meter.inventory, self.settings.resource_names, self.mig_resolver,
+                                        context=context)
                 self.health.unresolved = len(attribution.unresolved)
+                self.sharing = attribution.sharing
             stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap())
             if stats.capped_seconds > 0:
                 log.warning("tick_interval_capped", charged=stats.charged_seconds, lost=stats.capped_seconds)
@@ -229,6 +240,7 @@ class Agent:
                 await self._watch_task
         if self._api_client is not None:
             await self._api_client.close()
+        await self.kubeinfo.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

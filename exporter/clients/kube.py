@@ -90,6 +90,28 @@ async def make_api_client(kubeconfig: Path | None) -> Any:
     return client.ApiClient()
 
 
+async def read_core(api_client: Any, method: str, *args: str, timeout: float) -> dict[str, Any]:
+    """One CoreV1Api read (``read_node``, ``read_namespaced_pod``) as a dict; PeerError on any fault."""
+    from kubernetes_asyncio import client
+
+    try:
+        resp = await getattr(client.CoreV1Api(api_client), method)(*args, _preload_content=False,
+                                                                   _request_timeout=timeout)
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise PeerUnavailable(f"API server unreachable: {exc!r}") from exc
+    try:
+        if resp.status != 200:
+            raise PeerBadResponse(f"{method}{list(args)}: HTTP {resp.status}")
+        doc = json.loads(await resp.read())
+    except ValueError as exc:
+        raise PeerBadResponse(f"{method}{list(args)}: not JSON") from exc
+    finally:
+        resp.release()
+    if not isinstance(doc, dict):
+        raise PeerBadResponse(f"{method}{list(args)}: not an object")
+    return doc
+
+
 class Watcher:
     """Keeps every watched kind flowing into ``handler``; survives API-server faults."""
 

@@ -50,6 +50,7 @@ class SimCluster:
         placement = place_pods(scenario)
         self.layouts: dict[str, NodeLayout] = placement.layouts
         self.devices = placement.devices
+        self.hami = placement.hami
         self.t = -1.0
         self.store = KubeStore()
         self.energy = EnergyMeter()
@@ -130,10 +131,12 @@ class SimCluster:
                    and e.start <= self.t < e.end for e in self.scenario.events)
 
     def device_holders(self, node: str) -> dict[str, list[PodSpec]]:
-        """Device ID -> pods holding it now."""
+        """Device ID -> pods holding it now; a HAMi pod holds the physical GPUs of its annotation."""
         out: dict[str, list[PodSpec]] = {}
         for p in self.running_pods(node):
-            for d in self.devices.get((p.namespace, p.name), []):
+            key = (p.namespace, p.name)
+            held = [s.gpu_uuid for s in self.hami[key]] if key in self.hami else self.devices.get(key, [])
+            for d in held:
                 out.setdefault(d, []).append(p)
         return out
 
@@ -171,7 +174,8 @@ class SimCluster:
 
     def pod_object(self, pod: PodSpec, running: bool) -> dict[str, Any]:
         return kube_objects.pod_object(pod, running=running, wall_start=self.wall_start,
-                                       pending=self.pending_message(pod))
+                                       pending=self.pending_message(pod),
+                                       hami=self.hami.get((pod.namespace, pod.name), []))
 
     def _queue_objects(self) -> None:
         """Volcano Queues and Kueue ClusterQueues (+ a LocalQueue per served namespace) of the scenario."""

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter.sim.hardware import framebuffer_mib
-from exporter.sim.layout import NodeLayout
+from exporter.sim.layout import HamiShare, NodeLayout
 from exporter.sim.spec import NamespaceSpec, PodSpec, QueueSpec
 
 GPU_QUOTA_KEY = "requests.nvidia.com/gpu"
@@ -53,7 +53,7 @@ def node_object(layout: NodeLayout, *, created: float) -> dict[str, Any]:
         "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": spec.model.replace(" ", "-"),
         "nvidia.com/gpu.count": str(spec.gpus), "nvidia.com/gpu.memory": str(framebuffer_mib(spec.model)),
         **({"nvidia.com/mig.strategy": "mixed"} if spec.mig else {}),
-        **({"nvidia.com/gpu.replicas": str(spec.time_slicing)} if spec.time_slicing else {}),
+        **_sharing_labels(layout),
         **spec.labels,
     }
     counts = {r: str(len(ids)) for r, ids in layout.resources.items()}
@@ -66,6 +66,26 @@ def node_object(layout: NodeLayout, *, created: float) -> dict[str, Any]:
                    "allocatable": {"cpu": "95", "memory": "1000Gi", **counts},
                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
     }
+
+
+def _sharing_labels(layout: NodeLayout) -> dict[str, str]:
+    """What GPU feature discovery and the device plugin label: replicas and strategy, -SHARED unless renamed."""
+    spec = layout.spec
+    if spec.sharing == "hami":
+        return {"gpu": "on", "nvidia.com/gpu.sharing-strategy": "none"}  # HAMi schedules nodes labelled gpu=on
+    if not spec.time_slicing:
+        return {"nvidia.com/gpu.sharing-strategy": "none"}
+    labels = {"nvidia.com/gpu.replicas": str(spec.time_slicing), "nvidia.com/gpu.sharing-strategy": spec.sharing}
+    if not spec.time_slicing_rename:
+        labels["nvidia.com/gpu.product"] = spec.model.replace(" ", "-") + "-SHARED"
+    if spec.sharing == "mps":
+        labels["nvidia.com/mps.capable"] = "true"
+    return labels
+
+
+def hami_annotation(shares: list[HamiShare]) -> str:
+    """``hami.io/vgpu-devices-allocated`` for a one-container pod: ``<uuid>,NVIDIA,<MiB>,<cores>:`` then ``;``."""
+    return "".join(f"{s.gpu_uuid},NVIDIA,{s.memory_mib},{s.cores}:" for s in shares) + ";"
 
 
 def pending_message(pod: PodSpec, *, nodes: int) -> str:
@@ -92,17 +112,24 @@ def _owner_refs(pod: PodSpec, labels: dict[str, str]) -> list[dict[str, Any]]:
              "name": name, "uid": stable_uid(f"{kind}/{name}"), "controller": True, "blockOwnerDeletion": True}]
 
 
-def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str) -> dict[str, Any]:
-    """A pod as running (bound, with container status) or pending (unschedulable, with ``pending``)."""
+def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
+               hami: list[HamiShare] | None = None) -> dict[str, Any]:
+    """A pod as running (bound, with container status) or pending (unschedulable, with ``pending``).
+
+    A HAMi pod also carries HAMi's resources and, once bound, the annotations HAMi's scheduler writes.
+    """
     created = wall_start + pod.start
     labels = dict(pod.labels)
     owner_refs = _owner_refs(pod, labels)
-    qty = str(pod.gpus)
+    limits = {pod.resource: str(pod.gpus)}
+    if pod.hami is not None:
+        limits["nvidia.com/gpumem"] = str(pod.hami.memory_mib)
+        if pod.hami.cores:
+            limits["nvidia.com/gpucores"] = str(pod.hami.cores)
     spec: dict[str, Any] = {
-        "schedulerName": "default-scheduler",
+        "schedulerName": "hami-scheduler" if hami else "default-scheduler",
         "containers": [{"name": pod.container, "image": "registry.local/workloads/sim:1",
-                        "resources": {"requests": {pod.resource: qty, "cpu": "4"},
-                                      "limits": {pod.resource: qty}}}],
+                        "resources": {"requests": {**limits, "cpu": "4"}, "limits": limits}}],
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     }
     if pod.priority_class:
@@ -126,6 +153,10 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str) 
                             "labels": labels, "creationTimestamp": iso(created)}
     if owner_refs:
         meta["ownerReferences"] = owner_refs
+    if hami and running:
+        meta["annotations"] = {"hami.io/vgpu-devices-allocated": hami_annotation(hami),
+                               "hami.io/vgpu-devices-to-allocate": ";",  # the plugin empties it on Allocate
+                               "hami.io/vgpu-node": str(pod.node), "hami.io/bind-phase": "success"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 

@@ -24,8 +24,8 @@ def gpu_utilization(layout: NodeLayout, holders: dict[str, list[PodSpec]], t: fl
             sharing = {(p.namespace, p.name): p for k in range(gpu.replicas)
                        for p in holders.get(f"{gpu.uuid}::{k}", [])}
             out[gpu.uuid] = min(1.0, sum(p.util_at(t) for p in sharing.values()))
-        else:
-            out[gpu.uuid] = sum(p.util_at(t) for p in holders.get(gpu.uuid, []))
+        else:  # one holder, or HAMi pods sharing it: their sum, capped at 1
+            out[gpu.uuid] = min(1.0, sum(p.util_at(t) for p in holders.get(gpu.uuid, [])))
     return out
 
 

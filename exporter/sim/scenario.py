@@ -17,7 +17,9 @@ from exporter.model.durations import parse_duration
 from exporter.sim.layout import place_pods
 from exporter.sim.spec import (
     EVENT_TYPES,
+    SHARING_MODES,
     EventSpec,
+    HamiSpec,
     NamespaceSpec,
     NodeSpec,
     Owner,
@@ -27,8 +29,8 @@ from exporter.sim.spec import (
     ScenarioError,
 )
 
-__all__ = ["EVENT_TYPES", "EventSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec", "QueueSpec", "Scenario",
-           "ScenarioError", "load_scenario", "parse_scenario"]
+__all__ = ["EVENT_TYPES", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec", "QueueSpec",
+           "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
 class _Ctx:
     def __init__(self, source: str) -> None:
@@ -80,6 +82,39 @@ class _Ctx:
                 raise self.fail(f"{where}.{key}" if where else str(key), "unknown field")
 
 
+def _node_sharing(ctx: _Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
+    """``sharing`` and its replica count: ``time_slicing: r`` alone means time-slicing with r replicas."""
+    sharing = ctx.string(n.get("sharing", "time-slicing" if time_slicing else "none"), f"{where}.sharing")
+    if sharing not in SHARING_MODES:
+        raise ctx.fail(f"{where}.sharing", f"expected one of {', '.join(SHARING_MODES)}, got {sharing!r}")
+    if n.get("replicas") is not None:
+        if time_slicing is not None:
+            raise ctx.fail(f"{where}.replicas", "give replicas or time_slicing, not both")
+        time_slicing = ctx.integer(n["replicas"], f"{where}.replicas", 2)
+    if sharing in ("time-slicing", "mps") and time_slicing is None:
+        raise ctx.fail(f"{where}.replicas", f"required for sharing: {sharing}")
+    if sharing in ("none", "hami") and time_slicing is not None:
+        raise ctx.fail(f"{where}.replicas", f"replicas need sharing: time-slicing or mps, not {sharing}")
+    return sharing, time_slicing
+
+
+def _pod_hami(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
+    """A HAMi vGPU request, only on a ``sharing: hami`` node and only of ``nvidia.com/gpu``."""
+    if p.get("hami") is None:
+        return None
+    h = ctx.mapping(p["hami"], f"{where}.hami")
+    ctx.known_keys(h, {"memory_mib", "cores"}, f"{where}.hami")
+    node = next((x for x in nodes if x.name == p.get("node")), None)
+    if node is None or node.sharing != "hami":
+        raise ctx.fail(f"{where}.hami", "only for pods on a node with sharing: hami")
+    if p.get("resource", "nvidia.com/gpu") != "nvidia.com/gpu":
+        raise ctx.fail(f"{where}.resource", "HAMi shares nvidia.com/gpu only")
+    cores = ctx.integer(h.get("cores", 0), f"{where}.hami.cores")
+    if cores > 100:
+        raise ctx.fail(f"{where}.hami.cores", f"{cores} is over 100 (percent of the GPU's SMs)")
+    return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", 1), cores)
+
+
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario file."""
     source = path.name
@@ -120,7 +155,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"nodes[{i}]"
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
-                           "dcgm_pod_labels", "kubelet_lists_terminated"}, where)
+                           "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split"}, where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -145,12 +180,16 @@ def parse_scenario(text: str, source: str) -> Scenario:
             mig[gi] = plist
         ts = n.get("time_slicing")
         time_slicing = ctx.integer(ts, f"{where}.time_slicing", 2) if ts is not None else None
+        sharing, time_slicing = _node_sharing(ctx, n, where, time_slicing)
+        if sharing in ("mps", "hami") and mig:
+            raise ctx.fail(f"{where}.sharing", f"{sharing} is not offered on MIG GPUs; drop mig or sharing")
         if model not in prices and default_price is None:
             raise ctx.fail(f"{where}.model", f"{model!r} has no price and default_price is not set")
         nodes.append(NodeSpec(
             name, model, gpus, {str(k): str(v) for k, v in ctx.mapping(n.get("labels"), f"{where}.labels").items()},
             mig, time_slicing, bool(n.get("time_slicing_rename", False)), bool(n.get("dcgm_pod_labels", True)),
-            bool(n.get("kubelet_lists_terminated", False))))
+            bool(n.get("kubelet_lists_terminated", False)), sharing,
+            ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", 1)))
 
     namespaces: list[NamespaceSpec] = []
     for i, ns in enumerate(ctx.seq(raw.get("namespaces"), "namespaces")):
@@ -169,7 +208,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
-                           "gpus", "start", "end", "utilization", "container", "labels"}, where)
+                           "gpus", "start", "end", "utilization", "container", "labels", "hami"}, where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -204,7 +243,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             name, namespace, node, ctx.integer(p.get("gpus", 1), f"{where}.gpus", 1), start, end, steps,
             resource, p.get("pending_reason"), owner, p.get("priority_class"),
             str(p.get("container", "main")),
-            {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()}))
+            {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
+            _pod_hami(ctx, p, where, nodes)))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}

@@ -30,6 +30,17 @@ class Owner:
     name: str
 
 
+SHARING_MODES = ("none", "time-slicing", "mps", "hami")
+
+
+@dataclass(frozen=True, slots=True)
+class HamiSpec:
+    """A HAMi vGPU request per GPU: framebuffer MiB (``nvidia.com/gpumem``) and SM percent (``gpucores``)."""
+
+    memory_mib: int
+    cores: int = 0
+
+
 @dataclass(slots=True)
 class NodeSpec:
     name: str
@@ -37,10 +48,12 @@ class NodeSpec:
     gpus: int
     labels: dict[str, str] = field(default_factory=dict)
     mig: dict[int, list[str]] = field(default_factory=dict)
-    time_slicing: int | None = None
+    time_slicing: int | None = None  # replicas per GPU, time-sliced or MPS (``sharing``)
     time_slicing_rename: bool = False
     dcgm_pod_labels: bool = True
     kubelet_lists_terminated: bool = False  # as kubelets before 1.34 did (KubeletPodResourcesListUseActivePods)
+    sharing: str = "none"  # none | time-slicing | mps (device-plugin replicas) | hami (HAMi vGPU)
+    hami_split: int = 10  # HAMi deviceSplitCount: plugin IDs GPU-<uuid>-<k> per GPU
 
 
 @dataclass(slots=True)
@@ -65,6 +78,7 @@ class PodSpec:
     priority_class: str | None = None
     container: str = "main"
     labels: dict[str, str] = field(default_factory=dict)
+    hami: HamiSpec | None = None
 
     def util_at(self, t: float) -> float:
         value = 0.0
