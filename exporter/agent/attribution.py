@@ -8,18 +8,21 @@ layouts are static while the instance exists), and DCGM's own pod labels on MIG 
 be resolved is still allocated, but unmeasured, and counted as unresolved.
 
 Shared GPUs: device-plugin replicas are 1/replicas (MPS or time-slicing, told apart by the node's
-sharing-strategy label); HAMi shares come from the pod annotation, not from the IDs the kubelet lists.
+sharing-strategy label); HAMi shares come from the pod annotation, not from the IDs the kubelet lists;
+DRA claims (``dra``) are whole GPUs or MIG instances split among the pods sharing the claim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
+from exporter.agent.assignment import Assignment, Attribution, MigLocation, MigResolver
 from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.dra import dra_holds
+from exporter.agent.dra_attribution import dra_assignments
 from exporter.agent.hami import hami_fraction
 from exporter.agent.sharing import ContainerKey, NodeContext
-from exporter.clients.podresources import ContainerDevices
+from exporter.clients.podresources import ContainerClaim, ContainerDevices
 from exporter.model.devices import (
     DeviceKind,
     SharingMode,
@@ -32,58 +35,10 @@ from exporter.model.devices import (
 
 MIB = 1048576.0
 
+__all__ = ["GPU_RESOURCES", "Assignment", "Attribution", "MigLocation", "MigResolver", "accepted_resource", "attribute",
+           "node_model", "replica_counts", "safe_fraction"]
+
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
-
-
-@dataclass(frozen=True, slots=True)
-class MigLocation:
-    """Where a MIG instance lives: its parent GPU and GPU instance id."""
-
-    gpu_uuid: str
-    gpu_instance_id: str
-    profile: str | None
-
-
-#: Optional resolver (e.g. NVML) from a MIG UUID to its location; None when it cannot say.
-MigResolver = Callable[[str], MigLocation | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """One container's hold on one device for this tick."""
-
-    namespace: str
-    pod: str
-    container: str
-    device_id: str
-    kind: DeviceKind
-    gpu_uuid: str  # physical GPU ("" when unresolved)
-    dcgm_key: tuple[str, str] | None  # the DCGM device whose utilisation applies
-    model: str | None
-    mig_profile: str | None
-    fraction: float
-    sharing: SharingMode = SharingMode.NONE
-
-    @property
-    def holder_key(self) -> str:
-        return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
-
-    @property
-    def charge_group(self) -> str:
-        """Assignments charged together: every share (replica, HAMi vGPU) of one GPU splits its busy time."""
-        if self.kind is DeviceKind.REPLICA:
-            return f"shared:{self.gpu_uuid}"
-        return f"own:{self.device_id}"
-
-
-@dataclass(slots=True)
-class Attribution:
-    """The result of one build step."""
-
-    assignments: list[Assignment] = field(default_factory=list)
-    unresolved: list[str] = field(default_factory=list)
-    learned: dict[str, MigLocation] = field(default_factory=dict)
-    sharing: dict[str, SharingMode] = field(default_factory=dict)  # physical GPU uuid -> how it is shared
 
 
 def safe_fraction(profile: str | None, model: str | None) -> tuple[float, str | None]:
@@ -148,6 +103,9 @@ def sharing_modes(allocatable: dict[str, tuple[str, ...]] | None, assignments: l
             modes[d.physical] = context.replica_mode()
         elif d.kind is DeviceKind.GPU:
             modes.setdefault(d.physical, SharingMode.NONE)
+    for dev in context.dra_slices.values():
+        if dev.parent_uuid or dev.uuid:
+            modes[dev.parent_uuid or dev.uuid] = SharingMode.DRA
     for a in assignments:
         if a.gpu_uuid and a.sharing is not SharingMode.NONE:
             modes[a.gpu_uuid] = a.sharing
@@ -172,6 +130,7 @@ def attribute(
     resolver: MigResolver | None = None,
     *,
     context: NodeContext | None = None,
+    claims: Iterable[ContainerClaim] = (),
 ) -> Attribution:
     """Join pod-resources holdings with DCGM devices. Pure: no I/O, deterministic."""
     extra = tuple(extra_resources)
@@ -263,6 +222,10 @@ def attribute(
     slots = hami_slots(allocatable, hami_held)
     for cd in hami_held:
         _hami_assignments(cd, ctx, dcgm, slots, model_of, result)
+    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin)
+    if holds:
+        result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
+                                                  model_of=model_of, result=result))
     result.sharing = sharing_modes(allocatable, result.assignments, ctx)
     return result
 

@@ -57,8 +57,9 @@ class AgentCollector(Collector):
                                  labels=["node", "gpu_uuid", "gpu_model", "mig_profile", "gpu_i_id", "sharing"])
 
         def sharing(uuid: str, gi: str) -> str:
-            """mps | time-slicing | hami | dra | none; a MIG instance is never shared."""
-            return "none" if gi else str(agent.sharing.get(uuid, "none"))
+            """mps | time-slicing | hami | dra | none; a MIG instance is shared only through a DRA claim."""
+            mode = str(agent.sharing.get(uuid, "none"))
+            return mode if not gi or mode == "dra" else "none"
 
         for (uuid, gi), (value, model, profile) in sorted(agent.meter.device_util.items()):
             if value is not None:

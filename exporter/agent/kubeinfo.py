@@ -1,7 +1,8 @@
 """Reads what the agent needs from the Kubernetes API to account shared GPUs, and keeps it between ticks.
 
-Only asked when the node shares GPUs (replicas or HAMi IDs in pod-resources): the node's labels
-(MPS or time-slicing, physical GPU memory) and the HAMi annotation of each pod holding HAMi IDs.
+Only asked when the node shares GPUs (replicas, HAMi IDs or DRA claims in pod-resources): the node's
+labels (MPS or time-slicing, physical GPU memory), the HAMi annotation of each pod holding HAMi IDs,
+the node's ResourceSlices and the adminAccess results of each listed claim.
 An annotation is written before the pod starts and never changes, so a pod is read once (from the
 own-node pod watch when it runs, else by one GET) and forgotten when the kubelet stops listing it.
 API faults never stop a tick: the last known context is used, and an unknown annotation falls back
@@ -14,11 +15,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, slice_index
 from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
 from exporter.agent.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
 from exporter.clients.kube import make_api_client, read_core
-from exporter.clients.podresources import ContainerDevices
+from exporter.clients.podresources import ContainerClaim, ContainerDevices
 from exporter.logs import get_logger
 from exporter.model.devices import DeviceKind, hami_device_gpu, parse_device_id
 
@@ -67,6 +69,9 @@ class KubeInfo:
         self._labels_at: int | None = None
         self._pods: dict[tuple[str, str], dict[ContainerKey, list[HamiDevice]]] = {}
         self._listed: set[tuple[str, str]] = set()
+        self._slices: dict[DeviceKey, SliceDevice] = {}
+        self._slices_at: int | None = None
+        self._admin: dict[str, set[DeviceKey]] = {}  # claim -> adminAccess devices, while listed
         self.errors = 0
 
     def observe_pod(self, pod: dict[str, Any], *, deleted: bool = False) -> None:
@@ -88,24 +93,45 @@ class KubeInfo:
                             effect="replicas count as time-slicing; HAMi pods as their listed IDs")
         return self.api_client
 
-    async def _get(self, what: str, *args: str) -> dict[str, Any] | None:
-        """One read of the node or a pod; None on any fault (the tick goes on with what it knows)."""
+    async def _get(self, what: str, *args: str, custom: bool = False, **kwargs: str) -> dict[str, Any] | None:
+        """One read; None on any fault (the tick goes on with what it knows)."""
         client = await self._client()
         if client is None:
             return None
         try:
-            return await read_core(client, what, *args, timeout=self.timeout)
+            return await read_core(client, what, *args, timeout=self.timeout, custom=custom, **kwargs)
         except PeerError as exc:
             self.errors += 1
             log.warning("kube_get_failed", call=what, args=list(args), error=str(exc)[:200])
             return None
 
-    async def context(self, held: list[ContainerDevices],
-                      allocatable: dict[str, tuple[str, ...]] | None) -> NodeContext:
+    async def _dra(self, claims: list[ContainerClaim]) -> None:
+        """Slices when a listed device is unknown or due; each newly listed claim once, for adminAccess."""
+        keys = {DeviceKey(d.driver, d.pool, d.device) for c in claims for d in c.devices}
+        due = self._slices_at is None or self._ticks - self._slices_at >= LABELS_REFRESH_TICKS
+        if due or not keys <= set(self._slices):
+            doc = await self._get("list_cluster_custom_object", "resource.k8s.io", "v1", "resourceslices",
+                                  custom=True, field_selector=f"spec.nodeName={self.node}")
+            if doc is not None:
+                self._slices = slice_index([i for i in doc.get("items") or [] if isinstance(i, dict)])
+                self._slices_at = self._ticks
+        listed = {(c.claim_namespace, c.claim_name) for c in claims}
+        self._admin = {k: v for k, v in self._admin.items() if tuple(k.split("/", 1)) in listed}
+        for ns, name in sorted(listed):
+            if f"{ns}/{name}" not in self._admin:
+                claim = await self._get("get_namespaced_custom_object", "resource.k8s.io", "v1", ns,
+                                        "resourceclaims", name, custom=True)
+                if claim is not None:
+                    self._admin[f"{ns}/{name}"] = admin_devices(claim)
+
+    async def context(self, held: list[ContainerDevices], allocatable: dict[str, tuple[str, ...]] | None,
+                      claims: list[ContainerClaim] | None = None) -> NodeContext:
         """This tick's context; asks the API only for what is missing or due for a refresh."""
         self._ticks += 1
+        if claims:
+            await self._dra(claims)
         if not shares_gpus(held, allocatable):
-            return NodeContext(labels=self._labels)
+            return NodeContext(labels=self._labels, dra_slices=self._slices, dra_admin=self._admin)
         if self._labels_at is None or self._ticks - self._labels_at >= LABELS_REFRESH_TICKS:
             node = await self._get("read_node", self.node)
             if node is not None:
@@ -120,7 +146,8 @@ class KubeInfo:
             if pod is not None:
                 self._pods[(ns, name)] = pod_shares(pod)
         shares = {k: v for pod in self._pods.values() for k, v in pod.items()}
-        return NodeContext(labels=self._labels, hami=shares, hami_pods=frozenset(self._pods))
+        return NodeContext(labels=self._labels, hami=shares, hami_pods=frozenset(self._pods),
+                           dra_slices=self._slices, dra_admin=self._admin)
 
     async def close(self) -> None:
         if self.api_client is not None:

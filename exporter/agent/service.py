@@ -207,12 +207,13 @@ class Agent:
             now = self.clock.now()
             attribution = None
             if held is not None:
-                context = await self.kubeinfo.context(held, self._allocatable)
+                claims = self.podresources.last_claims
+                context = await self.kubeinfo.context(held, self._allocatable, claims)
                 if hami_pods(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
                     await self.start_pod_watch()  # HAMi present: the watch brings annotations before pods start
                 attribution = attribute(held, dcgm, self._allocatable, self.meter.mig_known,
                                         self.meter.inventory, self.settings.resource_names, self.mig_resolver,
-                                        context=context)
+                                        context=context, claims=claims)
                 self.health.unresolved = len(attribution.unresolved)
                 self.sharing = attribution.sharing
             stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap())

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.sim import dcgm_text, kube_objects
+from exporter.sim import dcgm_text, dra_objects, kube_objects
 from exporter.sim.kube_objects import GPU_QUOTA_KEY, EventInfo, stable_uid
 from exporter.sim.kube_store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
@@ -51,6 +51,7 @@ class SimCluster:
         self.layouts: dict[str, NodeLayout] = placement.layouts
         self.devices = placement.devices
         self.hami = placement.hami
+        self.claims = placement.claims
         self.t = -1.0
         self.store = KubeStore()
         self.energy = EnergyMeter()
@@ -136,6 +137,8 @@ class SimCluster:
         for p in self.running_pods(node):
             key = (p.namespace, p.name)
             held = [s.gpu_uuid for s in self.hami[key]] if key in self.hami else self.devices.get(key, [])
+            layout = self.layouts[node]
+            held += [dev.uuid for c in p.claims for name in c.devices if (dev := layout.dra_device(name))]
             for d in held:
                 out.setdefault(d, []).append(p)
         return out
@@ -164,6 +167,12 @@ class SimCluster:
                     ns.name, hard=ns.gpu_quota, used=0, created=self.wall_start))
         for layout in self.layouts.values():
             self.store.upsert("nodes", self.node_object(layout))
+            if layout.spec.dra:
+                self.store.upsert("resourceslices", dra_objects.resource_slice(layout, created=self.wall_start))
+        for (claim_ns, _name), claim in self.claims.items():
+            users = [p for p in self.scenario.pods if p.namespace == claim_ns and claim in p.claims]
+            self.store.upsert("resourceclaims", dra_objects.resource_claim(
+                claim, namespace=claim_ns, node=str(users[0].node), pods=users, created=self.wall_start))
         self._queue_objects()
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
@@ -187,7 +196,7 @@ class SimCluster:
     def quota_used(self, ns: str) -> int:
         """GPUs charged to quota: every pod admitted (running or pending) requesting nvidia.com/gpu."""
         return sum(p.gpus for p in self.scenario.pods
-                   if p.namespace == ns and p.resource == "nvidia.com/gpu" and p.start <= self.t
+                   if p.namespace == ns and p.resource == "nvidia.com/gpu" and not p.claims and p.start <= self.t
                    and (p.end is None or self.t < p.end))
 
     def _update_quota(self, ns: str) -> None:

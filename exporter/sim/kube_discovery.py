@@ -42,6 +42,8 @@ RESOURCES = (
     Resource("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",)),
     Resource("", "v1", "events", "Event", True, ("ev",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, (), (*READ, "create", "update")),
+    Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True),
     Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False, ("q", "queue-v1beta1"), crd="volcano"),
     Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False, ("cq",), crd="kueue"),
     Resource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", True, ("queue", "queues", "lq"), crd="kueue"),

@@ -121,7 +121,7 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
     created = wall_start + pod.start
     labels = dict(pod.labels)
     owner_refs = _owner_refs(pod, labels)
-    limits = {pod.resource: str(pod.gpus)}
+    limits = {} if pod.claims else {pod.resource: str(pod.gpus)}
     if pod.hami is not None:
         limits["nvidia.com/gpumem"] = str(pod.hami.memory_mib)
         if pod.hami.cores:
@@ -134,6 +134,9 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
     }
     if pod.priority_class:
         spec["priorityClassName"] = pod.priority_class
+    if pod.claims:  # DRA: the pod names its claims, the container uses them all
+        spec["resourceClaims"] = [{"name": c.name, "resourceClaimName": c.name} for c in pod.claims]
+        spec["containers"][0]["resources"]["claims"] = [{"name": c.name} for c in pod.claims]
     if running:
         spec["nodeName"] = pod.node
         status = {"phase": "Running", "startTime": iso(created),
@@ -153,6 +156,8 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
                             "labels": labels, "creationTimestamp": iso(created)}
     if owner_refs:
         meta["ownerReferences"] = owner_refs
+    if pod.claims and running:
+        status["resourceClaimStatuses"] = [{"name": c.name, "resourceClaimName": c.name} for c in pod.claims]
     if hami and running:
         meta["annotations"] = {"hami.io/vgpu-devices-allocated": hami_annotation(hami),
                                "hami.io/vgpu-devices-to-allocate": ";",  # the plugin empties it on Allocate

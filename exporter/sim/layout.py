@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.durations import format_duration
 from exporter.sim.hardware import framebuffer_mib
-from exporter.sim.spec import HamiSpec, NodeSpec, PodSpec, Scenario, ScenarioError
+from exporter.sim.spec import ClaimSpec, HamiSpec, NodeSpec, PodSpec, Scenario, ScenarioError
 
 _NS = uuidlib.UUID("6f1c1d3e-8d0b-4a43-9f43-0b8f2f1f7c11")
 
@@ -36,11 +36,29 @@ class GpuLayout:
     hami: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class DraDevice:
+    """A device the NVIDIA DRA driver publishes in the node's ResourceSlice (pool = node name)."""
+
+    name: str  # gpu-<minor>, or gpu-<minor>-mig-<profile without '.'>-<GI profile id>-<placement start>
+    type: str  # gpu | mig
+    uuid: str
+    parent_uuid: str = ""
+    profile: str = ""
+
+
+_GI_PROFILE_ID = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}  # NVML GPU-instance profile ids by slice count (7-slice GPUs)
+
+
 @dataclass(slots=True)
 class NodeLayout:
     spec: NodeSpec
     gpus: list[GpuLayout]
     resources: dict[str, list[str]]  # resource -> device IDs, in allocation order
+    dra: list[DraDevice] = field(default_factory=list)
+
+    def dra_device(self, name: str) -> DraDevice | None:
+        return next((d for d in self.dra if d.name == name), None)
 
 
 def _gi_ids(profiles: list[str], slices: int) -> list[int]:
@@ -77,6 +95,13 @@ def node_layout(spec: NodeSpec) -> NodeLayout:
         else:
             resources.setdefault("nvidia.com/gpu", []).append(gpu_uuid)
         gpus.append(gpu)
+    if spec.dra:  # a GPU in MIG mode is published only as its MIG devices
+        resources = {}
+        dra = [DraDevice(f"gpu-{g.index}-mig-{m.profile.replace('.', '')}-"
+                         f"{_GI_PROFILE_ID.get(profile_slices(m.profile), 0)}-{m.gpu_instance_id}",
+                         "mig", m.uuid, g.uuid, m.profile) for g in gpus for m in g.mig]
+        dra += [DraDevice(f"gpu-{g.index}", "gpu", g.uuid) for g in gpus if not g.mig]
+        return NodeLayout(spec, gpus, resources, sorted(dra, key=lambda d: d.name))
     if spec.sharing == "hami":
         # HAMi's plugin IDs, highest GPU first: the kubelet's pick then names another GPU than HAMi's.
         resources["nvidia.com/gpu"] = [f"{g.uuid}-{k}" for g in reversed(gpus) for k in range(spec.hami_split)]
@@ -132,6 +157,30 @@ class Placement:
     layouts: dict[str, NodeLayout]
     devices: dict[tuple[str, str], list[str]]  # (namespace, pod) -> device IDs
     hami: dict[tuple[str, str], list[HamiShare]] = field(default_factory=dict)  # (namespace, pod) -> shares
+    claims: dict[tuple[str, str], ClaimSpec] = field(default_factory=dict)  # (namespace, claim) -> claim
+
+
+def _place_claims(layout: NodeLayout, pod: PodSpec, *, placement: Placement,
+                  busy: dict[str, list[tuple[float, float, str]]], where: str) -> None:
+    """Claims name published devices; one claim is the same everywhere; a device is in one claim at a time."""
+    end = pod.end if pod.end is not None else float("inf")
+    for j, claim in enumerate(pod.claims):
+        at = f"{where}.claims[{j}]"
+        seen = placement.claims.setdefault((pod.namespace, claim.name), claim)
+        if seen != claim:
+            raise ScenarioError(f"{at}: claim {pod.namespace}/{claim.name} is used elsewhere with other devices")
+        for name in claim.devices:
+            if layout.dra_device(name) is None:
+                names = ", ".join(d.name for d in layout.dra)
+                raise ScenarioError(f"{at}.devices: node {pod.node} publishes no {name!r} (it publishes: {names})")
+            if claim.admin_access:
+                continue  # monitoring access ignores allocations
+            key = f"{pod.node}/{name}"
+            for s, e, other in busy.get(key, []):
+                if other != claim.name and not (e <= pod.start or s >= end):
+                    raise ScenarioError(f"{at}.devices: {name} is allocated to claim {other} at "
+                                        f"{format_duration(max(s, pod.start))}")
+            busy.setdefault(key, []).append((pod.start, end, claim.name))
 
 
 def place_pods(scenario: Scenario) -> Placement:
@@ -141,12 +190,17 @@ def place_pods(scenario: Scenario) -> Placement:
     devices: dict[tuple[str, str], list[str]] = {}
     hami: dict[tuple[str, str], list[HamiShare]] = {}
     hami_used: dict[str, list[_Use]] = {}
+    placement = Placement(layouts, devices, hami)
+    claim_busy: dict[str, list[tuple[float, float, str]]] = {}
     order = sorted(range(len(scenario.pods)), key=lambda i: (scenario.pods[i].start, i))
     for i in order:
         pod = scenario.pods[i]
         if pod.node is None:
             continue
         layout = layouts[pod.node]
+        if pod.claims:
+            _place_claims(layout, pod, placement=placement, busy=claim_busy, where=f"{scenario.source}: pods[{i}]")
+            continue
         offered = layout.resources.get(pod.resource)
         if offered is None:
             kinds = ", ".join(sorted(layout.resources)) or "no GPU resources"
@@ -168,4 +222,4 @@ def place_pods(scenario: Scenario) -> Placement:
         if layout.spec.sharing == "hami":
             hami[(pod.namespace, pod.name)] = _hami_gpus(layout, pod, used=hami_used,
                                                          where=f"{scenario.source}: pods[{i}]")
-    return Placement(layouts, devices, hami)
+    return placement

@@ -18,6 +18,7 @@ from exporter.sim.layout import place_pods
 from exporter.sim.spec import (
     EVENT_TYPES,
     SHARING_MODES,
+    ClaimSpec,
     EventSpec,
     HamiSpec,
     NamespaceSpec,
@@ -29,8 +30,8 @@ from exporter.sim.spec import (
     ScenarioError,
 )
 
-__all__ = ["EVENT_TYPES", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec", "QueueSpec",
-           "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
+__all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec",
+           "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
 class _Ctx:
     def __init__(self, source: str) -> None:
@@ -115,6 +116,27 @@ def _pod_hami(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -
     return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", 1), cores)
 
 
+def _pod_claims(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[ClaimSpec]:
+    """DRA claims, only on a ``dra: true`` node; the devices are checked against its slice at placement."""
+    raw = ctx.seq(p.get("claims"), f"{where}.claims")
+    if not raw:
+        return []
+    node = next((x for x in nodes if x.name == p.get("node")), None)
+    if node is None or not node.dra:
+        raise ctx.fail(f"{where}.claims", "only for pods on a node with dra: true")
+    out = []
+    for j, c in enumerate(raw):
+        c = ctx.mapping(c, f"{where}.claims[{j}]")
+        ctx.known_keys(c, {"name", "devices", "admin_access"}, f"{where}.claims[{j}]")
+        devices = tuple(ctx.string(d, f"{where}.claims[{j}].devices") for d in
+                        ctx.seq(c.get("devices"), f"{where}.claims[{j}].devices"))
+        if not devices:
+            raise ctx.fail(f"{where}.claims[{j}].devices", "name at least one published device (e.g. gpu-0)")
+        out.append(ClaimSpec(ctx.string(c.get("name"), f"{where}.claims[{j}].name"), devices,
+                             bool(c.get("admin_access", False))))
+    return out
+
+
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario file."""
     source = path.name
@@ -155,7 +177,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"nodes[{i}]"
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
-                           "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split"}, where)
+                           "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
+                           "dra"}, where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -189,7 +212,9 @@ def parse_scenario(text: str, source: str) -> Scenario:
             name, model, gpus, {str(k): str(v) for k, v in ctx.mapping(n.get("labels"), f"{where}.labels").items()},
             mig, time_slicing, bool(n.get("time_slicing_rename", False)), bool(n.get("dcgm_pod_labels", True)),
             bool(n.get("kubelet_lists_terminated", False)), sharing,
-            ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", 1)))
+            ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", 1), bool(n.get("dra", False))))
+        if nodes[-1].dra and sharing != "none":
+            raise ctx.fail(f"{where}.dra", f"a DRA node has no device plugin to do {sharing}")
 
     namespaces: list[NamespaceSpec] = []
     for i, ns in enumerate(ctx.seq(raw.get("namespaces"), "namespaces")):
@@ -208,7 +233,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
-                           "gpus", "start", "end", "utilization", "container", "labels", "hami"}, where)
+                           "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims"}, where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -244,7 +269,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
             resource, p.get("pending_reason"), owner, p.get("priority_class"),
             str(p.get("container", "main")),
             {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
-            _pod_hami(ctx, p, where, nodes)))
+            _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes)))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}

@@ -41,6 +41,15 @@ class HamiSpec:
     cores: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """A DRA ResourceClaim a pod uses: pods naming the same claim (in one namespace) share it."""
+
+    name: str
+    devices: tuple[str, ...]  # published device names: gpu-<i>, or gpu-<i>-mig-<profile>-<gi>-<start>
+    admin_access: bool = False
+
+
 @dataclass(slots=True)
 class NodeSpec:
     name: str
@@ -54,6 +63,7 @@ class NodeSpec:
     kubelet_lists_terminated: bool = False  # as kubelets before 1.34 did (KubeletPodResourcesListUseActivePods)
     sharing: str = "none"  # none | time-slicing | mps (device-plugin replicas) | hami (HAMi vGPU)
     hami_split: int = 10  # HAMi deviceSplitCount: plugin IDs GPU-<uuid>-<k> per GPU
+    dra: bool = False  # GPUs published as ResourceSlices by the NVIDIA DRA driver, no device plugin
 
 
 @dataclass(slots=True)
@@ -79,6 +89,7 @@ class PodSpec:
     container: str = "main"
     labels: dict[str, str] = field(default_factory=dict)
     hami: HamiSpec | None = None
+    claims: list[ClaimSpec] = field(default_factory=list)
 
     def util_at(self, t: float) -> float:
         value = 0.0

@@ -36,7 +36,7 @@ def test_pod_row_cells() -> None:
 
 def test_crd_groups_are_announced_only_when_installed() -> None:
     none = served(frozenset())
-    assert [g["name"] for g in group_list(none)["groups"]] == ["coordination.k8s.io"]
+    assert [g["name"] for g in group_list(none)["groups"]] == ["coordination.k8s.io", "resource.k8s.io"]
     both = served(frozenset({"kueue", "volcano"}))
     assert len(both) == len(RESOURCES)
     kueue = resource_list("kueue.x-k8s.io/v1beta1", both)
