@@ -11,18 +11,19 @@ from collections.abc import Callable
 
 from exporter.agent.assignment import Assignment, Attribution, MigLocation, MigResolver
 from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.dra import DraHold
+from exporter.agent.dra import DeviceKey, DraHold
 from exporter.model.devices import DeviceKind, SharingMode, gpu_slices, mig_fraction
 
 DcgmMap = dict[tuple[str, str], DcgmDevice]
 
 
-def _mig_key(h: DraHold, *, parent: str, profile: str, dcgm: DcgmMap, claimed: set[tuple[str, str]]) -> \
-        tuple[str, str] | None:
+def _mig_key(holders: set[tuple[str, str, str]], *, parent: str, profile: str, dcgm: DcgmMap,
+             claimed: set[tuple[str, str]]) -> tuple[str, str] | None:
+    """The only free instance of ``profile`` on ``parent``, else the one DCGM labels with one of ``holders``."""
     candidates = sorted(k for k, d in dcgm.items()
                         if k[0] == parent and d.gpu_instance_id and d.mig_profile == profile and k not in claimed)
     if len(candidates) > 1:
-        candidates = [k for k in candidates if (h.namespace, h.pod, h.container) in dcgm[k].pods]
+        candidates = [k for k in candidates if holders & dcgm[k].pods]
     return candidates[0] if len(candidates) == 1 else None
 
 
@@ -32,6 +33,10 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
     """One assignment per hold; unresolvable devices are listed in ``result.unresolved``."""
     by_minor = {d.index: uuid for (uuid, _gi), d in dcgm.items()}  # a MIG GPU has only instance rows
     claimed: set[tuple[str, str]] = set()
+    resolved: dict[DeviceKey, tuple[str, str] | None] = {}  # one device, however many pods share its claim
+    holders: dict[DeviceKey, set[tuple[str, str, str]]] = {}
+    for h in holds:
+        holders.setdefault(h.key, set()).add((h.namespace, h.pod, h.container))
     out: list[Assignment] = []
     for h in holds:
         dev = h.device
@@ -54,14 +59,17 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
         parent = dev.parent_uuid if dev is not None else by_minor.get(str(h.minor), "")
         profile = (dev.profile if dev is not None else h.name_profile) or ""
         mig_uuid = dev.uuid if dev is not None else ""
-        loc = (resolver(mig_uuid) if resolver and mig_uuid else None) or known.get(mig_uuid)
-        found = (loc.gpu_uuid, loc.gpu_instance_id) if loc is not None else \
-            _mig_key(h, parent=parent, profile=profile, dcgm=dcgm, claimed=claimed)
-        if found is not None:
-            claimed.add(found)
-            if loc is None and mig_uuid:
-                result.learned[mig_uuid] = MigLocation(found[0], found[1], profile)
-        else:
+        if h.key not in resolved:
+            loc = (resolver(mig_uuid) if resolver and mig_uuid else None) or known.get(mig_uuid)
+            found = (loc.gpu_uuid, loc.gpu_instance_id) if loc is not None else \
+                _mig_key(holders[h.key], parent=parent, profile=profile, dcgm=dcgm, claimed=claimed)
+            if found is not None:
+                claimed.add(found)
+                if loc is None and mig_uuid:
+                    result.learned[mig_uuid] = MigLocation(found[0], found[1], profile)
+            resolved[h.key] = found
+        found = resolved[h.key]
+        if found is None:
             result.unresolved.append(device_id)
         model = model_of(parent) if parent else None
         try:

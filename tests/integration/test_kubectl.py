@@ -31,6 +31,7 @@ duration: 1h
 prices: {"NVIDIA H100 80GB HBM3": 4.0}
 nodes:
   - {name: gpu-h100-0, model: "NVIDIA H100 80GB HBM3", gpus: 2}
+  - {name: gpu-h100-dra, model: "NVIDIA H100 80GB HBM3", gpus: 1, dra: true}
 namespaces:
   - {name: team-a, gpu_quota: 4}
 queues:
@@ -40,6 +41,7 @@ pods:
   - {name: train-0, namespace: team-a, node: gpu-h100-0, gpus: 1, utilization: 0.5}
   - {name: wide-job, namespace: team-a, gpus: 8, pending_reason: Insufficient nvidia.com/gpu}
   - {name: late-0, namespace: team-a, node: gpu-h100-0, gpus: 1, start: 8s, end: 10s, utilization: 0.1}
+  - {name: claimer, namespace: team-a, node: gpu-h100-dra, claims: [{name: one-gpu, devices: [gpu-0]}]}
 """
 
 
@@ -99,7 +101,9 @@ def test_get_pods_prints_the_servers_table(kubectl: Kubectl) -> None:
 
 def test_get_every_kind_by_name_and_short_name(kubectl: Kubectl) -> None:
     nodes = _rows(kubectl("get", "no"))
-    assert [r[:2] for r in nodes] == [["gpu-h100-0", "Ready"]]
+    assert [r[:2] for r in nodes] == [["gpu-h100-0", "Ready"], ["gpu-h100-dra", "Ready"]]
+    assert [r[0] for r in _rows(kubectl("get", "resourceclaims", "-n", "team-a"))] == ["one-gpu"]
+    assert len(_rows(kubectl("get", "resourceslices"))) == 1
     assert ["team-a", "Active"] in [r[:2] for r in _rows(kubectl("get", "ns"))]
     quota = kubectl("get", "quota", "-n", "team-a")
     assert "requests.nvidia.com/gpu:" in quota and "/4" in quota

@@ -85,3 +85,17 @@ def test_admin_devices_reads_the_allocation_results() -> None:
         {"driver": NV, "pool": "node-a", "device": "gpu-1"}]}}}}
     assert admin_devices(claim) == {DeviceKey(NV, "node-a", "gpu-0")}
     assert admin_devices({}) == set()
+
+
+def test_shared_mig_claim_resolves_once_for_all_its_pods() -> None:
+    """Two 3g.40gb instances on G2; DCGM labels instance 2 with the first pod only. Both pods of the claim
+    get instance 2 (3/7 x 1/2 = 3/14 each), not the other, idle, instance; and only one location is learned."""
+    mig_slices = {DeviceKey(NV, "node-a", "gpu-2-mig-3g40gb-9-2"): SliceDevice("mig", "MIG-bbbb", G2, "3g.40gb")}
+    dcgm = {(G2, "1"): DcgmDevice(gpu_uuid=G2, index="2", model=A100, gpu_instance_id="1", mig_profile="3g.40gb"),
+            (G2, "2"): DcgmDevice(gpu_uuid=G2, index="2", model=A100, gpu_instance_id="2", mig_profile="3g.40gb",
+                                  pods={("ml", "e0", "main")})}
+    claims = [_claim(pod, "main", "eval", "gpu-2-mig-3g40gb-9-2") for pod in ("e0", "e1")]
+    res = attribute([], dcgm, None, {}, {}, context=NodeContext(dra_slices=mig_slices), claims=claims)
+    assert {(a.pod, a.dcgm_key) for a in res.assignments} == {("e0", (G2, "2")), ("e1", (G2, "2"))}
+    assert all(a.fraction == pytest.approx(3 / 14) for a in res.assignments)
+    assert res.learned["MIG-bbbb"].gpu_instance_id == "2"
