@@ -107,6 +107,8 @@ async def read_core(api_client: Any, method: str, *args: str, timeout: float, cu
         doc = json.loads(await resp.read())
     except ValueError as exc:
         raise PeerBadResponse(f"{method}{list(args)}: not JSON") from exc
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise PeerUnavailable(f"API server dropped the answer: {exc!r}") from exc
     finally:
         resp.release()
     if not isinstance(doc, dict):

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.agent.service import Agent
 from exporter.clock import VirtualClock
 from exporter.config import AgentSettings
-from exporter.sim.runner import SimPeers
+from exporter.sim.runner import SimPeers, free_port
 from exporter.sim.scenario import parse_scenario
 from tests.integration.test_golden import close, simulate
 
@@ -76,13 +76,14 @@ async def _peers(tmp_path: Path) -> AsyncIterator[SimPeers]:
     await peers.close()
 
 
-async def _device_sharing(peers: SimPeers, node: str, *, api: bool) -> tuple[str, dict[str, object]]:
+async def _device_sharing(peers: SimPeers, node: str, *, api: bool,
+                          kubeconfig: Path | None = None) -> tuple[str, dict[str, object]]:
     """Two ticks of a real agent on ``node``: the sharing label of its GPU, and its holder counters."""
     env = peers.agent_env(node)
     settings = AgentSettings(node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=env["GPUCOST_LISTEN"],
                              podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
                              state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=15.0, podresources_qps=1e6,
-                             kubeconfig=peers.kubeconfig if api else Path("/nonexistent/kubeconfig"))
+                             kubeconfig=kubeconfig or (peers.kubeconfig if api else Path("/nonexistent/kubeconfig")))
     clock = VirtualClock(START)
     agent = Agent(settings, clock=clock)
     await agent.start_http()
@@ -119,5 +120,14 @@ async def test_device_metrics_name_the_sharing_mode(peers: SimPeers) -> None:
 async def test_without_api_access_replicas_count_as_time_slicing(peers: SimPeers) -> None:
     """No kubeconfig: the node label is unknown, so MPS replicas are labelled time-slicing, charged the same."""
     mode, h = await _device_sharing(peers, "mps", api=False)
+    assert mode == "time-slicing"
+    assert h["fraction"] == 0.25 and h["allocated_s"] == pytest.approx(3.75)
+
+
+async def test_api_server_down_keeps_ticking_as_time_slicing(peers: SimPeers, tmp_path: Path) -> None:
+    """The kubeconfig names a port nobody listens on: every read fails, the agent still charges 1/4."""
+    dead = tmp_path / "dead-kubeconfig"
+    dead.write_text(peers.kubeconfig.read_text().replace(f":{peers.api_port}", f":{free_port()}"))
+    mode, h = await _device_sharing(peers, "mps", api=True, kubeconfig=dead)
     assert mode == "time-slicing"
     assert h["fraction"] == 0.25 and h["allocated_s"] == pytest.approx(3.75)
