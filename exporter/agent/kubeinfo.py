@@ -27,6 +27,7 @@ from exporter.model.devices import DeviceKind, hami_device_gpu, parse_device_id
 log = get_logger("agent.kubeinfo")
 LABELS_REFRESH_TICKS = 20
 RETRY_CLIENT_TICKS = 20
+RETRY_READ_TICKS = 4  # a read that failed (or found nothing new) is not repeated before this many ticks
 
 
 def shares_gpus(held: Iterable[ContainerDevices], allocatable: dict[str, tuple[str, ...]] | None) -> bool:
@@ -73,6 +74,15 @@ class KubeInfo:
         self._slices_at: int | None = None
         self._admin: dict[str, set[DeviceKey]] = {}  # claim -> adminAccess devices, while listed
         self.errors = 0
+        self._tried: dict[str, int] = {}  # read -> tick of the last attempt
+
+    def _may_try(self, what: str, *, every: int) -> bool:
+        """At most one attempt per ``every`` ticks per read: an API without RBAC is not asked every tick."""
+        last = self._tried.get(what)
+        if last is not None and self._ticks - last < every:
+            return False
+        self._tried[what] = self._ticks
+        return True
 
     def observe_pod(self, pod: dict[str, Any], *, deleted: bool = False) -> None:
         """Feed from the own-node pod watch: annotations arrive before the kubelet lists the pod."""
@@ -109,7 +119,7 @@ class KubeInfo:
         """Slices when a listed device is unknown or due; each newly listed claim once, for adminAccess."""
         keys = {DeviceKey(d.driver, d.pool, d.device) for c in claims for d in c.devices}
         due = self._slices_at is None or self._ticks - self._slices_at >= LABELS_REFRESH_TICKS
-        if due or not keys <= set(self._slices):
+        if (due or not keys <= set(self._slices)) and self._may_try("slices", every=RETRY_READ_TICKS):
             doc = await self._get("list_cluster_custom_object", "resource.k8s.io", "v1", "resourceslices",
                                   custom=True, field_selector=f"spec.nodeName={self.node}")
             if doc is not None:
@@ -117,8 +127,10 @@ class KubeInfo:
                 self._slices_at = self._ticks
         listed = {(c.claim_namespace, c.claim_name) for c in claims}
         self._admin = {k: v for k, v in self._admin.items() if tuple(k.split("/", 1)) in listed}
+        self._tried = {k: v for k, v in self._tried.items()
+                       if not k.startswith("claim/") or tuple(k[6:].split("/", 1)) in listed}
         for ns, name in sorted(listed):
-            if f"{ns}/{name}" not in self._admin:
+            if f"{ns}/{name}" not in self._admin and self._may_try(f"claim/{ns}/{name}", every=RETRY_READ_TICKS):
                 claim = await self._get("get_namespaced_custom_object", "resource.k8s.io", "v1", ns,
                                         "resourceclaims", name, custom=True)
                 if claim is not None:
@@ -132,7 +144,8 @@ class KubeInfo:
             await self._dra(claims)
         if not shares_gpus(held, allocatable):
             return NodeContext(labels=self._labels, dra_slices=self._slices, dra_admin=self._admin)
-        if self._labels_at is None or self._ticks - self._labels_at >= LABELS_REFRESH_TICKS:
+        due = self._labels_at is None or self._ticks - self._labels_at >= LABELS_REFRESH_TICKS
+        if due and self._may_try("node", every=RETRY_READ_TICKS):
             node = await self._get("read_node", self.node)
             if node is not None:
                 self._labels = {str(k): str(v) for k, v in ((node.get("metadata") or {}).get("labels") or {}).items()}
@@ -140,8 +153,11 @@ class KubeInfo:
         wanted = hami_pods(held)
         for gone in self._listed - wanted:  # the kubelet stopped listing it: its share is over
             self._pods.pop(gone, None)
+            self._tried.pop(f"pod/{gone[0]}/{gone[1]}", None)
         self._listed = wanted
         for ns, name in sorted(wanted - set(self._pods)):
+            if not self._may_try(f"pod/{ns}/{name}", every=RETRY_READ_TICKS):
+                continue
             pod = await self._get("read_namespaced_pod", name, ns)
             if pod is not None:
                 self._pods[(ns, name)] = pod_shares(pod)
