@@ -75,8 +75,8 @@ def bench_agent_tick(mig: bool, repeat: int) -> dict[str, float]:
     cluster.advance(0.0)
     cluster.advance(60.0)
     text = cluster.render_dcgm("n")
-    held = [ContainerDevices(p.namespace, p.name, p.container, p.resource, tuple(devs))
-            for p, devs in cluster.pod_resources("n")]
+    held = [ContainerDevices(a.pod.namespace, a.pod.name, a.pod.container, a.pod.resource, tuple(a.devices))
+            for a in cluster.pod_resources("n")]
     meter = Meter(node="n")
     clock = [0.0]
 

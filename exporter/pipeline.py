@@ -53,7 +53,7 @@ class Pipeline:
                              state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=self.scenario.tick,
                              podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time,
                              # the own-node pod watch gives pods' start and end to the second
-                             watch_pods=True, kubeconfig=self.peers.kubeconfig)
+                             watch_pods=True, kubeconfig=Path(env["GPUCOST_KUBECONFIG"]))
 
     def aggregator_settings(self) -> AggregatorSettings:
         return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,

@@ -6,73 +6,39 @@ physical GPU, model, MIG profile and GPU fraction. MIG instances (``MIG-<uuid>``
 (parent GPU, GPU instance) through, in order: a resolver such as NVML, a mapping learned earlier (MIG
 layouts are static while the instance exists), and DCGM's own pod labels on MIG samples. What cannot
 be resolved is still allocated, but unmeasured, and counted as unresolved.
+
+Shared GPUs: device-plugin replicas are 1/replicas (MPS or time-slicing, told apart by the node's
+sharing-strategy label); HAMi shares come from the pod annotation, not from the IDs the kubelet lists;
+DRA claims (``dra``) are whole GPUs or MIG instances split among the pods sharing the claim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
+from exporter.agent.assignment import Assignment, Attribution, MigLocation, MigResolver
 from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.clients.podresources import ContainerDevices
+from exporter.agent.dra import dra_holds
+from exporter.agent.dra_attribution import dra_assignments
+from exporter.agent.hami import hami_fraction
+from exporter.agent.sharing import ContainerKey, NodeContext
+from exporter.clients.podresources import ContainerClaim, ContainerDevices
 from exporter.model.devices import (
     DeviceKind,
+    SharingMode,
     gpu_slices,
+    hami_device_gpu,
     mig_fraction,
     mig_profile_from_resource,
     parse_device_id,
 )
 
+MIB = 1048576.0
+
+__all__ = ["GPU_RESOURCES", "Assignment", "Attribution", "MigLocation", "MigResolver", "accepted_resource", "attribute",
+           "node_model", "replica_counts", "safe_fraction"]
+
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
-
-
-@dataclass(frozen=True, slots=True)
-class MigLocation:
-    """Where a MIG instance lives: its parent GPU and GPU instance id."""
-
-    gpu_uuid: str
-    gpu_instance_id: str
-    profile: str | None
-
-
-#: Optional resolver (e.g. NVML) from a MIG UUID to its location; None when it cannot say.
-MigResolver = Callable[[str], MigLocation | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """One container's hold on one device for this tick."""
-
-    namespace: str
-    pod: str
-    container: str
-    device_id: str
-    kind: DeviceKind
-    gpu_uuid: str  # physical GPU ("" when unresolved)
-    dcgm_key: tuple[str, str] | None  # the DCGM device whose utilisation applies
-    model: str | None
-    mig_profile: str | None
-    fraction: float
-
-    @property
-    def holder_key(self) -> str:
-        return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
-
-    @property
-    def charge_group(self) -> str:
-        """Assignments charged together: every replica of one time-sliced GPU shares its busy time."""
-        if self.kind is DeviceKind.REPLICA:
-            return f"shared:{self.gpu_uuid}"
-        return f"own:{self.device_id}"
-
-
-@dataclass(slots=True)
-class Attribution:
-    """The result of one build step."""
-
-    assignments: list[Assignment] = field(default_factory=list)
-    unresolved: list[str] = field(default_factory=list)
-    learned: dict[str, MigLocation] = field(default_factory=dict)
 
 
 def safe_fraction(profile: str | None, model: str | None) -> tuple[float, str | None]:
@@ -108,6 +74,44 @@ def replica_counts(allocatable: dict[str, tuple[str, ...]] | None,
     return counts
 
 
+def hami_slots(allocatable: dict[str, tuple[str, ...]] | None,
+               held: Iterable[ContainerDevices]) -> dict[str, int]:
+    """HAMi plugin slots (``GPU-<uuid>-<k>``) per GPU: from allocatable IDs, else the highest k seen + 1."""
+    counts: dict[str, int] = {}
+    for raw in (i for ids in (allocatable or {}).values() for i in ids):
+        gpu = hami_device_gpu(raw)
+        if gpu is not None:
+            counts[gpu] = counts.get(gpu, 0) + 1
+    if not allocatable:
+        for raw in (i for cd in held for i in cd.device_ids):
+            gpu = hami_device_gpu(raw)
+            if gpu is not None:
+                counts[gpu] = max(counts.get(gpu, 0), int(raw.rsplit("-", 1)[1]) + 1)
+    return counts
+
+
+def sharing_modes(allocatable: dict[str, tuple[str, ...]] | None, assignments: list[Assignment],
+                  context: NodeContext) -> dict[str, SharingMode]:
+    """How each GPU is shared: as configured (allocatable IDs), overridden by how it is held now."""
+    modes: dict[str, SharingMode] = {}
+    for raw in (i for ids in (allocatable or {}).values() for i in ids):
+        d = parse_device_id(raw)
+        gpu = hami_device_gpu(raw)
+        if gpu is not None:
+            modes[gpu] = SharingMode.HAMI
+        elif d.kind is DeviceKind.REPLICA:
+            modes[d.physical] = context.replica_mode()
+        elif d.kind is DeviceKind.GPU:
+            modes.setdefault(d.physical, SharingMode.NONE)
+    for dev in context.dra_slices.values():
+        if dev.parent_uuid or dev.uuid:
+            modes[dev.parent_uuid or dev.uuid] = SharingMode.DRA
+    for a in assignments:
+        if a.gpu_uuid and a.sharing is not SharingMode.NONE:
+            modes[a.gpu_uuid] = a.sharing
+    return modes
+
+
 def node_model(dcgm: dict[tuple[str, str], DcgmDevice] | None, inventory: dict[str, str]) -> str | None:
     """The node's GPU model when every known GPU is the same model (nearly always true)."""
     models = {m for m in inventory.values() if m}
@@ -124,10 +128,16 @@ def attribute(
     inventory: dict[str, str],
     extra_resources: Iterable[str] = (),
     resolver: MigResolver | None = None,
+    *,
+    context: NodeContext | None = None,
+    claims: Iterable[ContainerClaim] = (),
 ) -> Attribution:
     """Join pod-resources holdings with DCGM devices. Pure: no I/O, deterministic."""
     extra = tuple(extra_resources)
+    ctx = context or NodeContext()
     held = [cd for cd in held if accepted_resource(cd.resource, extra)]
+    hami_held = [cd for cd in held if _is_hami(cd, ctx)]
+    held = [cd for cd in held if not _is_hami(cd, ctx)]
     result = Attribution()
     replicas = replica_counts(allocatable, held)
     fallback_model = node_model(dcgm, inventory)
@@ -188,7 +198,7 @@ def attribute(
                 key = (d.physical, "")
                 result.assignments.append(Assignment(
                     cd.namespace, cd.pod, cd.container, raw, d.kind, d.physical,
-                    key if key in dcgm else None, model_of(d.physical), None, 1.0 / r))
+                    key if key in dcgm else None, model_of(d.physical), None, 1.0 / r, ctx.replica_mode()))
             elif d.kind is DeviceKind.MIG:
                 loc = locations.get(d.physical)
                 if loc is None:
@@ -209,4 +219,45 @@ def attribute(
             else:
                 result.assignments.append(Assignment(
                     cd.namespace, cd.pod, cd.container, raw, d.kind, d.physical, None, None, None, 1.0))
+    slots = hami_slots(allocatable, hami_held)
+    for cd in hami_held:
+        _hami_assignments(cd, ctx, dcgm, slots, model_of, result)
+    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin)
+    if holds:
+        result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
+                                                  model_of=model_of, result=result))
+    result.sharing = sharing_modes(allocatable, result.assignments, ctx)
     return result
+
+
+def _is_hami(cd: ContainerDevices, ctx: NodeContext) -> bool:
+    return any(hami_device_gpu(raw) for raw in cd.device_ids) or \
+        ContainerKey(cd.namespace, cd.pod, cd.container) in ctx.hami
+
+
+def _hami_assignments(cd: ContainerDevices, ctx: NodeContext, dcgm: dict[tuple[str, str], DcgmDevice],
+                      slots: dict[str, int], model_of: Callable[[str], str | None], result: Attribution) -> None:
+    """One share per GPU in the container's annotation; without it, 1/slots of the GPU each listed ID names."""
+    shares = ctx.hami.get(ContainerKey(cd.namespace, cd.pod, cd.container))
+    if shares is None:
+        result.unresolved.extend(cd.device_ids)
+        for raw in cd.device_ids:
+            gpu = hami_device_gpu(raw) or raw
+            key = (gpu, "")
+            result.assignments.append(Assignment(
+                cd.namespace, cd.pod, cd.container, raw, DeviceKind.REPLICA, gpu, key if key in dcgm else None,
+                model_of(gpu), None, 1.0 / max(1, slots.get(gpu, 1)), SharingMode.HAMI))
+        return
+    for share in shares:
+        key = (share.uuid, "")
+        dev = dcgm.get(key)
+        fb = ctx.gpu_memory_mib()
+        if fb is None and dev is not None and dev.fb_used is not None and dev.fb_free is not None:
+            fb = (dev.fb_used + dev.fb_free) / MIB
+        frac = hami_fraction(share, framebuffer_mib=fb)
+        if frac is None:  # memory-only share of a GPU whose size nobody told us: one plugin slot
+            result.unresolved.append(share.uuid)
+            frac = 1.0 / max(1, slots.get(share.uuid, 1))
+        result.assignments.append(Assignment(
+            cd.namespace, cd.pod, cd.container, share.uuid, DeviceKind.REPLICA, share.uuid,
+            key if dev is not None else None, model_of(share.uuid), None, frac, SharingMode.HAMI))

@@ -63,24 +63,30 @@ class AgentCollector(Collector):
                                 value=health.unresolved)
         util = GaugeMetricFamily("gpucost_device_utilization_ratio",
                                  "utilisation of each device DCGM reports (GR engine, else GPU_UTIL), 0..1",
-                                 labels=["node", "gpu_uuid", "gpu_model", "mig_profile", "gpu_i_id"])
+                                 labels=["node", "gpu_uuid", "gpu_model", "mig_profile", "gpu_i_id", "sharing"])
+
+        def sharing(uuid: str, gi: str) -> str:
+            """mps | time-slicing | hami | dra | none; a MIG instance is shared only through a DRA claim."""
+            mode = str(agent.sharing.get(uuid, "none"))
+            return mode if not gi or mode == "dra" else "none"
+
         for (uuid, gi), (value, model, profile) in sorted(agent.meter.device_util.items()):
             if value is not None:
-                util.add_metric([node, uuid, model, profile or "", gi], value)
+                util.add_metric([node, uuid, model, profile or "", gi, sharing(uuid, gi)], value)
         yield util
         gauges = {
             "fb_used": GaugeMetricFamily("gpucost_device_framebuffer_used_bytes", "framebuffer in use (DCGM)",
-                                         labels=["node", "gpu_uuid", "gpu_i_id"]),
+                                         labels=["node", "gpu_uuid", "gpu_i_id", "sharing"]),
             "fb_free": GaugeMetricFamily("gpucost_device_framebuffer_free_bytes", "framebuffer free (DCGM)",
-                                         labels=["node", "gpu_uuid", "gpu_i_id"]),
+                                         labels=["node", "gpu_uuid", "gpu_i_id", "sharing"]),
             "power": GaugeMetricFamily("gpucost_device_power_watts", "board power draw (DCGM; GPU-wide on MIG)",
-                                       labels=["node", "gpu_uuid", "gpu_i_id"]),
+                                       labels=["node", "gpu_uuid", "gpu_i_id", "sharing"]),
         }
         for (uuid, gi), dev in sorted(agent.meter.device_readings.items()):
             for attr, fam in gauges.items():
                 value = getattr(dev, attr)
                 if value is not None:
-                    fam.add_metric([node, uuid, gi], value)
+                    fam.add_metric([node, uuid, gi, sharing(uuid, gi)], value)
         yield from gauges.values()
         yield GaugeMetricFamily("gpucost_agent_unmeasured_devices",
                                 "held devices without a utilisation reading at the last tick",

@@ -21,6 +21,7 @@ from exporter.agent.dcgm_devices import (
     parse_name_table,
 )
 from exporter.agent.http import build_app
+from exporter.agent.kubeinfo import KubeInfo, hami_pods
 from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
@@ -32,6 +33,7 @@ from exporter.clients.podresources import ContainerDevices, PodResourcesClient
 from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
+from exporter.model.devices import SharingMode
 from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
@@ -86,6 +88,9 @@ class Agent:
         self._watcher: Watcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._api_client: Any = None
+        self.kubeinfo = KubeInfo(node=settings.node_name, kubeconfig=settings.kubeconfig,
+                                 timeout=settings.podresources_timeout)
+        self.sharing: dict[str, SharingMode] = {}  # physical GPU uuid -> how it is shared (device metric label)
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(self))
@@ -127,6 +132,8 @@ class Agent:
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
         self.lifetimes.on_event(etype, obj, self.clock.now())
+        for pod in obj["items"] if etype == "LISTED" else [obj]:
+            self.kubeinfo.observe_pod(pod, deleted=etype == "DELETED")
 
     @property
     def finished_pods(self) -> set[tuple[str, str]]:
@@ -210,9 +217,15 @@ class Agent:
             now = self.clock.now()
             attribution = None
             if held is not None:
+                claims = self.podresources.last_claims
+                context = await self.kubeinfo.context(held, self._allocatable, claims)
+                if hami_pods(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
+                    await self.start_pod_watch()  # HAMi present: the watch brings annotations before pods start
                 attribution = attribute(held, dcgm, self._allocatable, self.meter.mig_known,
-                                        self.meter.inventory, self.settings.resource_names, self.mig_resolver)
+                                        self.meter.inventory, self.settings.resource_names, self.mig_resolver,
+                                        context=context, claims=claims)
                 self.health.unresolved = len(attribution.unresolved)
+                self.sharing = attribution.sharing
             stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap(),
                                     allocatable=self._allocatable, lifetimes=self.lifetimes.pods,
                                     skew=self.settings.tick)
@@ -258,6 +271,7 @@ class Agent:
                 await self._watch_task
         if self._api_client is not None:
             await self._api_client.close()
+        await self.kubeinfo.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

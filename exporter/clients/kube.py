@@ -90,6 +90,32 @@ async def make_api_client(kubeconfig: Path | None) -> Any:
     return client.ApiClient()
 
 
+async def read_core(api_client: Any, method: str, *args: str, timeout: float, custom: bool = False,
+                    **kwargs: str) -> dict[str, Any]:
+    """One read as a dict; PeerError on any fault. CoreV1Api (``read_node``, ``read_namespaced_pod``), or
+    with ``custom`` CustomObjectsApi (``list_cluster_custom_object``, ``get_namespaced_custom_object``)."""
+    from kubernetes_asyncio import client
+
+    api = client.CustomObjectsApi(api_client) if custom else client.CoreV1Api(api_client)
+    try:
+        resp = await getattr(api, method)(*args, **kwargs, _preload_content=False, _request_timeout=timeout)
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise PeerUnavailable(f"API server unreachable: {exc!r}") from exc
+    try:
+        if resp.status != 200:
+            raise PeerBadResponse(f"{method}{list(args)}: HTTP {resp.status}")
+        doc = json.loads(await resp.read())
+    except ValueError as exc:
+        raise PeerBadResponse(f"{method}{list(args)}: not JSON") from exc
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise PeerUnavailable(f"API server dropped the answer: {exc!r}") from exc
+    finally:
+        resp.release()
+    if not isinstance(doc, dict):
+        raise PeerBadResponse(f"{method}{list(args)}: not an object")
+    return doc
+
+
 class Watcher:
     """Keeps every watched kind flowing into ``handler``; survives API-server faults."""
 

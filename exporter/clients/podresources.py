@@ -4,6 +4,8 @@ The kubelet rate-limits this socket with one token bucket (100 req/s, burst 10) 
 client on the node; ``RESOURCE_EXHAUSTED`` therefore means "back off", not "fail". Responses on busy
 nodes exceed gRPC's default 4 MiB receive limit, so the limit is raised. The kubelet deletes and
 recreates the socket when it restarts: on ``UNAVAILABLE`` the channel is dropped and rebuilt.
+DRA allocations (``dynamic_resources``) are read too, keyed on (driver, pool, device): the kubelet's
+CDI list repeats earlier devices' names under later ones, so it identifies nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +32,28 @@ class ContainerDevices:
     container: str
     resource: str
     device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDevice:
+    """One device of a DRA claim, as the kubelet names it."""
+
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerClaim:
+    """A DRA claim one container names, with every device of the claim (the kubelet does not filter)."""
+
+    namespace: str
+    pod: str
+    container: str
+    claim_namespace: str
+    claim_name: str
+    devices: tuple[ClaimDevice, ...]
 
 
 class TokenBucket:
@@ -59,6 +83,7 @@ class PodResourcesClient:
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.PodResourcesListerStub | None = None
         self._bucket = TokenBucket(rate, burst)
+        self.last_claims: list[ContainerClaim] = []  # DRA claims of the last successful List
 
     def _get_stub(self) -> pb_grpc.PodResourcesListerStub:
         if not self.socket_path.exists():
@@ -100,12 +125,20 @@ class PodResourcesClient:
         """Every (pod, container, resource) with device IDs, from ``List``."""
         resp = await self._call("List", pb.ListPodResourcesRequest())
         out: list[ContainerDevices] = []
+        claims: list[ContainerClaim] = []
         for pod in resp.pod_resources:  # type: ignore[attr-defined]
             for ctr in pod.containers:
                 for dev in ctr.devices:
                     if dev.device_ids:
                         out.append(ContainerDevices(pod.namespace, pod.name, ctr.name, dev.resource_name,
                                                     tuple(dev.device_ids)))
+                for dyn in ctr.dynamic_resources:
+                    devices = tuple(ClaimDevice(r.driver_name, r.pool_name, r.device_name,
+                                                r.share_id if r.HasField("share_id") else None)
+                                    for r in dyn.claim_resources)
+                    claims.append(ContainerClaim(pod.namespace, pod.name, ctr.name,
+                                                 dyn.claim_namespace or pod.namespace, dyn.claim_name, devices))
+        self.last_claims = claims
         return out
 
     async def allocatable(self) -> dict[str, tuple[str, ...]] | None:

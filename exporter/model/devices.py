@@ -11,15 +11,27 @@ from enum import StrEnum
 _FOUR_SLICE_MODELS = ("A30",)
 _FOUR_SLICE_PROFILES = {"1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb", "1g.12gb+gfx"}
 _PROFILE_RE = re.compile(r"^(\d+)g\.(\d+)gb")
+#: HAMi's device plugin registers ``<GPU uuid>-<k>`` per vGPU slot (the kubelet's pick may name the wrong GPU).
+_HAMI_ID_RE = re.compile(r"^(GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})-(\d+)$")
 
 
 class DeviceKind(StrEnum):
     """What a pod-resources device ID names."""
 
     GPU = "gpu"  # a whole physical GPU
-    REPLICA = "replica"  # one time-sliced / MPS share of a physical GPU
+    REPLICA = "replica"  # a fractional share of a physical GPU (time-slicing, MPS, HAMi vGPU) sharing its busy time
     MIG = "mig"  # a MIG GPU instance
     OTHER = "other"  # an ID in a form we do not recognise (other vendors)
+
+
+class SharingMode(StrEnum):
+    """How a physical GPU is shared, as the agent labels its device metrics (``sharing=...``)."""
+
+    NONE = "none"  # whole GPUs and MIG instances: each held by one container
+    TIME_SLICING = "time-slicing"  # device-plugin replicas, time-sliced
+    MPS = "mps"  # device-plugin replicas served by an MPS daemon (node label nvidia.com/gpu.sharing-strategy=mps)
+    HAMI = "hami"  # HAMi vGPU: memory/core shares written in the pod annotation
+    DRA = "dra"  # allocated through Dynamic Resource Allocation claims
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +63,12 @@ def parse_device_id(raw: str) -> DeviceId:
             return DeviceId(raw, DeviceKind.REPLICA, base, replica)
         return DeviceId(raw, DeviceKind.GPU, base)
     return DeviceId(raw, DeviceKind.OTHER, raw, replica)
+
+
+def hami_device_gpu(raw: str) -> str | None:
+    """The GPU UUID inside a HAMi plugin ID ``GPU-<uuid>-<k>``; None for any other form."""
+    match = _HAMI_ID_RE.match(raw)
+    return match.group(1) if match else None
 
 
 def gpu_slices(model: str | None, profile: str | None = None) -> int:

@@ -1,31 +1,24 @@
-"""A subset of the Kubernetes API server that the real kubernetes_asyncio client talks to.
+"""A subset of the Kubernetes API server that the real kubernetes_asyncio client and kubectl talk to.
 
-Served: list and watch (``?watch=1``: JSON lines, ``resourceVersion``, ``allowWatchBookmarks``,
-``timeoutSeconds``, ``410 Gone`` as an ERROR event for expired versions) of pods, nodes, namespaces,
-resourcequotas and events, cluster-wide and per namespace, with label and field selectors.
+Served: discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>/<version>``), get by name, list and
+watch (``?watch=1``: JSON lines, ``resourceVersion``, ``allowWatchBookmarks``, ``timeoutSeconds``,
+``410 Gone`` as an ERROR event for expired versions) of every kind in ``kube_discovery.RESOURCES``,
+cluster-wide and per namespace, with label and field selectors, as ``Table`` when kubectl asks for one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from exporter.sim import kube_discovery, kube_tables
+from exporter.sim.kube_discovery import Resource
 from exporter.sim.kube_store import KubeStore
-
-LIST_KINDS = {"pods": "PodList", "nodes": "NodeList", "namespaces": "NamespaceList",
-              "resourcequotas": "ResourceQuotaList", "events": "EventList", "queues": "QueueList",
-              "clusterqueues": "ClusterQueueList", "localqueues": "LocalQueueList"}
-OBJ_KINDS = {"pods": "Pod", "nodes": "Node", "namespaces": "Namespace", "resourcequotas": "ResourceQuota",
-             "events": "Event", "queues": "Queue", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}
-#: custom resources served only when the scenario "installs" their CRDs: group/version -> (plural, kind, namespaced)
-CRDS = {
-    "volcano": ("scheduling.volcano.sh/v1beta1", [("queues", "Queue", False)]),
-    "kueue": ("kueue.x-k8s.io/v1beta1",
-              [("clusterqueues", "ClusterQueue", False), ("localqueues", "LocalQueue", True)]),
-}
 
 
 def _parse_selector(text: str) -> list[tuple[str, str, str]]:
@@ -67,6 +60,15 @@ def _matches(obj: dict[str, Any], labels: list[tuple[str, str, str]], fields: li
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class _Filter:
+    """What a list or watch selects, and whether kubectl wants it printed as a Table."""
+
+    labels: list[tuple[str, str, str]]
+    fields: list[tuple[str, str, str]]
+    as_table: bool
+
+
 class KubeApiServer:
     """aiohttp application over a ``KubeStore``."""
 
@@ -78,63 +80,59 @@ class KubeApiServer:
         self.app = web.Application()
         r = self.app.router
         r.add_get("/version", self.version)
-        r.add_get("/api", self.api_versions)
-        for kind in LIST_KINDS:
-            r.add_get(f"/api/v1/{kind}", self.handler(kind, namespaced=False))
-            if kind not in ("nodes", "namespaces"):
-                r.add_get(f"/api/v1/namespaces/{{namespace}}/{kind}", self.handler(kind, namespaced=True))
-        r.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self.get_pod)
-        for crd, (group_version, resources) in CRDS.items():
-            installed = crd in crds
-            r.add_get(f"/apis/{group_version}", self._discovery(group_version, resources, installed))
-            for plural, _kind, namespaced in resources:
-                handle = self.handler(plural, namespaced=False) if installed else self._not_found
-                r.add_get(f"/apis/{group_version}/{plural}", handle)
-                if namespaced:
-                    r.add_get(f"/apis/{group_version}/namespaces/{{namespace}}/{plural}",
-                              self.handler(plural, namespaced=True) if installed else self._not_found)
+        self.resources = kube_discovery.served(crds)
+        r.add_get("/api", self._json(kube_discovery.api_versions()))
+        r.add_get("/apis", self._json(kube_discovery.group_list(self.resources)))
+        for gv in dict.fromkeys(x.group_version for x in kube_discovery.RESOURCES):
+            base = next(x.base_path for x in kube_discovery.RESOURCES if x.group_version == gv)
+            doc = kube_discovery.resource_list(gv, self.resources)
+            r.add_get(base, self._json(doc) if doc["resources"] else self._not_found)
+        for res in kube_discovery.RESOURCES:
+            installed = res in self.resources
+            base = res.base_path
+            r.add_get(f"{base}/{res.plural}", self.handler(res, namespaced=False) if installed else self._not_found)
+            if res.namespaced:
+                r.add_get(f"{base}/namespaces/{{namespace}}/{res.plural}",
+                          self.handler(res, namespaced=True) if installed else self._not_found)
+                r.add_get(f"{base}/namespaces/{{namespace}}/{res.plural}/{{name}}",
+                          self.getter(res) if installed else self._not_found)
+            else:
+                r.add_get(f"{base}/{res.plural}/{{name}}", self.getter(res) if installed else self._not_found)
         leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        r.add_get(leases + "/{name}", self.get_lease)
         r.add_post(leases, self.create_lease)
         r.add_put(leases + "/{name}", self.replace_lease)
 
     async def _not_found(self, _req: web.Request) -> web.Response:
         return self._status(404, "NotFound", "the server could not find the requested resource")
 
-    def _discovery(self, group_version: str, resources: list[tuple[str, str, bool]], installed: bool) -> Any:
+    @staticmethod
+    def _json(doc: dict[str, Any]) -> Any:
         async def handle(_req: web.Request) -> web.Response:
-            if not installed:
-                return self._status(404, "NotFound", "the server could not find the requested resource")
-            return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
-                                      "resources": [{"name": p, "singularName": k.lower(), "namespaced": ns,
-                                                     "kind": k, "verbs": ["get", "list", "watch"]}
-                                                    for p, k, ns in resources]})
+            return web.json_response(doc)
         return handle
 
     async def version(self, _req: web.Request) -> web.Response:
         return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0-sim", "platform": "linux/amd64"})
 
-    async def api_versions(self, _req: web.Request) -> web.Response:
-        return web.json_response({"kind": "APIVersions", "versions": ["v1"]})
-
-    async def get_pod(self, req: web.Request) -> web.Response:
-        obj = self.store.objects["pods"].get((req.match_info["namespace"], req.match_info["name"]))
-        if obj is None:
-            return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                                      "message": "pods not found", "code": 404}, status=404)
-        return web.json_response(obj)
+    def getter(self, res: Resource) -> Any:
+        """GET one object by name (``kubectl get <kind> <name>``, ``-o yaml``, ``describe``)."""
+        async def handle(req: web.Request) -> web.Response:
+            self.requests += 1
+            obj = self.store.objects[res.plural].get((req.match_info.get("namespace", ""), req.match_info["name"]))
+            if obj is None:
+                group = f".{res.group}" if res.group else ""
+                return self._status(404, "NotFound", f'{res.plural}{group} "{req.match_info["name"]}" not found')
+            if kube_tables.wants_table(req.headers.get("Accept", "")):
+                return web.json_response(kube_tables.table(res.plural, [obj], now=time.time(),
+                                                           resource_version=obj["metadata"]["resourceVersion"]))
+            return web.json_response(obj)
+        return handle
 
     # -- coordination.k8s.io/v1 Lease: get, create, and update with optimistic concurrency ------------
     @staticmethod
     def _status(code: int, reason: str, message: str) -> web.Response:
         return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                   "reason": reason, "message": message, "code": code}, status=code)
-
-    async def get_lease(self, req: web.Request) -> web.Response:
-        obj = self.store.objects["leases"].get((req.match_info["namespace"], req.match_info["name"]))
-        if obj is None:
-            return self._status(404, "NotFound", f'leases.coordination.k8s.io "{req.match_info["name"]}" not found')
-        return web.json_response(obj)
 
     async def create_lease(self, req: web.Request) -> web.Response:
         body = await req.json()
@@ -158,7 +156,9 @@ class KubeApiServer:
         body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
         return web.json_response(self.store.upsert("leases", body))
 
-    def handler(self, kind: str, namespaced: bool) -> Any:
+    def handler(self, res: Resource, namespaced: bool) -> Any:
+        kind = res.plural
+
         async def handle(req: web.Request) -> web.StreamResponse:
             self.requests += 1
             namespace = req.match_info.get("namespace") if namespaced else None
@@ -166,15 +166,19 @@ class KubeApiServer:
             fields = _parse_selector(req.query.get("fieldSelector", ""))
             if namespace:
                 fields.append(("metadata.namespace", "=", namespace))
+            as_table = kube_tables.wants_table(req.headers.get("Accept", ""))
             if req.query.get("watch") in ("1", "true", "True"):
-                return await self._watch(req, kind, labels, fields)
+                return await self._watch(req, res, _Filter(labels, fields, as_table))
             items = [o for o in self.store.objects[kind].values() if _matches(o, labels, fields)]
-            return web.json_response({"kind": LIST_KINDS[kind], "apiVersion": "v1",
+            if as_table:
+                return web.json_response(kube_tables.table(kind, items, now=time.time(),
+                                                           resource_version=str(self.store.rv)))
+            return web.json_response({"kind": f"{res.kind}List", "apiVersion": res.group_version,
                                       "metadata": {"resourceVersion": str(self.store.rv)}, "items": items})
         return handle
 
-    async def _watch(self, req: web.Request, kind: str, labels: list[tuple[str, str, str]],
-                     fields: list[tuple[str, str, str]]) -> web.StreamResponse:
+    async def _watch(self, req: web.Request, res: Resource, flt: _Filter) -> web.StreamResponse:
+        kind = res.plural
         rv_text = req.query.get("resourceVersion", "")
         bookmarks = req.query.get("allowWatchBookmarks") in ("1", "true", "True")
         timeout = float(req.query.get("timeoutSeconds", "1800"))
@@ -183,12 +187,20 @@ class KubeApiServer:
         self.active_watches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+
+        async def send(etype: str, obj: dict[str, Any]) -> None:
+            # kubectl get -w asks for Tables: each event then carries a one-row Table, as the real server does.
+            if flt.as_table:
+                obj = kube_tables.table(kind, [obj], now=time.time(),
+                                        resource_version=obj["metadata"]["resourceVersion"])
+            await self._send(resp, etype, obj)
+
         try:
             if rv_text in ("", "0"):
                 rv = self.store.rv
                 for obj in list(self.store.objects[kind].values()):
-                    if _matches(obj, labels, fields):
-                        await self._send(resp, "ADDED", obj)
+                    if _matches(obj, flt.labels, flt.fields):
+                        await send("ADDED", obj)
             else:
                 try:
                     rv = int(rv_text)
@@ -205,14 +217,14 @@ class KubeApiServer:
                     break
                 for c in changes:
                     rv = c.rv
-                    if _matches(c.obj, labels, fields):
-                        await self._send(resp, c.type, c.obj)
+                    if _matches(c.obj, flt.labels, flt.fields):
+                        await send(c.type, c.obj)
                 now = loop.time()
-                if now >= deadline:
-                    break
+                if now >= deadline or req.transport is None or req.transport.is_closing():
+                    break  # a client that went away (kubectl ^C) must not hold the server's shutdown
                 if bookmarks and now >= next_bookmark:
                     rv = max(rv, self.store.rv) if not self.store.changes_since(rv, kind) else rv
-                    await self._send(resp, "BOOKMARK", {"kind": OBJ_KINDS[kind], "apiVersion": "v1",
+                    await self._send(resp, "BOOKMARK", {"kind": res.kind, "apiVersion": res.group_version,
                                                         "metadata": {"resourceVersion": str(rv)}})
                     next_bookmark = now + self.bookmark_interval
                 await self.store.wait_change(min(deadline - now, self.bookmark_interval))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("pods", "nodes", "namespaces", "resourcequotas", "events", "leases", "queues", "clusterqueues",
-         "localqueues")
+         "localqueues", "resourceslices", "resourceclaims")
 HISTORY_LIMIT = 20_000
 
 

@@ -17,6 +17,8 @@ from aiohttp import web
 from exporter.clients.proto import podresources_v1_pb2 as pb
 from exporter.clients.proto import podresources_v1_pb2_grpc as pb_grpc
 from exporter.sim.cluster import SimCluster
+from exporter.sim.dra_objects import DRIVER, cdi_name
+from exporter.sim.kubelet_answers import PodDevices
 
 
 class DcgmEndpoint:
@@ -79,10 +81,21 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
     def __init__(self, owner: PodResourcesServer) -> None:
         self.owner = owner
 
-    def _pod(self, pod_ns: str, pod_name: str, devices: list[str], resource: str, container: str) -> pb.PodResources:
-        return pb.PodResources(name=pod_name, namespace=pod_ns, containers=[pb.ContainerResources(
-            name=container, devices=[pb.ContainerDevices(resource_name=resource, device_ids=devices)],
-            cpu_ids=[])])
+    def _pod(self, a: PodDevices) -> pb.PodResources:
+        """One pod as the kubelet reports it: device-plugin IDs, or DRA claims under dynamic_resources."""
+        p = a.pod
+        ctr = pb.ContainerResources(name=p.container, cpu_ids=[])
+        if a.devices:
+            ctr.devices.append(pb.ContainerDevices(resource_name=p.resource, device_ids=a.devices))
+        cdi: list[pb.CDIDevice] = []
+        for claim in p.claims:
+            dyn = ctr.dynamic_resources.add(claim_name=claim.name, claim_namespace=p.namespace)
+            for device in claim.devices:
+                # As the kubelet does: CDI names accumulate, so later devices also carry earlier devices' names.
+                cdi.append(pb.CDIDevice(name=cdi_name(p.namespace, claim.name, device)))
+                dyn.claim_resources.add(driver_name=DRIVER, pool_name=self.owner.node, device_name=device,
+                                        cdi_devices=list(cdi))
+        return pb.PodResources(name=p.name, namespace=p.namespace, containers=[ctr])
 
     async def List(self, request: pb.ListPodResourcesRequest, context: object) -> pb.ListPodResourcesResponse:
         self.owner.calls += 1
@@ -90,8 +103,7 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
             self.owner.before_call()
         cluster = self.owner.cluster
         return pb.ListPodResourcesResponse(pod_resources=[
-            self._pod(p.namespace, p.name, devs, p.resource, p.container)
-            for p, devs in cluster.pod_resources(self.owner.node)])
+            self._pod(a) for a in cluster.pod_resources(self.owner.node)])
 
     async def GetAllocatableResources(self, request: pb.AllocatableResourcesRequest,
                                       context: object) -> pb.AllocatableResourcesResponse:
@@ -103,10 +115,9 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
     async def Get(self, request: pb.GetPodResourcesRequest,
                   context: grpc.aio.ServicerContext) -> pb.GetPodResourcesResponse:
         self.owner.calls += 1
-        for p, devs in self.owner.cluster.pod_resources(self.owner.node):
-            if p.name == request.pod_name and p.namespace == request.pod_namespace:
-                return pb.GetPodResourcesResponse(pod_resources=self._pod(p.namespace, p.name, devs, p.resource,
-                                                                          p.container))
+        for a in self.owner.cluster.pod_resources(self.owner.node):
+            if a.pod.name == request.pod_name and a.pod.namespace == request.pod_namespace:
+                return pb.GetPodResourcesResponse(pod_resources=self._pod(a))
         await context.abort(grpc.StatusCode.NOT_FOUND, f"pod {request.pod_namespace}/{request.pod_name} not found")
         raise AssertionError("unreachable")
 

@@ -7,7 +7,6 @@ Every error is one line naming the file and the field, e.g.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,123 +14,24 @@ import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.durations import parse_duration
+from exporter.sim.layout import place_pods
+from exporter.sim.spec import (
+    EVENT_TYPES,
+    SHARING_MODES,
+    ClaimSpec,
+    EventSpec,
+    HamiSpec,
+    NamespaceSpec,
+    NodeSpec,
+    Owner,
+    PodSpec,
+    QueueSpec,
+    Scenario,
+    ScenarioError,
+)
 
-EVENT_TYPES = {
-    "dcgm_down": ("node", "from", "to"),
-    "podresources_down": ("node", "from", "to"),
-    "agent_restart": ("node", "at"),
-    "agent_state_loss": ("node", "at"),
-    "aggregator_restart": ("at",),
-    "quota_rejection": ("namespace", "at"),
-    "watch_expire": ("at",),
-}
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be run; the message is one line naming file and field."""
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    kind: str
-    name: str
-
-
-@dataclass(slots=True)
-class NodeSpec:
-    name: str
-    model: str
-    gpus: int
-    labels: dict[str, str] = field(default_factory=dict)
-    mig: dict[int, list[str]] = field(default_factory=dict)
-    time_slicing: int | None = None
-    time_slicing_rename: bool = False
-    dcgm_pod_labels: bool = True
-    kubelet_lists_terminated: bool = False  # as kubelets before 1.34 did (KubeletPodResourcesListUseActivePods)
-
-
-@dataclass(slots=True)
-class NamespaceSpec:
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    gpu_quota: int | None = None
-
-
-@dataclass(slots=True)
-class PodSpec:
-    name: str
-    namespace: str
-    node: str | None
-    gpus: int
-    start: float
-    end: float | None
-    utilization: list[tuple[float, float]]
-    resource: str = "nvidia.com/gpu"
-    pending_reason: str | None = None
-    owner: Owner | None = None
-    priority_class: str | None = None
-    container: str = "main"
-    labels: dict[str, str] = field(default_factory=dict)
-
-    def util_at(self, t: float) -> float:
-        value = 0.0
-        for at, v in self.utilization:
-            if at <= t:
-                value = v
-            else:
-                break
-        return value
-
-    def running_at(self, t: float) -> bool:
-        return self.node is not None and self.start <= t and (self.end is None or t < self.end)
-
-
-@dataclass(slots=True)
-class QueueSpec:
-    """A Volcano Queue or a Kueue ClusterQueue with a GPU capability, serving namespaces."""
-
-    kind: str  # volcano | kueue
-    name: str
-    gpus: int
-    namespaces: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class EventSpec:
-    type: str
-    node: str | None = None
-    namespace: str | None = None
-    at: float | None = None
-    start: float | None = None
-    end: float | None = None
-    requested: int = 1
-
-
-@dataclass(slots=True)
-class Scenario:
-    source: str
-    tick: float
-    duration: float
-    currency: str
-    prices: dict[str, float]
-    default_price: float | None
-    pools: dict[str, float]
-    pool_label: str
-    nodes: list[NodeSpec]
-    namespaces: list[NamespaceSpec]
-    pods: list[PodSpec]
-    events: list[EventSpec]
-    queues: list[QueueSpec] = field(default_factory=list)
-
-    def node(self, name: str) -> NodeSpec:
-        return next(n for n in self.nodes if n.name == name)
-
-    def pricing_document(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"currency": self.currency, "models": dict(self.prices), "pools": dict(self.pools)}
-        doc["default_price"] = self.default_price if self.default_price is not None else max(
-            self.prices.values(), default=1.0)
-        return doc
-
+__all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec",
+           "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
 class _Ctx:
     def __init__(self, source: str) -> None:
@@ -183,6 +83,60 @@ class _Ctx:
                 raise self.fail(f"{where}.{key}" if where else str(key), "unknown field")
 
 
+def _node_sharing(ctx: _Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
+    """``sharing`` and its replica count: ``time_slicing: r`` alone means time-slicing with r replicas."""
+    sharing = ctx.string(n.get("sharing", "time-slicing" if time_slicing else "none"), f"{where}.sharing")
+    if sharing not in SHARING_MODES:
+        raise ctx.fail(f"{where}.sharing", f"expected one of {', '.join(SHARING_MODES)}, got {sharing!r}")
+    if n.get("replicas") is not None:
+        if time_slicing is not None:
+            raise ctx.fail(f"{where}.replicas", "give replicas or time_slicing, not both")
+        time_slicing = ctx.integer(n["replicas"], f"{where}.replicas", 2)
+    if sharing in ("time-slicing", "mps") and time_slicing is None:
+        raise ctx.fail(f"{where}.replicas", f"required for sharing: {sharing}")
+    if sharing in ("none", "hami") and time_slicing is not None:
+        raise ctx.fail(f"{where}.replicas", f"replicas need sharing: time-slicing or mps, not {sharing}")
+    return sharing, time_slicing
+
+
+def _pod_hami(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
+    """A HAMi vGPU request, only on a ``sharing: hami`` node and only of ``nvidia.com/gpu``."""
+    if p.get("hami") is None:
+        return None
+    h = ctx.mapping(p["hami"], f"{where}.hami")
+    ctx.known_keys(h, {"memory_mib", "cores"}, f"{where}.hami")
+    node = next((x for x in nodes if x.name == p.get("node")), None)
+    if node is None or node.sharing != "hami":
+        raise ctx.fail(f"{where}.hami", "only for pods on a node with sharing: hami")
+    if p.get("resource", "nvidia.com/gpu") != "nvidia.com/gpu":
+        raise ctx.fail(f"{where}.resource", "HAMi shares nvidia.com/gpu only")
+    cores = ctx.integer(h.get("cores", 0), f"{where}.hami.cores")
+    if cores > 100:
+        raise ctx.fail(f"{where}.hami.cores", f"{cores} is over 100 (percent of the GPU's SMs)")
+    return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", 1), cores)
+
+
+def _pod_claims(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[ClaimSpec]:
+    """DRA claims, only on a ``dra: true`` node; the devices are checked against its slice at placement."""
+    raw = ctx.seq(p.get("claims"), f"{where}.claims")
+    if not raw:
+        return []
+    node = next((x for x in nodes if x.name == p.get("node")), None)
+    if node is None or not node.dra:
+        raise ctx.fail(f"{where}.claims", "only for pods on a node with dra: true")
+    out = []
+    for j, c in enumerate(raw):
+        c = ctx.mapping(c, f"{where}.claims[{j}]")
+        ctx.known_keys(c, {"name", "devices", "admin_access"}, f"{where}.claims[{j}]")
+        devices = tuple(ctx.string(d, f"{where}.claims[{j}].devices") for d in
+                        ctx.seq(c.get("devices"), f"{where}.claims[{j}].devices"))
+        if not devices:
+            raise ctx.fail(f"{where}.claims[{j}].devices", "name at least one published device (e.g. gpu-0)")
+        out.append(ClaimSpec(ctx.string(c.get("name"), f"{where}.claims[{j}].name"), devices,
+                             bool(c.get("admin_access", False))))
+    return out
+
+
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario file."""
     source = path.name
@@ -223,7 +177,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"nodes[{i}]"
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
-                           "dcgm_pod_labels", "kubelet_lists_terminated"}, where)
+                           "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
+                           "dra"}, where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -248,12 +203,18 @@ def parse_scenario(text: str, source: str) -> Scenario:
             mig[gi] = plist
         ts = n.get("time_slicing")
         time_slicing = ctx.integer(ts, f"{where}.time_slicing", 2) if ts is not None else None
+        sharing, time_slicing = _node_sharing(ctx, n, where, time_slicing)
+        if sharing in ("mps", "hami") and mig:
+            raise ctx.fail(f"{where}.sharing", f"{sharing} is not offered on MIG GPUs; drop mig or sharing")
         if model not in prices and default_price is None:
             raise ctx.fail(f"{where}.model", f"{model!r} has no price and default_price is not set")
         nodes.append(NodeSpec(
             name, model, gpus, {str(k): str(v) for k, v in ctx.mapping(n.get("labels"), f"{where}.labels").items()},
             mig, time_slicing, bool(n.get("time_slicing_rename", False)), bool(n.get("dcgm_pod_labels", True)),
-            bool(n.get("kubelet_lists_terminated", False))))
+            bool(n.get("kubelet_lists_terminated", False)), sharing,
+            ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", 1), bool(n.get("dra", False))))
+        if nodes[-1].dra and sharing != "none":
+            raise ctx.fail(f"{where}.dra", f"a DRA node has no device plugin to do {sharing}")
 
     namespaces: list[NamespaceSpec] = []
     for i, ns in enumerate(ctx.seq(raw.get("namespaces"), "namespaces")):
@@ -272,7 +233,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
-                           "gpus", "start", "end", "utilization", "container", "labels"}, where)
+                           "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims"}, where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -307,7 +268,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             name, namespace, node, ctx.integer(p.get("gpus", 1), f"{where}.gpus", 1), start, end, steps,
             resource, p.get("pending_reason"), owner, p.get("priority_class"),
             str(p.get("container", "main")),
-            {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()}))
+            {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
+            _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes)))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}
@@ -353,8 +315,6 @@ def parse_scenario(text: str, source: str) -> Scenario:
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
                         namespaces, pods, events, queues)
     # Device placement is part of validation: a scenario that cannot be placed is an error now.
-    from exporter.sim.layout import place_pods
-
     place_pods(scenario)
     return scenario
 

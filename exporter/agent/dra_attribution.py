@@ -1,0 +1,82 @@
+"""DRA holds -> assignments: a whole GPU or a MIG instance, times the pod's share of the claim.
+
+MIG instances allocated through DRA resolve like device-plugin ones: the resolver (NVML) or a
+location learned before by MIG UUID, else the only DCGM instance of that profile on the parent GPU,
+else the one whose DCGM pod labels name the holder. What cannot be resolved is held but unmeasured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from exporter.agent.assignment import Assignment, Attribution, MigLocation, MigResolver
+from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.dra import DeviceKey, DraHold
+from exporter.model.devices import DeviceKind, SharingMode, gpu_slices, mig_fraction
+
+DcgmMap = dict[tuple[str, str], DcgmDevice]
+
+
+def _mig_key(holders: set[tuple[str, str, str]], *, parent: str, profile: str, dcgm: DcgmMap,
+             claimed: set[tuple[str, str]]) -> tuple[str, str] | None:
+    """The only free instance of ``profile`` on ``parent``, else the one DCGM labels with one of ``holders``."""
+    candidates = sorted(k for k, d in dcgm.items()
+                        if k[0] == parent and d.gpu_instance_id and d.mig_profile == profile and k not in claimed)
+    if len(candidates) > 1:
+        candidates = [k for k in candidates if holders & dcgm[k].pods]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, MigLocation],
+                    resolver: MigResolver | None, model_of: Callable[[str], str | None],
+                    result: Attribution) -> list[Assignment]:
+    """One assignment per hold; unresolvable devices are listed in ``result.unresolved``."""
+    by_minor = {d.index: uuid for (uuid, _gi), d in dcgm.items()}  # a MIG GPU has only instance rows
+    claimed: set[tuple[str, str]] = set()
+    resolved: dict[DeviceKey, tuple[str, str] | None] = {}  # one device, however many pods share its claim
+    holders: dict[DeviceKey, set[tuple[str, str, str]]] = {}
+    for h in holds:
+        holders.setdefault(h.key, set()).add((h.namespace, h.pod, h.container))
+    out: list[Assignment] = []
+    for h in holds:
+        dev = h.device
+        device_id = f"{h.key.pool}/{h.key.device}"
+        mig = (dev.type == "mig") if dev is not None else h.name_profile is not None
+        if dev is not None and dev.type not in ("gpu", "mig"):  # vfio passthrough: DCGM does not see it
+            result.unresolved.append(device_id)
+            out.append(Assignment(h.namespace, h.pod, h.container, device_id, DeviceKind.OTHER, "", None, None,
+                                  None, h.share, SharingMode.DRA))
+            continue
+        if not mig:
+            uuid = dev.uuid if dev is not None else by_minor.get(str(h.minor), "")
+            if not uuid:
+                result.unresolved.append(device_id)
+            key = (uuid, "")
+            out.append(Assignment(h.namespace, h.pod, h.container, uuid or device_id, DeviceKind.GPU, uuid,
+                                  key if key in dcgm else None, model_of(uuid) if uuid else None, None, h.share,
+                                  SharingMode.DRA))
+            continue
+        parent = dev.parent_uuid if dev is not None else by_minor.get(str(h.minor), "")
+        profile = (dev.profile if dev is not None else h.name_profile) or ""
+        mig_uuid = dev.uuid if dev is not None else ""
+        if h.key not in resolved:
+            loc = (resolver(mig_uuid) if resolver and mig_uuid else None) or known.get(mig_uuid)
+            found = (loc.gpu_uuid, loc.gpu_instance_id) if loc is not None else \
+                _mig_key(holders[h.key], parent=parent, profile=profile, dcgm=dcgm, claimed=claimed)
+            if found is not None:
+                claimed.add(found)
+                if loc is None and mig_uuid:
+                    result.learned[mig_uuid] = MigLocation(found[0], found[1], profile)
+            resolved[h.key] = found
+        found = resolved[h.key]
+        if found is None:
+            result.unresolved.append(device_id)
+        model = model_of(parent) if parent else None
+        try:
+            frac = mig_fraction(profile, model)
+        except ValueError:
+            frac = 1.0 / gpu_slices(model)
+        out.append(Assignment(h.namespace, h.pod, h.container, mig_uuid or device_id, DeviceKind.MIG, parent,
+                              found if found in dcgm else None, model, profile or None, frac * h.share,
+                              SharingMode.DRA))
+    return out

@@ -1,0 +1,131 @@
+"""DCGM Exporter's text exposition for one node, as dcgm-exporter 4.x writes it.
+
+One ``DcgmEntity`` per row DCGM reports (a whole GPU, or a MIG instance), each field family written
+for every entity in the order and with the HELP texts the real exporter uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from exporter.model.devices import gpu_slices, profile_slices
+from exporter.sim.hardware import DRIVER_VERSION, framebuffer_mib
+from exporter.sim.layout import GpuLayout, NodeLayout
+from exporter.sim.spec import PodSpec
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmEntity:
+    """One DCGM row: its identity labels and the readings every field family is derived from."""
+
+    labels: str  # gpu, UUID, pci_bus_id, device, modelName (+ GPU_I_PROFILE, GPU_I_ID)
+    mig: bool
+    util: float
+    fb_total_mib: float
+    pod: dict[str, str]  # the pod labels dcgm-exporter adds with --kubernetes (empty when unheld/off)
+    gpu: GpuLayout
+
+    @property
+    def fb_used_mib(self) -> float:
+        held = bool(self.pod) or self.util > 0
+        return min(self.fb_total_mib - 1, 300 + (0.7 * self.fb_total_mib if held else 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReadings:
+    """What the node's GPUs are doing now, from the utilisation and energy model."""
+
+    util: dict[str, float]  # entity key -> utilisation
+    power_w: dict[str, float]  # GPU uuid -> board power
+    energy_mj: dict[str, float]  # GPU uuid -> cumulative energy
+    hostname: str
+
+
+def _pod_labels(pods: list[PodSpec]) -> dict[str, str]:
+    if not pods:
+        return {}
+    p = pods[0]
+    return {"container": p.container, "namespace": p.namespace, "pod": p.name}
+
+
+def entities(layout: NodeLayout, *, util: dict[str, float], holders: dict[str, list[PodSpec]]) -> list[DcgmEntity]:
+    """The rows DCGM reports: one per whole GPU, one per MIG instance (never one per replica)."""
+    spec = layout.spec
+    fb_total = framebuffer_mib(spec.model)
+    slices = gpu_slices(spec.model)
+    out: list[DcgmEntity] = []
+    for gpu in layout.gpus:
+        base = (f'gpu="{gpu.index}",UUID="{gpu.uuid}",pci_bus_id="{gpu.pci_bus_id}",'
+                f'device="nvidia{gpu.index}",modelName="{spec.model}"')
+        if gpu.mig:
+            for inst in gpu.mig:
+                labels = f'{base},GPU_I_PROFILE="{inst.profile}",GPU_I_ID="{inst.gpu_instance_id}"'
+                share = profile_slices(inst.profile) / slices
+                out.append(DcgmEntity(labels, True, util[inst.uuid], fb_total * share,
+                                      _pod_labels(holders.get(inst.uuid, [])), gpu))
+        else:
+            pods = holders.get(gpu.uuid, [])
+            if gpu.replicas:
+                pods = [p for k in range(gpu.replicas) for p in holders.get(f"{gpu.uuid}::{k}", [])]
+            out.append(DcgmEntity(base, False, util[gpu.uuid], float(fb_total), _pod_labels(pods[:1]), gpu))
+    return out
+
+
+def render(layout: NodeLayout, rows: list[DcgmEntity], readings: NodeReadings) -> str:
+    """The ``/metrics`` body for one node."""
+    host = f'Hostname="{readings.hostname}",DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"'
+    out: list[str] = []
+
+    def lbl(e: DcgmEntity) -> str:
+        extra = "".join(f',{k}="{v}"' for k, v in e.pod.items())
+        return f"{e.labels},{host}{extra}"
+
+    def family(name: str, mtype: str, help_text: str, value: Callable[[DcgmEntity], str],
+               only: list[DcgmEntity] | None = None) -> None:
+        out.append(f"# HELP {name} {help_text}\n# TYPE {name} {mtype}\n")
+        out.extend(f"{name}{{{lbl(e)}}} {value(e)}\n" for e in (rows if only is None else only))
+
+    family("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
+           lambda e: str(1980 if e.util > 0 else 345))
+    family("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", lambda e: "2619")
+    family("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", lambda e: str(int(38 + 30 * e.util)))
+    family("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda e: str(int(33 + 40 * e.util)))
+    family("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).",
+           lambda e: f"{readings.power_w[e.gpu.uuid]:.6f}")
+    family("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).",
+           lambda e: str(int(readings.energy_mj.get(e.gpu.uuid, 0.0))))
+    family("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", lambda e: "0")
+    whole = [e for e in rows if not e.mig]
+    if whole:
+        family("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda e: str(round(e.util * 100)), whole)
+        family("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
+               lambda e: str(round(e.util * 40)), whole)
+    family("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", lambda e: "0")
+    family("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", lambda e: "0")
+    family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+           lambda e: str(int(e.fb_total_mib - e.fb_used_mib)))
+    family("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", lambda e: str(int(e.fb_used_mib)))
+    family("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", lambda e: "510")
+    if "L4" not in layout.spec.model:
+        family("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+               "Total number of NVLink bandwidth counters for all lanes.", lambda e: "0")
+    family("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status", lambda e: "0")
+    family("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+           "Number of remapped rows for uncorrectable errors", lambda e: "0")
+    family("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+           "Number of remapped rows for correctable errors", lambda e: "0")
+    family("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", lambda e: "0")
+    family("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
+           lambda e: f"{e.util:.6f}")
+    family("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.",
+           lambda e: f"{e.util * 0.8:.6f}")
+    family("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active "
+           "sending or receiving data.", lambda e: f"{e.util * 0.6:.6f}")
+    family("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - "
+           "including both protocol headers and data payloads - in bytes per second.",
+           lambda e: str(int(1_000_000 + e.util * 3e7)))
+    family("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - "
+           "including both protocol headers and data payloads - in bytes per second.",
+           lambda e: str(int(2_000_000 + e.util * 9e7)))
+    return "".join(out)

@@ -1,0 +1,53 @@
+"""The utilisation and energy model: what each GPU entity is doing now, and the energy it has used.
+
+DCGM reports one reading per physical GPU (or per MIG instance), not per holder, so the sum of the
+holders' utilisation is what the device shows: a shared GPU reads their sum, capped at 1.
+"""
+
+from __future__ import annotations
+
+from exporter.model.devices import gpu_slices, profile_slices
+from exporter.sim.hardware import power_range
+from exporter.sim.layout import GpuLayout, NodeLayout
+from exporter.sim.spec import PodSpec
+
+
+def gpu_utilization(layout: NodeLayout, holders: dict[str, list[PodSpec]], t: float) -> dict[str, float]:
+    """Entity key (GPU uuid, or MIG uuid) -> utilisation served by DCGM at scenario time ``t``."""
+    out: dict[str, float] = {}
+    for gpu in layout.gpus:
+        if gpu.mig:
+            for inst in gpu.mig:
+                out[inst.uuid] = sum(p.util_at(t) for p in holders.get(inst.uuid, []))
+        elif gpu.replicas:
+            # The sum of its holders' (pods') values, capped at 1: a pod with two replicas counts once.
+            sharing = {(p.namespace, p.name): p for k in range(gpu.replicas)
+                       for p in holders.get(f"{gpu.uuid}::{k}", [])}
+            out[gpu.uuid] = min(1.0, sum(p.util_at(t) for p in sharing.values()))
+        else:  # one holder, or HAMi pods sharing it: their sum, capped at 1
+            out[gpu.uuid] = min(1.0, sum(p.util_at(t) for p in holders.get(gpu.uuid, [])))
+    return out
+
+
+def gpu_power(model: str, gpu: GpuLayout, util: dict[str, float]) -> float:
+    """Board power in watts: a MIG GPU's busy share is its instances' utilisation weighted by slices."""
+    watts = power_range(model)
+    if gpu.mig:
+        slices = gpu_slices(model)
+        busy = sum(util[i.uuid] * profile_slices(i.profile) / slices for i in gpu.mig)
+    else:
+        busy = util[gpu.uuid]
+    return float(watts.idle_w + busy * (watts.max_w - watts.idle_w))
+
+
+class EnergyMeter:
+    """Integrates board power into the cumulative mJ counter DCGM exposes, piecewise constant per step."""
+
+    def __init__(self) -> None:
+        self.mj: dict[str, float] = {}
+        self.t = 0.0  # every node is integrated up to here
+
+    def add(self, layout: NodeLayout, util: dict[str, float], dt: float) -> None:
+        """Add ``dt`` seconds of one node's GPUs drawing power at ``util``."""
+        for gpu in layout.gpus:
+            self.mj[gpu.uuid] = self.mj.get(gpu.uuid, 0.0) + gpu_power(layout.spec.model, gpu, util) * dt * 1000.0

@@ -1,0 +1,151 @@
+"""The scenario's vocabulary: what a scenario file describes, as plain typed records.
+
+Kept apart from the parser so the layout (which places pods on devices) and the parser (which calls
+the layout to validate placement) can both import these without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_TYPES = {
+    "dcgm_down": ("node", "from", "to"),
+    "podresources_down": ("node", "from", "to"),
+    "agent_restart": ("node", "at"),
+    "agent_state_loss": ("node", "at"),
+    "aggregator_restart": ("at",),
+    "quota_rejection": ("namespace", "at"),
+    "watch_expire": ("at",),
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; the message is one line naming file and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    kind: str
+    name: str
+
+
+SHARING_MODES = ("none", "time-slicing", "mps", "hami")
+
+
+@dataclass(frozen=True, slots=True)
+class HamiSpec:
+    """A HAMi vGPU request per GPU: framebuffer MiB (``nvidia.com/gpumem``) and SM percent (``gpucores``)."""
+
+    memory_mib: int
+    cores: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """A DRA ResourceClaim a pod uses: pods naming the same claim (in one namespace) share it."""
+
+    name: str
+    devices: tuple[str, ...]  # published device names: gpu-<i>, or gpu-<i>-mig-<profile>-<gi>-<start>
+    admin_access: bool = False
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    name: str
+    model: str
+    gpus: int
+    labels: dict[str, str] = field(default_factory=dict)
+    mig: dict[int, list[str]] = field(default_factory=dict)
+    time_slicing: int | None = None  # replicas per GPU, time-sliced or MPS (``sharing``)
+    time_slicing_rename: bool = False
+    dcgm_pod_labels: bool = True
+    kubelet_lists_terminated: bool = False  # as kubelets before 1.34 did (KubeletPodResourcesListUseActivePods)
+    sharing: str = "none"  # none | time-slicing | mps (device-plugin replicas) | hami (HAMi vGPU)
+    hami_split: int = 10  # HAMi deviceSplitCount: plugin IDs GPU-<uuid>-<k> per GPU
+    dra: bool = False  # GPUs published as ResourceSlices by the NVIDIA DRA driver, no device plugin
+
+
+@dataclass(slots=True)
+class NamespaceSpec:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    gpu_quota: int | None = None
+
+
+@dataclass(slots=True)
+class PodSpec:
+    name: str
+    namespace: str
+    node: str | None
+    gpus: int
+    start: float
+    end: float | None
+    utilization: list[tuple[float, float]]
+    resource: str = "nvidia.com/gpu"
+    pending_reason: str | None = None
+    owner: Owner | None = None
+    priority_class: str | None = None
+    container: str = "main"
+    labels: dict[str, str] = field(default_factory=dict)
+    hami: HamiSpec | None = None
+    claims: list[ClaimSpec] = field(default_factory=list)
+
+    def util_at(self, t: float) -> float:
+        value = 0.0
+        for at, v in self.utilization:
+            if at <= t:
+                value = v
+            else:
+                break
+        return value
+
+    def running_at(self, t: float) -> bool:
+        return self.node is not None and self.start <= t and (self.end is None or t < self.end)
+
+
+@dataclass(slots=True)
+class QueueSpec:
+    """A Volcano Queue or a Kueue ClusterQueue with a GPU capability, serving namespaces."""
+
+    kind: str  # volcano | kueue
+    name: str
+    gpus: int
+    namespaces: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EventSpec:
+    type: str
+    node: str | None = None
+    namespace: str | None = None
+    at: float | None = None
+    start: float | None = None
+    end: float | None = None
+    requested: int = 1
+
+
+@dataclass(slots=True)
+class Scenario:
+    source: str
+    tick: float
+    duration: float
+    currency: str
+    prices: dict[str, float]
+    default_price: float | None
+    pools: dict[str, float]
+    pool_label: str
+    nodes: list[NodeSpec]
+    namespaces: list[NamespaceSpec]
+    pods: list[PodSpec]
+    events: list[EventSpec]
+    queues: list[QueueSpec] = field(default_factory=list)
+
+    def node(self, name: str) -> NodeSpec:
+        return next(n for n in self.nodes if n.name == name)
+
+    def pricing_document(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"currency": self.currency, "models": dict(self.prices), "pools": dict(self.pools)}
+        doc["default_price"] = self.default_price if self.default_price is not None else max(
+            self.prices.values(), default=1.0)
+        return doc

@@ -1,0 +1,101 @@
+"""DRA attribution, pure: keys, per-claim counting, shared claims, adminAccess, slice resolution and the
+name fallback. Fractions by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.agent.attribution import attribute
+from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, dra_holds, slice_index
+from exporter.agent.sharing import NodeContext
+from exporter.clients.podresources import ClaimDevice, ContainerClaim
+from exporter.model.devices import DeviceKind, SharingMode
+
+A100 = "NVIDIA A100-SXM4-80GB"
+G0, G1, G2 = "GPU-0000", "GPU-1111", "GPU-2222"
+NV = "gpu.nvidia.com"
+
+
+def _claim(pod: str, container: str, claim: str, *devices: str, driver: str = NV) -> ContainerClaim:
+    return ContainerClaim("ml", pod, container, "ml", claim, tuple(ClaimDevice(driver, "node-a", d) for d in devices))
+
+
+SLICES = {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", G0),
+          DeviceKey(NV, "node-a", "gpu-1"): SliceDevice("gpu", G1),
+          DeviceKey(NV, "node-a", "gpu-2-mig-3g40gb-9-1"): SliceDevice("mig", "MIG-aaaa", G2, "3g.40gb")}
+DCGM = {(G0, ""): DcgmDevice(gpu_uuid=G0, index="0", model=A100, gr_engine=0.5),
+        (G1, ""): DcgmDevice(gpu_uuid=G1, index="1", model=A100, gr_engine=0.6),
+        (G2, "1"): DcgmDevice(gpu_uuid=G2, index="2", model=A100, gpu_instance_id="1", mig_profile="3g.40gb"),
+        (G2, "7"): DcgmDevice(gpu_uuid=G2, index="2", model=A100, gpu_instance_id="7", mig_profile="1g.10gb")}
+
+
+def test_claim_counts_once_per_pod_not_per_container_and_other_drivers_are_ignored() -> None:
+    """Two containers of one pod name the claim (the kubelet gives each every device): one hold."""
+    holds = dra_holds([_claim("p", "b", "c1", "gpu-0"), _claim("p", "a", "c1", "gpu-0"),
+                       _claim("p", "a", "net", "nic-0", driver="example.com/nic")], slices=SLICES, admin={})
+    assert [(h.container, h.key.device, h.share) for h in holds] == [("a", "gpu-0", 1.0)]
+
+
+def test_claim_shared_by_two_pods_is_half_each_and_admin_access_is_zero() -> None:
+    holds = dra_holds([_claim("p1", "main", "shared", "gpu-1"), _claim("p2", "main", "shared", "gpu-1"),
+                       _claim("mon", "main", "watch", "gpu-0")], slices=SLICES,
+                      admin={"ml/watch": {DeviceKey(NV, "node-a", "gpu-0")}})
+    assert {(h.pod, h.share) for h in holds} == {("p1", 0.5), ("p2", 0.5), ("mon", 0.0)}
+
+
+def test_attribution_resolves_whole_gpu_mig_and_shares() -> None:
+    """gpu-0 whole -> G0 x 1; the shared gpu-1 -> G1 x 1/2 per pod; 3g.40gb -> instance 1 of G2, 3/7."""
+    claims = [_claim("whole", "main", "w", "gpu-0"), _claim("p1", "main", "s", "gpu-1"),
+              _claim("p2", "main", "s", "gpu-1"), _claim("m", "main", "mig", "gpu-2-mig-3g40gb-9-1")]
+    res = attribute([], DCGM, None, {}, {}, context=NodeContext(dra_slices=SLICES), claims=claims)
+    by = {a.pod: a for a in res.assignments}
+    assert (by["whole"].gpu_uuid, by["whole"].dcgm_key, by["whole"].fraction) == (G0, (G0, ""), 1.0)
+    assert by["p1"].fraction == by["p2"].fraction == 0.5 and by["p1"].dcgm_key == (G1, "")
+    assert by["m"].kind is DeviceKind.MIG and by["m"].dcgm_key == (G2, "1")
+    assert by["m"].fraction == pytest.approx(3 / 7) and by["m"].mig_profile == "3g.40gb"
+    assert {a.sharing for a in res.assignments} == {SharingMode.DRA}
+    assert res.learned["MIG-aaaa"].gpu_instance_id == "1" and res.unresolved == []
+    assert res.sharing == {G0: SharingMode.DRA, G1: SharingMode.DRA, G2: SharingMode.DRA}
+
+
+def test_without_slices_gpu_names_fall_back_to_the_minor_number() -> None:
+    """No API: gpu-1 is the GPU DCGM labels gpu="1"; a MIG name still gives parent minor and profile."""
+    claims = [_claim("p", "main", "c", "gpu-1"), _claim("m", "main", "mig", "gpu-2-mig-3g40gb-9-1")]
+    res = attribute([], DCGM, None, {}, {}, claims=claims)
+    by = {a.pod: a for a in res.assignments}
+    assert (by["p"].gpu_uuid, by["p"].fraction) == (G1, 1.0)
+    assert (by["m"].gpu_uuid, by["m"].dcgm_key) == (G2, (G2, "1"))
+    assert by["m"].fraction == pytest.approx(3 / 7)
+
+
+def test_slice_index_takes_the_newest_generation_and_driver_domain_names() -> None:
+    def slice_(gen: int, uuid: str, qualified: bool) -> dict[str, object]:
+        key = f"{NV}/uuid" if qualified else "uuid"
+        return {"spec": {"driver": NV, "pool": {"name": "node-a", "generation": gen},
+                         "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"},
+                                                                       key: {"string": uuid}}}]}}
+    idx = slice_index([slice_(1, "GPU-old", False), slice_(2, "GPU-new", True)])
+    assert idx == {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", "GPU-new")}
+
+
+def test_admin_devices_reads_the_allocation_results() -> None:
+    claim = {"status": {"allocation": {"devices": {"results": [
+        {"driver": NV, "pool": "node-a", "device": "gpu-0", "adminAccess": True},
+        {"driver": NV, "pool": "node-a", "device": "gpu-1"}]}}}}
+    assert admin_devices(claim) == {DeviceKey(NV, "node-a", "gpu-0")}
+    assert admin_devices({}) == set()
+
+
+def test_shared_mig_claim_resolves_once_for_all_its_pods() -> None:
+    """Two 3g.40gb instances on G2; DCGM labels instance 2 with the first pod only. Both pods of the claim
+    get instance 2 (3/7 x 1/2 = 3/14 each), not the other, idle, instance; and only one location is learned."""
+    mig_slices = {DeviceKey(NV, "node-a", "gpu-2-mig-3g40gb-9-2"): SliceDevice("mig", "MIG-bbbb", G2, "3g.40gb")}
+    dcgm = {(G2, "1"): DcgmDevice(gpu_uuid=G2, index="2", model=A100, gpu_instance_id="1", mig_profile="3g.40gb"),
+            (G2, "2"): DcgmDevice(gpu_uuid=G2, index="2", model=A100, gpu_instance_id="2", mig_profile="3g.40gb",
+                                  pods={("ml", "e0", "main")})}
+    claims = [_claim(pod, "main", "eval", "gpu-2-mig-3g40gb-9-2") for pod in ("e0", "e1")]
+    res = attribute([], dcgm, None, {}, {}, context=NodeContext(dra_slices=mig_slices), claims=claims)
+    assert {(a.pod, a.dcgm_key) for a in res.assignments} == {("e0", (G2, "2")), ("e1", (G2, "2"))}
+    assert all(a.fraction == pytest.approx(3 / 14) for a in res.assignments)
+    assert res.learned["MIG-bbbb"].gpu_instance_id == "2"
