@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import os
 import shutil
 import socket
 import sys
@@ -115,7 +117,7 @@ class SimPeers:
         return {"GPUCOST_NODE_NAME": name, "GPUCOST_DCGM_URL": n.dcgm.url,
                 "GPUCOST_PODRESOURCES_SOCKET": str(n.kubelet.socket_path), "GPUCOST_LISTEN": n.agent_listen,
                 "GPUCOST_STATE_DIR": str(n.state_dir), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
-                "GPUCOST_KUBECONFIG": str(self.kubeconfig)}
+                "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_WATCH_PODS": "true"}
 
     def aggregator_env(self) -> dict[str, str]:
         return {"GPUCOST_LISTEN": self.aggregator_listen, "GPUCOST_LEDGER": str(self.ledger),
@@ -181,10 +183,15 @@ async def serve_sim_cluster(scenario: Scenario, workdir: Path, out: TextIO = sys
 
     stop = stop or asyncio.Event()
     install_stop_signals(stop)
-    peers = SimPeers(scenario, workdir, time.time())
+    # Scenario time 0 on a whole second: the API's timestamps (startTime, finishedAt) have one-second
+    # precision, so pod boundaries at whole scenario seconds are exact to the agents' pod watch.
+    now = time.time()
+    await asyncio.sleep(math.ceil(now) - now)
+    peers = SimPeers(scenario, workdir, float(math.ceil(now)))
     await peers.start()
     ready = workdir / "ready"
     ready.touch()
+    os.utime(ready, (peers.wall_start, peers.wall_start))  # its mtime is scenario time 0
     print(f"simulated cluster '{scenario.source}' is serving ({len(peers.nodes)} nodes)", file=out)
     print(f"  Kubernetes API : http://{HOST}:{peers.api_port}   kubeconfig: {peers.kubeconfig}", file=out)
     for name, n in peers.nodes.items():
