@@ -30,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from exporter.agent.attribution import attribute  # noqa: E402
 from exporter.agent.dcgm_devices import DEFAULT_NAME_TABLE, build_devices  # noqa: E402
 from exporter.agent.meter import Meter  # noqa: E402
+from exporter.agent.publish import snapshot_of  # noqa: E402
 from exporter.agent.state import dump_meter  # noqa: E402
 from exporter.clients.exposition import parse_exposition  # noqa: E402
 from exporter.clients.podresources import ContainerDevices  # noqa: E402
@@ -85,7 +86,7 @@ def bench_agent_tick(mig: bool, repeat: int) -> dict[str, float]:
         devices = build_devices(parse_exposition(text, only=DEFAULT_NAME_TABLE).samples)
         attribution = attribute(held, devices, None, meter.mig_known, meter.inventory)
         meter.tick(clock[0], attribution, devices, cap=60.0)
-        meter.snapshot(clock[0], True, True).model_dump_json()
+        snapshot_of(meter, clock[0], dcgm_up=True, podresources_up=True).model_dump_json()
         dump_meter(meter)
 
     tick()

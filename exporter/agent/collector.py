@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from exporter.agent.health import Health
+from exporter.agent.meter import Meter
+from exporter.model.devices import SharingMode
 from exporter.model.usage import UsageSnapshot
 
-if TYPE_CHECKING:
-    from exporter.agent.service import Agent
-
 HOLDER_LABELS = ["namespace", "pod", "container", "device_id", "gpu_uuid", "gpu_model", "mig_profile"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    """Exactly what the collector reads, taken at scrape time (no daemon object, no I/O)."""
+
+    node: str
+    published: UsageSnapshot | None
+    health: Health
+    meter: Meter
+    ignored_finished: int
+    sharing: Mapping[str, SharingMode]
+    max_holder_series: int
 
 
 class AgentCollector(Collector):
     """Per-device utilisation, per-pod counters and the agent's own health."""
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    def __init__(self, view: Callable[[], AgentView]) -> None:
+        self.view = view
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        agent = self.agent
-        node = agent.settings.node_name
+        agent = self.view()
+        node = agent.node
         snap: UsageSnapshot | None = agent.published
         health = agent.health
         yield GaugeMetricFamily("gpucost_agent_dcgm_up", "1 when the last DCGM Exporter scrape succeeded",
@@ -104,7 +117,7 @@ class AgentCollector(Collector):
         }
         held = GaugeMetricFamily("gpucost_holder_allocated_gpus", "fraction of a GPU each holder holds now",
                                  labels=HOLDER_LABELS)
-        limit = agent.settings.max_holder_series
+        limit = agent.max_holder_series
         holders = snap.holders
         if len(holders) > limit:  # bound cardinality: the biggest holders keep their own series
             holders = sorted(holders, key=lambda h: -h.allocated_s)[:limit]

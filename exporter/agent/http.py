@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-if TYPE_CHECKING:
-    from exporter.agent.service import Agent
+from exporter.secrets import SecretFile
 
 
-def build_app(agent: Agent, registry: CollectorRegistry) -> web.Application:
-    app = web.Application(client_max_size=agent.settings.max_request_bytes)
+class UsageServer(Protocol):
+    """What the endpoints need of the agent (so this module never imports the daemon)."""
+
+    usage_token: SecretFile | None
+    published_json: bytes | None
+
+    def acknowledge(self, ts: float) -> None: ...
+
+    def health_report(self) -> dict[str, Any]: ...
+
+
+def build_app(agent: UsageServer, registry: CollectorRegistry, *, max_request_bytes: int) -> web.Application:
+    app = web.Application(client_max_size=max_request_bytes)
 
     async def metrics(_request: web.Request) -> web.Response:
         body = generate_latest(registry)

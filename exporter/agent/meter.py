@@ -29,11 +29,9 @@ from dataclasses import dataclass, field
 
 from exporter.agent.attribution import Assignment, Attribution, MigLocation, node_model, replica_counts
 from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.publish import snapshot_of
 from exporter.model.accounting import Holding, Reading, Usage, charge_exclusive, charge_shared, clamp_utilization
 from exporter.model.devices import DeviceKind, mig_profile_from_resource, parse_device_id
 from exporter.model.holding import PodLifetime, Window, free_capacity, request_fraction
-from exporter.model.usage import UsageSnapshot
 
 UNKNOWN_MODEL = "unknown"
 UNLISTED = "unlisted/"
@@ -338,7 +336,3 @@ class Meter:
         for key in gone:
             del self.holders[key]
         return len(gone)
-
-    # -- publication --------------------------------------------------------------------------------
-    def snapshot(self, now: float, dcgm_up: bool, podresources_up: bool) -> UsageSnapshot:
-        return snapshot_of(self, now, dcgm_up=dcgm_up, podresources_up=podresources_up)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter.agent.attribution import MigResolver, attribute
-from exporter.agent.collector import AgentCollector
+from exporter.agent.collector import AgentCollector, AgentView
 from exporter.agent.dcgm_devices import (
     DEFAULT_NAME_TABLE,
     DcgmDevice,
@@ -20,10 +19,12 @@ from exporter.agent.dcgm_devices import (
     extend_name_table,
     parse_name_table,
 )
+from exporter.agent.health import Health
 from exporter.agent.http import build_app
 from exporter.agent.kubeinfo import KubeInfo, hami_pods
 from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
+from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
 from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError, PeerRateLimited
@@ -41,21 +42,6 @@ from exporter.tlsconf import server_context
 
 log = get_logger("agent")
 ALLOCATABLE_REFRESH_TICKS = 20
-
-
-@dataclass(slots=True)
-class Health:
-    dcgm_up: bool = False
-    podresources_up: bool = False
-    last_tick_at: float = 0.0
-    last_tick_duration: float = 0.0
-    ticks: int = 0
-    parse_errors: int = 0
-    state_resets: int = 0
-    unresolved: int = 0
-    last_error: str = ""
-    state_write_failures: int = 0
-    state_write_error: str = ""  # non-empty while the last state write failed
 
 
 class Agent:
@@ -93,12 +79,18 @@ class Agent:
         self.sharing: dict[str, SharingMode] = {}  # physical GPU uuid -> how it is shared (device metric label)
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(AgentCollector(self))
+        self.registry.register(AgentCollector(self.metrics_view))
         if self.usage_token is None:
             # An ack makes the agent forget counters: from an unauthenticated caller it could erase
             # unbooked time, so without a token acks are ignored and retention is the safety period.
             log.warning("usage_acks_ignored_without_token", node=settings.node_name,
                         safety_retention=settings.safety_retention)
+
+    def metrics_view(self) -> AgentView:
+        """What a scrape reads: the last published tick and the agent's health."""
+        return AgentView(node=self.settings.node_name, published=self.published, health=self.health,
+                         meter=self.meter, ignored_finished=self.ignored_finished, sharing=self.sharing,
+                         max_holder_series=self.settings.max_holder_series)
 
     def _load_meter(self) -> Meter:
         node = self.settings.node_name
@@ -117,7 +109,8 @@ class Agent:
     # -- HTTP ----------------------------------------------------------------------------------------
     async def start_http(self) -> None:
         host, port = split_listen(self.settings.listen)
-        self._runner = web.AppRunner(build_app(self, self.registry), access_log=None)
+        app = build_app(self, self.registry, max_request_bytes=self.settings.max_request_bytes)
+        self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         tls = server_context(self.settings.tls_cert_file, self.settings.tls_key_file)
         await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
@@ -235,7 +228,8 @@ class Agent:
             self.lifetimes.prune(now - 2 * self.settings.charge_cap())
             self.meter.drop_acknowledged(now, self.acked_until, self.settings.retention,
                                          self.settings.safety_retention)
-            snapshot = self.meter.snapshot(now, self.health.dcgm_up, self.health.podresources_up)
+            snapshot = snapshot_of(self.meter, now, dcgm_up=self.health.dcgm_up,
+                                   podresources_up=self.health.podresources_up)
             if await self._persist():
                 self.published = snapshot
                 self.published_json = snapshot.model_dump_json().encode()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -12,14 +11,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from exporter.aggregator.exposition import ExpositionRenderer
 from exporter.aggregator.report import ReportError, parse_time
 from exporter.aggregator.status_page import render_status
-
-if TYPE_CHECKING:
-    from exporter.aggregator.service import Aggregator
+from exporter.aggregator.view import AggregatorView
 
 MAX_PARAM = 253
 
 
-def build_app(agg: Aggregator) -> web.Application:
+def build_app(agg: AggregatorView) -> web.Application:
     app = web.Application(client_max_size=agg.settings.max_request_bytes)
 
     def bad(msg: str, status: int = 400) -> web.Response:

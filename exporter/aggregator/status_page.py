@@ -8,12 +8,10 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from exporter.aggregator.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED
-
-if TYPE_CHECKING:
-    from exporter.aggregator.service import Aggregator
+from exporter.aggregator.view import AggregatorView
 
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1d2330;background:#fafbfc}
@@ -48,7 +46,7 @@ def _money(v: float, currency: str) -> str:
     return f"{v:,.2f} {escape(currency)}" if abs(v) >= 10 else f"{v:.4f} {escape(currency)}"
 
 
-async def render_status(agg: Aggregator) -> str:
+async def render_status(agg: AggregatorView) -> str:
     now = agg.clock.now()
     day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     month = day.replace(day=1)

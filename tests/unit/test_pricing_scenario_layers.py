@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import subprocess
 import sys
@@ -132,41 +131,6 @@ def test_default_scenario_is_valid() -> None:
     assert {n.labels["gpu.platform/pool"] for n in s.nodes} == {"training", "inference", "dev"}
     assert any(p.node is None for p in s.pods)
     assert any(e.type == "quota_rejection" for e in s.events)
-
-
-# -- the layers (ARCHITECTURE.md) ----------------------------------------------------------------------
-FORBIDDEN = {
-    "model": ("aiohttp", "grpc", "kubernetes_asyncio", "sqlite3", "exporter.agent", "exporter.aggregator",
-              "exporter.sim", "exporter.clients", "exporter.cli", "exporter.pipeline"),
-    "agent": ("exporter.aggregator", "exporter.sim", "exporter.cli", "exporter.pipeline", "kubernetes_asyncio",
-              "sqlite3"),
-    "aggregator": ("exporter.agent", "exporter.sim", "exporter.cli", "exporter.pipeline", "grpc"),
-    "sim": ("exporter.agent", "exporter.aggregator", "exporter.cli", "exporter.pipeline"),
-    "clients": ("exporter.agent", "exporter.aggregator", "exporter.sim", "exporter.cli", "exporter.pipeline"),
-}
-
-
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
-
-
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_import_layers(layer: str) -> None:
-    """model is pure; agent and aggregator never import each other; nothing below the CLI imports sim."""
-    offenders = []
-    for path in sorted((REPO / "exporter" / layer).rglob("*.py")):
-        if "_pb2" in path.name:
-            continue
-        for name in _imports(path):
-            if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
-                offenders.append(f"{path.relative_to(REPO)} imports {name}")
-    assert offenders == []
 
 
 def test_generated_stubs_are_current(tmp_path: Path) -> None:

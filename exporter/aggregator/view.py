@@ -1,0 +1,28 @@
+"""What the aggregator's HTTP endpoints and status page read of it, as a protocol: they are handed the
+aggregator but never import the daemon's module (no import cycle)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from exporter.aggregator.gauges import Gauges
+from exporter.aggregator.kubestate import KubeState
+from exporter.aggregator.ledger import Ledger
+from exporter.aggregator.metrics import AggregatorCollector
+from exporter.aggregator.pricing_source import PricingSource
+from exporter.clock import Clock
+from exporter.config import AggregatorSettings
+from exporter.model.usage import UsageSnapshot
+
+
+class AggregatorView(Protocol):
+    settings: AggregatorSettings
+    clock: Clock
+    ledger: Ledger
+    gauges: Gauges
+    kube: KubeState
+    latest: dict[str, UsageSnapshot]
+    pricing: PricingSource
+    collector: AggregatorCollector
+
+    def health_report(self) -> dict[str, Any]: ...
