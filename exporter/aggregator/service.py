@@ -61,7 +61,9 @@ class Aggregator:
         self.settings = settings
         self.clock = clock or RealClock()
         self.pricing = pricing or PricingSource(settings.pricing_file)
-        self.ledger = Ledger(settings.ledger)
+        self.ledger = Ledger(settings.ledger, cluster=settings.cluster_name(),
+                             password_file=settings.ledger_password_file,
+                             fenced=settings.is_postgres() and settings.leader_election)
         self.kube = KubeState(pool_label=settings.pool_label, agent_selector=_parse_selector(settings.agent_selector),
                               agent_namespace=settings.agent_namespace or _own_namespace(), now=self.clock.now)
         self.kube.on_pod_deleted = self._on_pod_deleted
@@ -120,8 +122,9 @@ class Aggregator:
             await self._runner.setup()
             tls = server_context(self.settings.tls_cert_file, self.settings.tls_key_file)
             await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
-        log.info("aggregator_started", listen=self.settings.listen, ledger=str(self.settings.ledger),
-                 agents=len(self.settings.agents) or "discovered", kube=self.watcher is not None)
+        log.info("aggregator_started", listen=self.settings.listen, ledger=self.ledger.path,
+                 cluster=self.ledger.cluster, agents=len(self.settings.agents) or "discovered",
+                 kube=self.watcher is not None)
 
     def _leadership_changed(self, leader: bool) -> None:
         self.is_leader = leader
