@@ -13,12 +13,12 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from exporter.aggregator.ledger_backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
 from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader, redact
+from exporter.aggregator.ledger_rows import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
 from exporter.aggregator.ledger_sqlite import SqliteBackend, sqlite_reader
 from exporter.aggregator.report import Query, ReportRequest, report_rows
@@ -33,7 +33,6 @@ from exporter.model.books import (
     EventCount,
     NamespaceKey,
     NamespaceTotals,
-    UsageAmounts,
     UsageKey,
     _Amounts,
 )
@@ -82,66 +81,6 @@ def _load(tx: Tx, table: str, key: type[Any], amounts: type[_A], *, cluster: str
             for r in tx.fetch(f"SELECT {cols} FROM {table} WHERE cluster = ?", (cluster,))}
 
 
-@dataclass(slots=True)
-class NodeCounterMark:
-    """One row of the ``hwm`` table: the last booked value of one counter of one node's agent."""
-
-    node: str
-    key: str
-    mark: CounterMark
-
-
-@dataclass(slots=True)
-class QuotaEvent:
-    """A quota-rejection Event's count as last seen (Events repeat with a growing count)."""
-
-    uid: str
-    namespace: str
-    count: int
-    seen_at: float
-
-
-@dataclass(slots=True)
-class TickWrite:
-    """Everything one tick writes, in one transaction."""
-
-    usage: dict[UsageKey, UsageAmounts] = field(default_factory=dict)
-    unallocated: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
-    unobserved: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
-    hwm: list[NodeCounterMark] = field(default_factory=list)
-    hwm_reset_nodes: list[str] = field(default_factory=list)
-    hwm_deleted: list[tuple[str, str]] = field(default_factory=list)  # (node, counter key)
-    agents: dict[str, AgentMark] = field(default_factory=dict)
-    agent_urls: dict[str, str] = field(default_factory=dict)  # node -> the URL that proved it
-    books_since: dict[str, float] = field(default_factory=dict)  # node -> start of its books (first booking)
-    pruned_nodes: list[str] = field(default_factory=list)
-    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
-    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    quota_events: list[QuotaEvent] = field(default_factory=list)
-    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
-
-    def empty(self) -> bool:
-        return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
-                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes)
-
-
-@dataclass(slots=True)
-class LedgerState:
-    """What the aggregator reloads at start."""
-
-    agents: dict[str, AgentMark] = field(default_factory=dict)
-    hwm: dict[str, dict[str, CounterMark]] = field(default_factory=dict)
-    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
-    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    quota_events: dict[str, EventCount] = field(default_factory=dict)  # uid -> (namespace, count)
-    quota_rejection_base: dict[str, int] = field(default_factory=dict)  # namespace -> count of pruned events
-    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
-    agent_urls: dict[str, str] = field(default_factory=dict)
-
-
-
 def make_backend(target: str | Path, *, password_file: Path | None = None) -> Backend:
     """A path is a SQLite file; a ``postgresql://`` URL is a PostgreSQL database."""
     text = str(target)
@@ -170,6 +109,11 @@ class Ledger:
         self.up = False  # whether the last call reached the database
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self.commits = 0
+
+    @property
+    def may_book(self) -> bool:
+        """Whether this replica may commit: always on its own ledger, with the current term on a shared one."""
+        return not self.fenced or self.term is not None
 
     @property
     def path(self) -> str:
@@ -222,7 +166,8 @@ class Ledger:
         found = tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}", (self.cluster,))
         current = int(found[0][0]) if found else None
         if self.term is None or current != self.term:
-            raise StaleTerm(f"cluster {self.cluster}: ledger term is {current}, this replica holds {self.term}")
+            held, self.term = self.term, None  # deposed: nothing more is booked until a new term is taken
+            raise StaleTerm(f"cluster {self.cluster}: ledger term is {current}, this replica held {held}")
 
     # -- state ---------------------------------------------------------------------------------------
     def load_state_sync(self) -> LedgerState:

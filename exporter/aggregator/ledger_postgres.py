@@ -97,7 +97,7 @@ class PostgresBackend:
         except OSError as exc:
             raise LedgerError(f"ledger_password_file: {exc}") from None
         self._pool = ConnectionPool(self.url, kwargs=kwargs, min_size=1, max_size=self.pool_size, open=False,
-                                    check=ConnectionPool.check_connection, timeout=CONNECT_TIMEOUT * 2,
+                                    check=ConnectionPool.check_connection, timeout=CONNECT_TIMEOUT,
                                     name="ledger")
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT * 2)
