@@ -116,8 +116,8 @@ async def test_stale_fencing_term_is_refused(postgres: PgServer) -> None:
 async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer) -> None:
     """The server stops at 20 min for four ticks: each tick fails before anything is booked, no agent is
     acknowledged past what the ledger holds, /readyz says 503 and gpucost_ledger_up 0. It comes back
-    (the pool reconnects within a few ticks) and the hour's books are exact: team-a 1 GPU x 1 h x 4.00 = 4.00; team-b 1 x 0.5 h = 2.00;
-    unallocated 2 GPU-h - 1.5 = 0.5 -> 2.00."""
+    (the pool reconnects within a few ticks) and the hour's books are exact: team-a 1 GPU x 1 h x 4.00
+    = 4.00; team-b 1 x 0.5 h = 2.00; unallocated 2 GPU-h - 1.5 = 0.5 -> 2.00; all of it 2 GPU-h, 8.00."""
     url = postgres.database()
     listen = f"127.0.0.1:{free_port()}"
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
