@@ -23,7 +23,8 @@ def _split_list(value: object) -> object:
 
 
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(_split_list)]
-LedgerTarget = Annotated[str, BeforeValidator(lambda v: str(v))]  # a path (SQLite) or a postgresql:// URL
+# A path (SQLite) or a postgresql:// URL; always a str once validated (Path accepted for callers' ease).
+LedgerTarget = Annotated[str | Path, BeforeValidator(lambda v: str(v))]
 
 
 class _Base(BaseSettings):
@@ -152,7 +153,7 @@ class AggregatorSettings(_Base):
         default=2000, ge=1, description="pod-level series per namespace before the rest fold into __overflow__")
 
     def is_postgres(self) -> bool:
-        return self.ledger.startswith(("postgresql://", "postgres://"))
+        return str(self.ledger).startswith(("postgresql://", "postgres://"))
 
     def cluster_name(self) -> str:
         """The cluster that keys this aggregator's rows (``default`` when unset, SQLite only)."""

@@ -56,7 +56,7 @@ class Pipeline:
                              podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time)
 
     def aggregator_settings(self) -> AggregatorSettings:
-        return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=str(self.ledger or self.peers.ledger),
+        return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,
                                   pricing_file=self.peers.pricing_file, agents=self.peers.agent_urls(),
                                   kubeconfig=self.peers.kubeconfig, tick=self.scenario.tick,
                                   pool_label=self.scenario.pool_label, **self.aggregator_extra)

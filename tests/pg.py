@@ -66,10 +66,9 @@ class PgServer:
         _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
 
-@pytest.fixture(name="postgres", scope="session")
-def postgres_fixture() -> Iterator[PgServer]:
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN} (apt-get install postgresql)")
+def start_server() -> PgServer:
+    """initdb a fresh data directory in a temp dir owned by postgres and start it (``server.stop()`` and
+    remove ``server.root`` when done)."""
     root = Path(tempfile.mkdtemp(prefix="gpucost-pg-"))
     pwfile = root / "pw"
     pwfile.write_text(PASSWORD + "\n")
@@ -81,6 +80,14 @@ def postgres_fixture() -> Iterator[PgServer]:
     _as_postgres(str(PG_BIN / "initdb"), "-D", str(server.data), "-U", "postgres", f"--pwfile={pwfile}",
                  "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync", "-E", "UTF8")
     server.start()
+    return server
+
+
+@pytest.fixture(name="postgres", scope="session")
+def postgres_fixture() -> Iterator[PgServer]:
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN} (apt-get install postgresql)")
+    server = start_server()
     try:
         yield server
     finally:
@@ -88,7 +95,7 @@ def postgres_fixture() -> Iterator[PgServer]:
             server.stop()
         except subprocess.CalledProcessError:
             pass  # already stopped by a fault test
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 @dataclass(frozen=True)
