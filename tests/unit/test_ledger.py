@@ -148,4 +148,6 @@ async def test_version_1_ledger_is_migrated(tmp_path: Path) -> None:
     assert await ledger.query("SELECT COUNT(*) FROM unobserved") == [(0,)]
     (seen,) = await ledger.query("SELECT seen_at FROM quota_events")
     assert seen[0] > 1.7e9
+    assert await ledger.query("SELECT cluster, uid, count FROM quota_events") == [("default", "u1", 3)]
+    assert (await ledger.load_state()).quota_events == {"u1": ("ns", 3)}
     await ledger.close()
