@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -304,14 +305,72 @@ def bench_simulate(nodes: int, hours: float) -> dict[str, float]:
             "speed": round(stats["speed"], 1)}
 
 
+# -- ledger write throughput, SQLite and PostgreSQL side by side --------------------------------------------
+def _usage_tick(tick: int, rows: int) -> Any:
+    from exporter.aggregator.ledger import TickWrite
+    from exporter.model.books import UsageAmounts, UsageKey
+
+    w = TickWrite()
+    hour = 1_793_491_200 + 3600 * (tick // 240)  # a new hour every 240 ticks, as 15 s ticks do
+    amounts = UsageAmounts(allocated_s=15.0, used_s=7.5, idle_s=7.5, cost=0.0167, idle_cost=0.008)
+    for i in range(rows):
+        w.usage[UsageKey(hour, f"ns-{i % 50}", f"pod-{i}", f"wl-{i // 4}", f"node-{i // 8}", "pool",
+                         "NVIDIA H100 80GB HBM3", "", "", "USD")] = amounts
+    return w
+
+
+def bench_ledger_write(rows: int, ticks: int) -> dict[str, Any]:
+    """Usage rows per second committed by ``Ledger.commit`` (one transaction per tick of ``rows`` rows,
+    upserting the same keys tick after tick as a running cluster does) on each backend."""
+    from exporter.aggregator.ledger import Ledger
+
+    def measure(target: str, password_file: Path | None) -> float:
+        async def run() -> float:
+            ledger = Ledger(target, cluster="bench", password_file=password_file)
+            await ledger.open()
+            writes = [_usage_tick(t, rows) for t in range(ticks)]
+            await ledger.commit(writes[0])  # warm: partitions, first inserts
+            t0 = time.perf_counter()
+            for w in writes[1:]:
+                await ledger.commit(w)
+            elapsed = time.perf_counter() - t0
+            await ledger.close()
+            return rows * (ticks - 1) / elapsed
+
+        return asyncio.run(run())
+
+    out: dict[str, Any] = {"rows_per_tick": rows, "ticks": ticks}
+    with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+        out["sqlite_rows_per_s"] = round(measure(str(Path(tmp) / "l.db"), None))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.pg import PG_BIN, start_server
+
+    if not (PG_BIN / "initdb").exists():
+        out["postgres_rows_per_s"] = None
+        return out
+    server = start_server()
+    try:
+        out["postgres_rows_per_s"] = round(measure(server.database(), server.password_file))
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+    out["how"] = ("one process, loopback TCP to a local PostgreSQL 15 (fsync off, as in the tests) vs a SQLite "
+                  "file in WAL mode with synchronous=FULL")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under 3 minutes on 2 cores")
+    parser.add_argument("--only", choices=["ledger"], default=None, help="run one benchmark only")
     args = parser.parse_args()
     from exporter.logs import configure_logging
 
     configure_logging("error", "json")
     quick = args.quick
+    if args.only == "ledger":
+        print(json.dumps(bench_ledger_write(2000, 6 if quick else 21), indent=2))
+        return 0
     started = time.time()
     whole = bench_agent_tick(False, 200)
     mig = bench_agent_tick(True, 100)
@@ -339,6 +398,7 @@ def main() -> int:
         "metrics_render_vs_baseline": round(render["ms"] / render["baseline_ms"], 3),
         "event_to_books_closed_ms": event["median_ms"],
         "event_to_books_closed_max_ms": event["max_ms"],
+        "ledger_write": bench_ledger_write(2000, 6 if quick else 21),
         "simulate_speed": sim["speed"],
         "simulate_scenario": f"16 nodes x 8 GPUs, 96 pods, {sim['simulated_s'] / 3600:g} h at 15 s ticks",
         "wall_seconds": round(time.time() - started, 1),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sqlite3
 import sys
 import tempfile
 import time
@@ -82,9 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--workdir", type=Path, required=True)
 
     rep = sub.add_parser("report", help="cost report from a ledger")
-    rep.add_argument("--ledger", type=Path, required=True)
-    rep.add_argument("--by", default="namespace",
-                     choices=["namespace", "pod", "workload", "node", "pool", "model", "priority_class"])
+    rep.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
+    rep.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
+    rep.add_argument("--by", default="namespace", help="one or more of cluster, namespace, pod, workload, node, "
+                     "pool, model, priority_class (comma-separated: cluster,namespace)")
+    rep.add_argument("--cluster", default=None, help="only this cluster's rows (default: every cluster)")
     rep.add_argument("--since", default=None, help="RFC3339 time or a duration back from now (24h)")
     rep.add_argument("--until", default=None, help="RFC3339 time or a duration back from now")
     rep.add_argument("--format", default="table", choices=["table", "json", "csv"])
@@ -122,22 +123,16 @@ def _pricing_check(path: Path | None) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.report import ReportError, build_report, parse_time, render
 
-    if not args.ledger.exists():
-        raise UsageError(f"{args.ledger}: no such ledger")
     now = time.time()
     try:
         since, until = parse_time(args.since, now), parse_time(args.until, now)
-        conn = sqlite3.connect(f"file:{args.ledger}?mode=ro", uri=True)
-        try:
-            rows = build_report(lambda sql, params: list(conn.execute(sql, tuple(params))), args.by, since, until)
-        finally:
-            conn.close()
-    except ReportError as exc:
+        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
+            rows = build_report(query, args.by, since, until, cluster=args.cluster)
+    except (ReportError, LedgerError) as exc:
         raise UsageError(str(exc)) from None
-    except sqlite3.DatabaseError as exc:
-        raise UsageError(f"{args.ledger}: not a gpu-cost-exporter ledger ({exc})") from None
     sys.stdout.write(render(rows, args.format))
     return 0
 
@@ -178,11 +173,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if cmd == "aggregator":
         settings = _settings(AggregatorSettings, args)
+        if settings.is_postgres() and not settings.cluster:
+            raise UsageError("setting cluster (GPUCOST_CLUSTER): required with a PostgreSQL ledger")
         _pricing_check(settings.pricing_file)
         configure_logging(settings.log_level, settings.log_format)
+        from exporter.aggregator.ledger import LedgerError
         from exporter.aggregator.service import Aggregator
 
-        asyncio.run(Aggregator(settings).run())
+        try:
+            asyncio.run(Aggregator(settings).run())
+        except LedgerError as exc:
+            raise UsageError(f"setting ledger (GPUCOST_LEDGER): {exc}") from None
         return 0
     if cmd == "simulate":
         scenario = _scenario(args.scenario)

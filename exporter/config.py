@@ -23,6 +23,8 @@ def _split_list(value: object) -> object:
 
 
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(_split_list)]
+# A path (SQLite) or a postgresql:// URL; always a str once validated (Path accepted for callers' ease).
+LedgerTarget = Annotated[str | Path, BeforeValidator(lambda v: str(v))]
 
 
 class _Base(BaseSettings):
@@ -105,7 +107,14 @@ class AggregatorSettings(_Base):
     """The cluster aggregator (one per cluster)."""
 
     listen: str = Field(default="0.0.0.0:9501", description="host:port the HTTP server listens on")
-    ledger: Path = Field(default=Path("/var/lib/gpu-cost-exporter/ledger.db"), description="SQLite ledger")
+    ledger: LedgerTarget = Field(
+        default="/var/lib/gpu-cost-exporter/ledger.db",
+        description="SQLite ledger file, or a postgresql://user@host:port/db URL (password from "
+        "ledger_password_file or the URL's passfile=)")
+    ledger_password_file: Path | None = Field(default=None, description="password of a PostgreSQL ledger")
+    cluster: str = Field(
+        default="", max_length=63, description="this cluster's name, keying every ledger row (required with "
+        "PostgreSQL, where many clusters may share one database; 'default' on SQLite)")
     pricing_file: Path | None = Field(default=None, description="pricing YAML/JSON (see docs)")
     agents: CommaList = Field(
         default_factory=list, description="comma-separated agent base URLs; unset = discover via the API"
@@ -145,3 +154,10 @@ class AggregatorSettings(_Base):
         default=False, description="also export allocated GPU-seconds and cost by namespace x pool x priority class")
     max_pods_per_namespace: int = Field(
         default=2000, ge=1, description="pod-level series per namespace before the rest fold into __overflow__")
+
+    def is_postgres(self) -> bool:
+        return str(self.ledger).startswith(("postgresql://", "postgres://"))
+
+    def cluster_name(self) -> str:
+        """The cluster that keys this aggregator's rows (``default`` when unset, SQLite only)."""
+        return self.cluster or "default"

@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from exporter.agent.service import Agent
 from exporter.agent.state import state_path
@@ -33,12 +34,13 @@ log = get_logger("pipeline")
 class Pipeline:
     """Peers + one agent per node + the aggregator, wired together on loopback."""
 
-    def __init__(self, scenario: Scenario, workdir: Path, clock: Clock, ledger: Path | None = None,
-                 aggregator_listen: str | None = None) -> None:
+    def __init__(self, scenario: Scenario, workdir: Path, clock: Clock, ledger: Path | str | None = None,
+                 aggregator_listen: str | None = None, aggregator_extra: Mapping[str, Any] | None = None) -> None:
         self.scenario = scenario
         self.clock = clock
         self.peers = SimPeers(scenario, workdir, clock.now())
         self.ledger = ledger
+        self.aggregator_extra = dict(aggregator_extra or {})  # more aggregator settings (cluster, ledger password)
         self.aggregator_listen = aggregator_listen
         self.agents: dict[str, Agent] = {}
         self.aggregator: Aggregator | None = None
@@ -59,7 +61,7 @@ class Pipeline:
         return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,
                                   pricing_file=self.peers.pricing_file, agents=self.peers.agent_urls(),
                                   kubeconfig=self.peers.kubeconfig, tick=self.scenario.tick,
-                                  pool_label=self.scenario.pool_label)
+                                  pool_label=self.scenario.pool_label, **self.aggregator_extra)
 
     async def start(self, serve_aggregator: bool = True) -> None:
         await self.peers.start(self.aggregator_listen)
@@ -148,13 +150,13 @@ class Pipeline:
         await self.peers.close()
 
 
-async def run_simulation(scenario: Scenario, ledger: Path, workdir: Path,
-                         out: TextIO | None = None) -> dict[str, float]:
+async def run_simulation(scenario: Scenario, ledger: Path | str, workdir: Path, out: TextIO | None = None,
+                         aggregator_extra: Mapping[str, Any] | None = None) -> dict[str, float]:
     """``gpu-cost-exporter simulate``: the whole scenario on a virtual clock; returns run statistics."""
     wall0 = time.time()
     start = float(int(wall0 // 3600) * 3600)  # scenario time 0 on an hour boundary: readable hourly rows
     clock = VirtualClock(start)
-    pipe = Pipeline(scenario, workdir, clock, ledger=ledger)
+    pipe = Pipeline(scenario, workdir, clock, ledger=ledger, aggregator_extra=aggregator_extra)
     await pipe.start(serve_aggregator=False)
     ticks = int(scenario.duration // scenario.tick)
     try:

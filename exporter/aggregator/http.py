@@ -34,8 +34,10 @@ def build_app(agg: AggregatorView) -> web.Application:
             return bad("query parameter too long")
         try:
             now = agg.clock.now()
-            rows = await agg.ledger.run_report(q.get("by", "namespace"), parse_time(q.get("since"), now),
-                                               parse_time(q.get("until"), now))
+            by = q.get("by", "namespace")  # one key or several: by=cluster,namespace
+            cluster = q.get("cluster") or (None if "cluster" in by.split(",") else "")  # "" = this cluster
+            rows = await agg.ledger.run_report(by, parse_time(q.get("since"), now), parse_time(q.get("until"), now),
+                                               cluster=cluster)
         except ReportError as exc:
             return bad(str(exc))
         return web.json_response(rows, dumps=lambda o: json.dumps(o, allow_nan=False))

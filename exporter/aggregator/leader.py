@@ -3,6 +3,10 @@
 Only the leader acknowledges agents (so they may forget gone pods' counters) and serves metrics and
 /readyz; standbys keep pulling and booking into their own ledgers without acknowledging, so whichever
 replica leads next has complete books. A leader that cannot renew within the lease duration steps down.
+
+With one shared ledger (PostgreSQL), standbys book nothing; a new leader first takes the next fencing
+term in the ledger and reloads the books, and every tick's transaction checks the term, so a deposed
+leader that still believes it leads (a paused process, a partition) cannot book a second time.
 """
 
 from __future__ import annotations
@@ -13,11 +17,32 @@ import socket
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.logs import get_logger
 
+if TYPE_CHECKING:
+    from exporter.aggregator.ledger import Ledger, LedgerState
+
 log = get_logger("leader")
+
+
+async def take_over_ledger(ledger: Ledger, *, holder: str, leading: Callable[[], bool], lock: asyncio.Lock,
+                           restore: Callable[[LedgerState], None], retry: float) -> None:
+    """Take the next fencing term, then reload the books the previous leader committed; retried while
+    this replica still leads and the database does not answer."""
+    while leading():
+        try:
+            async with lock:
+                term = await ledger.acquire_term(holder)
+                restore(await ledger.load_state())
+            log.info("ledger_term_acquired", term=term, cluster=ledger.cluster, identity=holder)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the database's fault
+            log.warning("ledger_take_over_failed", error=repr(exc)[:200])
+            await asyncio.sleep(retry)
 
 
 class LeaderElector:

@@ -1,21 +1,27 @@
-"""The durable ledger: SQLite in WAL mode, one writer thread, one transaction per tick.
+"""The durable ledger: one transaction per tick, on SQLite (a file) or PostgreSQL (a URL).
 
 Usage rows, unallocated capacity, running totals and every agent's high-water marks are written in
 the same transaction, so a crash between any two statements neither loses nor repeats a GPU-second:
-either the tick's deltas and the marks they were computed against both land, or neither does.
+either the tick's deltas and the marks they were computed against both land, or neither does. Every row
+carries the cluster it belongs to, so many clusters can share one PostgreSQL database; replicas of one
+cluster sharing it are fenced by a term checked inside each tick's transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from exporter.aggregator.report import build_report
+from exporter.aggregator.ledger_backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
+from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader, redact
+from exporter.aggregator.ledger_rows import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
+from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
+from exporter.aggregator.ledger_sqlite import SqliteBackend, sqlite_reader
+from exporter.aggregator.report import Query, ReportRequest, report_rows
 from exporter.model.books import (
     AgentMark,
     BreakdownKey,
@@ -27,76 +33,32 @@ from exporter.model.books import (
     EventCount,
     NamespaceKey,
     NamespaceTotals,
-    UsageAmounts,
     UsageKey,
     _Amounts,
 )
 
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Ledger",
+    "LedgerError",
+    "LedgerState",
+    "NodeCounterMark",
+    "QuotaEvent",
+    "StaleTerm",
+    "TickWrite",
+    "open_reader",
+    "redact",
+]
+
 T = TypeVar("T")
 _A = TypeVar("_A", bound=_Amounts)
-
-SCHEMA_VERSION = 2
-MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE usage (
-        hour INTEGER NOT NULL, namespace TEXT NOT NULL, pod TEXT NOT NULL, workload TEXT NOT NULL,
-        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, mig_profile TEXT NOT NULL,
-        priority_class TEXT NOT NULL, currency TEXT NOT NULL,
-        allocated_s REAL NOT NULL, used_s REAL NOT NULL, unmeasured_s REAL NOT NULL, idle_s REAL NOT NULL,
-        cost REAL NOT NULL, idle_cost REAL NOT NULL, energy_j REAL NOT NULL,
-        PRIMARY KEY (hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, priority_class, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE unallocated (
-        hour INTEGER NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL,
-        currency TEXT NOT NULL, seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (hour, node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE hwm (
-        node TEXT NOT NULL, key TEXT NOT NULL, allocated_s REAL NOT NULL, used_s REAL NOT NULL,
-        unmeasured_s REAL NOT NULL, energy_j REAL NOT NULL, PRIMARY KEY (node, key)
-    ) WITHOUT ROWID;
-    CREATE TABLE agents (node TEXT PRIMARY KEY, epoch TEXT NOT NULL, booked_ts REAL NOT NULL, seq INTEGER NOT NULL);
-    CREATE TABLE totals (
-        namespace TEXT NOT NULL, currency TEXT NOT NULL, allocated_s REAL NOT NULL, used_s REAL NOT NULL,
-        unmeasured_s REAL NOT NULL, cost REAL NOT NULL, idle_cost REAL NOT NULL,
-        PRIMARY KEY (namespace, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE unallocated_totals (
-        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
-        seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE quota_events (uid TEXT PRIMARY KEY, namespace TEXT NOT NULL, count INTEGER NOT NULL);
-    CREATE TABLE breakdown_totals (
-        namespace TEXT NOT NULL, pool TEXT NOT NULL, priority_class TEXT NOT NULL, currency TEXT NOT NULL,
-        allocated_s REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (namespace, pool, priority_class, currency)
-    ) WITHOUT ROWID;
-    CREATE INDEX usage_namespace ON usage (namespace, hour);
-    """,
-    2: """
-    CREATE TABLE unobserved (
-        hour INTEGER NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL,
-        currency TEXT NOT NULL, seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (hour, node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE unobserved_totals (
-        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
-        seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE agent_urls (node TEXT PRIMARY KEY, url TEXT NOT NULL);
-    CREATE TABLE quota_rejection_totals (namespace TEXT PRIMARY KEY, count INTEGER NOT NULL);
-    ALTER TABLE quota_events ADD COLUMN seen_at REAL NOT NULL DEFAULT 0;
-    ALTER TABLE agents ADD COLUMN since REAL;
-    UPDATE quota_events SET seen_at = CAST(strftime('%s', 'now') AS REAL)
-    """,
-}
+MIGRATIONS = SQLITE_MIGRATIONS
 
 TableRows = Mapping[Any, _Amounts]  # a NamedTuple key -> amounts
 
 
-def _accumulate(db: sqlite3.Connection, table: str, keys: tuple[str, ...], rows: TableRows) -> None:
+def _accumulate(tx: Tx, table: str, keys: tuple[str, ...], rows: TableRows, *, cluster: str) -> None:
     """Add ``rows`` (key -> amounts) into ``table``: insert new keys, add to existing ones.
 
     Columns are the key's field names and the amounts' field names: the one place where a named number
@@ -104,209 +66,180 @@ def _accumulate(db: sqlite3.Connection, table: str, keys: tuple[str, ...], rows:
     if not rows:
         return
     values = next(iter(rows.values())).columns()
-    cols = ", ".join(keys + values)
-    marks = ", ".join("?" * (len(keys) + len(values)))
-    add = ", ".join(f"{c} = {c} + excluded.{c}" for c in values)
-    db.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {add}",
-                   [(*k, *v.values()) for k, v in rows.items()])
+    cols = ", ".join(("cluster", *keys, *values))
+    marks = ", ".join("?" * (1 + len(keys) + len(values)))
+    add = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in values)
+    tx.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks}) "
+                   f"ON CONFLICT (cluster, {', '.join(keys)}) DO UPDATE SET {add}",
+                   [(cluster, *k, *v.values()) for k, v in rows.items()])
 
 
-def _load(db: sqlite3.Connection, table: str, key: type[Any], amounts: type[_A]) -> dict[Any, _A]:
+def _load(tx: Tx, table: str, key: type[Any], amounts: type[_A], *, cluster: str) -> dict[Any, _A]:
     cols = ", ".join(key._fields + amounts.columns())
     n = len(key._fields)
-    return {key(*r[:n]): amounts(*(float(v) for v in r[n:])) for r in db.execute(f"SELECT {cols} FROM {table}")}
+    return {key(*r[:n]): amounts(*(float(v) for v in r[n:]))
+            for r in tx.fetch(f"SELECT {cols} FROM {table} WHERE cluster = ?", (cluster,))}
 
 
-class LedgerError(RuntimeError):
-    """The ledger file cannot be opened or migrated."""
+def make_backend(target: str | Path, *, password_file: Path | None = None) -> Backend:
+    """A path is a SQLite file; a ``postgresql://`` URL is a PostgreSQL database."""
+    text = str(target)
+    if is_postgres(text):
+        return PostgresBackend(text, password_file=password_file)
+    return SqliteBackend(Path(text))
 
 
-@dataclass(slots=True)
-class NodeCounterMark:
-    """One row of the ``hwm`` table: the last booked value of one counter of one node's agent."""
-
-    node: str
-    key: str
-    mark: CounterMark
-
-
-@dataclass(slots=True)
-class QuotaEvent:
-    """A quota-rejection Event's count as last seen (Events repeat with a growing count)."""
-
-    uid: str
-    namespace: str
-    count: int
-    seen_at: float
-
-
-@dataclass(slots=True)
-class TickWrite:
-    """Everything one tick writes, in one transaction."""
-
-    usage: dict[UsageKey, UsageAmounts] = field(default_factory=dict)
-    unallocated: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
-    unobserved: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
-    hwm: list[NodeCounterMark] = field(default_factory=list)
-    hwm_reset_nodes: list[str] = field(default_factory=list)
-    hwm_deleted: list[tuple[str, str]] = field(default_factory=list)  # (node, counter key)
-    agents: dict[str, AgentMark] = field(default_factory=dict)
-    agent_urls: dict[str, str] = field(default_factory=dict)  # node -> the URL that proved it
-    books_since: dict[str, float] = field(default_factory=dict)  # node -> start of its books (first booking)
-    pruned_nodes: list[str] = field(default_factory=list)
-    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
-    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    quota_events: list[QuotaEvent] = field(default_factory=list)
-    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
-
-    def empty(self) -> bool:
-        return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
-                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes)
-
-
-@dataclass(slots=True)
-class LedgerState:
-    """What the aggregator reloads at start."""
-
-    agents: dict[str, AgentMark] = field(default_factory=dict)
-    hwm: dict[str, dict[str, CounterMark]] = field(default_factory=dict)
-    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
-    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
-    quota_events: dict[str, EventCount] = field(default_factory=dict)  # uid -> (namespace, count)
-    quota_rejection_base: dict[str, int] = field(default_factory=dict)  # namespace -> count of pruned events
-    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
-    agent_urls: dict[str, str] = field(default_factory=dict)
+def open_reader(target: str | Path, *, password_file: Path | None = None) -> AbstractContextManager[Query]:
+    """A read-only query function over a ledger, for ``report`` (no migration, no writes)."""
+    text = str(target)
+    if is_postgres(text):
+        return postgres_reader(text, password_file=password_file)
+    return sqlite_reader(Path(text))
 
 
 class Ledger:
-    """Owns one SQLite connection on one worker thread; every call goes through ``_run``."""
+    """Owns one backend on one worker thread; every call goes through ``_run`` (off the event loop)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, target: str | Path, *, cluster: str = DEFAULT_CLUSTER, password_file: Path | None = None,
+                 fenced: bool = False) -> None:
+        self.backend = make_backend(target, password_file=password_file)
+        self.cluster = cluster
+        self.fenced = fenced  # replicas share this ledger: a commit needs the current term
+        self.term: int | None = None
+        self.up = False  # whether the last call reached the database
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
-        self._conn: sqlite3.Connection | None = None
         self.commits = 0
+
+    @property
+    def may_book(self) -> bool:
+        """Whether this replica may commit: always on its own ledger, with the current term on a shared one."""
+        return not self.fenced or self.term is not None
+
+    @property
+    def path(self) -> str:
+        return self.backend.describe()
 
     # -- plumbing ------------------------------------------------------------------------------------
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, fn, *args)
-
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise LedgerError("ledger is not open")
-        return self._conn
+        try:
+            out = await loop.run_in_executor(self._pool, fn, *args)
+        except (StaleTerm, LedgerError):
+            raise
+        except Exception as exc:
+            self.up = not _unreachable(exc)
+            raise
+        self.up = True
+        return out
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open_sync(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA busy_timeout=5000")
-            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(next(iter(found))) if found else 0
-            if version > SCHEMA_VERSION:
-                raise LedgerError(f"{self.path}: schema version {version} is newer than this build ({SCHEMA_VERSION})")
-            for v in range(version + 1, SCHEMA_VERSION + 1):
-                conn.execute("BEGIN IMMEDIATE")
-                for stmt in filter(None, (s.strip() for s in MIGRATIONS[v].split(";"))):
-                    conn.execute(stmt)
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(v),))
-                conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{self.path}: {exc}") from exc
-        self._conn = conn
+        self.backend.open()
+        self.up = True
 
     async def open(self) -> None:
         await self._run(self.open_sync)
 
     async def close(self) -> None:
-        def _close() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-        await self._run(_close)
+        await self._run(self.backend.close)
         self._pool.shutdown(wait=True)
+
+    # -- fencing -------------------------------------------------------------------------------------
+    def acquire_term_sync(self, holder: str) -> int:
+        """Take the next fencing term for this cluster: every older holder's next commit is refused."""
+        def body(tx: Tx) -> int:
+            found = tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}", (self.cluster,))
+            term = int(found[0][0]) + 1 if found else 1
+            tx.execute("INSERT INTO fence (cluster, term, holder) VALUES (?, ?, ?) ON CONFLICT (cluster) "
+                       "DO UPDATE SET term = excluded.term, holder = excluded.holder", (self.cluster, term, holder))
+            return term
+
+        self.term = self.backend.transaction(body)
+        return self.term
+
+    async def acquire_term(self, holder: str) -> int:
+        return await self._run(self.acquire_term_sync, holder)
+
+    def _check_term(self, tx: Tx) -> None:
+        if not self.fenced:
+            return
+        found = tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}", (self.cluster,))
+        current = int(found[0][0]) if found else None
+        if self.term is None or current != self.term:
+            held, self.term = self.term, None  # deposed: nothing more is booked until a new term is taken
+            raise StaleTerm(f"cluster {self.cluster}: ledger term is {current}, this replica held {held}")
 
     # -- state ---------------------------------------------------------------------------------------
     def load_state_sync(self) -> LedgerState:
-        db = self._db()
+        return self.backend.transaction(self._load_state)
+
+    def _load_state(self, tx: Tx) -> LedgerState:
+        c = (self.cluster,)
         st = LedgerState()
-
-        def rows(sql: str) -> list[sqlite3.Row]:
-            cur = db.cursor()
-            cur.row_factory = sqlite3.Row  # columns by name
-            return list(cur.execute(sql))
-
-        st.agents = {r["node"]: AgentMark(r["epoch"], float(r["booked_ts"]), int(r["seq"]))
-                     for r in rows("SELECT node, epoch, booked_ts, seq FROM agents")}
-        for r in rows(f"SELECT node, key, {', '.join(CounterMark.columns())} FROM hwm"):
-            st.hwm.setdefault(r["node"], {})[r["key"]] = CounterMark(
-                **{c: float(r[c]) for c in CounterMark.columns()})
-        st.totals = _load(db, "totals", NamespaceKey, NamespaceTotals)
-        st.unallocated_totals = _load(db, "unallocated_totals", CapacityTotalKey, CapacityAmounts)
-        st.unobserved_totals = _load(db, "unobserved_totals", CapacityTotalKey, CapacityAmounts)
-        st.breakdown = _load(db, "breakdown_totals", BreakdownKey, BreakdownTotals)
-        st.quota_events = {r["uid"]: EventCount(r["namespace"], int(r["count"]))
-                           for r in rows("SELECT uid, namespace, count FROM quota_events")}
-        st.quota_rejection_base = {r["namespace"]: int(r["count"])
-                                   for r in rows("SELECT namespace, count FROM quota_rejection_totals")}
-        st.agent_urls = {r["node"]: r["url"] for r in rows("SELECT node, url FROM agent_urls")}
+        st.agents = {node: AgentMark(epoch, float(ts), int(seq)) for node, epoch, ts, seq in
+                     tx.fetch("SELECT node, epoch, booked_ts, seq FROM agents WHERE cluster = ?", c)}
+        names = CounterMark.columns()
+        for node, key, *vals in tx.fetch(f"SELECT node, key, {', '.join(names)} FROM hwm WHERE cluster = ?", c):
+            st.hwm.setdefault(node, {})[key] = CounterMark(**{n: float(v) for n, v in zip(names, vals, strict=True)})
+        st.totals = _load(tx, "totals", NamespaceKey, NamespaceTotals, cluster=self.cluster)
+        st.unallocated_totals = _load(tx, "unallocated_totals", CapacityTotalKey, CapacityAmounts, cluster=self.cluster)
+        st.unobserved_totals = _load(tx, "unobserved_totals", CapacityTotalKey, CapacityAmounts, cluster=self.cluster)
+        st.breakdown = _load(tx, "breakdown_totals", BreakdownKey, BreakdownTotals, cluster=self.cluster)
+        st.quota_events = {uid: EventCount(ns, int(n)) for uid, ns, n in
+                           tx.fetch("SELECT uid, namespace, count FROM quota_events WHERE cluster = ?", c)}
+        st.quota_rejection_base = {ns: int(n) for ns, n in
+                                   tx.fetch("SELECT namespace, count FROM quota_rejection_totals WHERE cluster = ?", c)}
+        st.agent_urls = dict(tx.fetch("SELECT node, url FROM agent_urls WHERE cluster = ?", c))
         return st
 
     async def load_state(self) -> LedgerState:
         return await self._run(self.load_state_sync)
 
-    def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``body`` in one write transaction; any failure rolls the whole of it back."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            out = body(db)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return out
-
     def commit_sync(self, w: TickWrite) -> None:
-        def body(db: sqlite3.Connection) -> None:
-            _accumulate(db, "usage", UsageKey._fields, w.usage)
-            _accumulate(db, "unallocated", CapacityKey._fields, w.unallocated)
-            _accumulate(db, "unobserved", CapacityKey._fields, w.unobserved)
-            for node in w.hwm_reset_nodes:
-                db.execute("DELETE FROM hwm WHERE node = ?", (node,))
-            if w.hwm_deleted:
-                db.executemany("DELETE FROM hwm WHERE node = ? AND key = ?", w.hwm_deleted)
-            if w.hwm:
-                db.executemany(
-                    f"INSERT OR REPLACE INTO hwm (node, key, {', '.join(CounterMark.columns())}) VALUES (?,?,?,?,?,?)",
-                    [(m.node, m.key, *m.mark.values()) for m in w.hwm])
-            if w.agents:  # ``since``: when the node's books began; set once, kept by later ticks
-                db.executemany(
-                    "INSERT INTO agents (node, epoch, booked_ts, seq, since) VALUES (?,?,?,?,?) ON CONFLICT (node) "
-                    "DO UPDATE SET epoch = excluded.epoch, booked_ts = excluded.booked_ts, seq = excluded.seq",
-                    [(node, *mark, w.books_since.get(node, mark.booked_ts)) for node, mark in w.agents.items()])
-            if w.agent_urls:
-                db.executemany("INSERT OR REPLACE INTO agent_urls (node, url) VALUES (?,?)", list(w.agent_urls.items()))
-            for node in w.pruned_nodes:  # a deleted node: its marks and pin go, its booked history stays
-                for table in ("agents", "hwm", "agent_urls"):
-                    db.execute(f"DELETE FROM {table} WHERE node = ?", (node,))
-            _accumulate(db, "totals", NamespaceKey._fields, w.totals)
-            _accumulate(db, "unallocated_totals", CapacityTotalKey._fields, w.unallocated_totals)
-            _accumulate(db, "unobserved_totals", CapacityTotalKey._fields, w.unobserved_totals)
-            _accumulate(db, "breakdown_totals", BreakdownKey._fields, w.breakdown)
-            if w.quota_events:
-                db.executemany("INSERT OR REPLACE INTO quota_events (uid, namespace, count, seen_at) VALUES (?,?,?,?)",
-                               [(e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
-
-        self._transaction(body)
+        self.backend.ensure_usage_partitions(k.hour for k in w.usage)
+        self.backend.transaction(lambda tx: self._write(tx, w))
         self.commits += 1
+
+    def _write(self, tx: Tx, w: TickWrite) -> None:
+        cl = self.cluster
+        self._check_term(tx)
+        _accumulate(tx, "usage", UsageKey._fields, w.usage, cluster=cl)
+        _accumulate(tx, "unallocated", CapacityKey._fields, w.unallocated, cluster=cl)
+        _accumulate(tx, "unobserved", CapacityKey._fields, w.unobserved, cluster=cl)
+        for node in w.hwm_reset_nodes:
+            tx.execute("DELETE FROM hwm WHERE cluster = ? AND node = ?", (cl, node))
+        if w.hwm_deleted:
+            tx.executemany("DELETE FROM hwm WHERE cluster = ? AND node = ? AND key = ?",
+                           [(cl, node, key) for node, key in w.hwm_deleted])
+        if w.hwm:
+            names = CounterMark.columns()
+            tx.executemany(
+                f"INSERT INTO hwm (cluster, node, key, {', '.join(names)}) VALUES (?,?,?,?,?,?,?) "
+                f"ON CONFLICT (cluster, node, key) DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}",
+                [(cl, m.node, m.key, *m.mark.values()) for m in w.hwm])
+        if w.agents:  # ``since``: when the node's books began; set once, kept by later ticks
+            tx.executemany(
+                "INSERT INTO agents (cluster, node, epoch, booked_ts, seq, since) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT (cluster, node) "
+                "DO UPDATE SET epoch = excluded.epoch, booked_ts = excluded.booked_ts, seq = excluded.seq",
+                [(cl, node, mark.epoch, mark.booked_ts, mark.seq, w.books_since.get(node, mark.booked_ts))
+                 for node, mark in w.agents.items()])
+        if w.agent_urls:
+            tx.executemany("INSERT INTO agent_urls (cluster, node, url) VALUES (?,?,?) "
+                           "ON CONFLICT (cluster, node) DO UPDATE SET url = excluded.url",
+                           [(cl, node, url) for node, url in w.agent_urls.items()])
+        for node in w.pruned_nodes:  # a deleted node: its marks and pin go, its booked history stays
+            for table in ("agents", "hwm", "agent_urls"):
+                tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND node = ?", (cl, node))
+        _accumulate(tx, "totals", NamespaceKey._fields, w.totals, cluster=cl)
+        _accumulate(tx, "unallocated_totals", CapacityTotalKey._fields, w.unallocated_totals, cluster=cl)
+        _accumulate(tx, "unobserved_totals", CapacityTotalKey._fields, w.unobserved_totals, cluster=cl)
+        _accumulate(tx, "breakdown_totals", BreakdownKey._fields, w.breakdown, cluster=cl)
+        if w.quota_events:
+            tx.executemany("INSERT INTO quota_events (cluster, uid, namespace, count, seen_at) VALUES (?,?,?,?,?) "
+                           "ON CONFLICT (cluster, uid) DO UPDATE SET namespace = excluded.namespace, "
+                           "count = excluded.count, seen_at = excluded.seen_at",
+                           [(cl, e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
 
     async def commit(self, w: TickWrite) -> None:
         await self._run(self.commit_sync, w)
@@ -315,28 +248,45 @@ class Ledger:
         """Drop hourly rows older than the retention (totals keep the counters monotonic), and quota
         events not seen since ``quota_events_before`` (their counts move into per-namespace totals, so
         the rejections counter never goes backwards)."""
-        def body(db: sqlite3.Connection) -> int:
-            n = 0
-            for table in ("usage", "unallocated", "unobserved"):
-                n += db.execute(f"DELETE FROM {table} WHERE hour < ?", (before_hour,)).rowcount
+        cl = self.cluster
+
+        def body(tx: Tx) -> int:
+            self._check_term(tx)
+            n = self.backend.drop_usage_before(tx, hour=before_hour, cluster=cl)
+            for table in ("unallocated", "unobserved"):
+                n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
             if quota_events_before is not None:
-                db.execute(
-                    "INSERT INTO quota_rejection_totals (namespace, count) "
-                    "SELECT namespace, SUM(count) FROM quota_events WHERE seen_at < ? GROUP BY namespace "
-                    "ON CONFLICT (namespace) DO UPDATE SET count = count + excluded.count", (quota_events_before,))
-                n += db.execute("DELETE FROM quota_events WHERE seen_at < ?", (quota_events_before,)).rowcount
+                tx.execute(
+                    "INSERT INTO quota_rejection_totals (cluster, namespace, count) "
+                    "SELECT cluster, namespace, SUM(count) FROM quota_events WHERE cluster = ? AND seen_at < ? "
+                    "GROUP BY cluster, namespace ON CONFLICT (cluster, namespace) "
+                    "DO UPDATE SET count = quota_rejection_totals.count + excluded.count", (cl, quota_events_before))
+                n += tx.execute("DELETE FROM quota_events WHERE cluster = ? AND seen_at < ?", (cl, quota_events_before))
             return n
 
-        return self._transaction(body)
+        return self.backend.transaction(body)
 
     async def compact(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
         return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before))
 
-    async def run_report(self, by: str, since: float | None, until: float | None) -> list[dict[str, Any]]:
-        return await self._run(build_report, self.query_sync, by, since, until)
+    async def run_report(self, by: str, since: float | None, until: float | None, *,
+                         cluster: str | None = "") -> list[dict[str, Any]]:
+        """Rows of ``by`` (comma-separated keys); ``cluster`` "" = this ledger's cluster, None = all."""
+        req = ReportRequest.parse(by, since=since, until=until, cluster=self.cluster if cluster == "" else cluster)
+        return await self._run(report_rows, self.query_sync, req)
 
     def query_sync(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
-        return list(self._db().execute(sql, tuple(params)))
+        return self.backend.transaction(lambda tx: tx.fetch(sql, list(params)))
 
     async def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         return await self._run(self.query_sync, sql, params)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether an error says the database could not be reached (rather than that a statement failed)."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:
+        return False
+    return isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout)

@@ -38,6 +38,7 @@ class MetricsInputs:
     snapshots_rejected: Counter[str]
     team_label: str
     breakdown_series: bool
+    ledger_up: bool = True
 
 
 class AggregatorCollector(Collector):
@@ -229,6 +230,8 @@ def health(m: MetricsInputs) -> Iterator[Family]:
     for reason, n in sorted(m.snapshots_rejected.items()):
         rejected.add_metric([reason], n)
     yield from (agent_up, dcgm_up, rejected)
+    yield GaugeMetricFamily("gpucost_ledger_up", "1 while the ledger's database answers (0: no tick is booked or "
+                            "acknowledged until it does)", value=1.0 if m.ledger_up else 0.0)
     yield GaugeMetricFamily("gpucost_ledger_last_commit_timestamp_seconds", "when the ledger last committed a tick",
                             value=m.gauges.last_commit)
     yield GaugeMetricFamily("gpucost_aggregator_tick_duration_seconds", "wall time of the last tick",

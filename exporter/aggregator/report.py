@@ -7,6 +7,7 @@ import io
 import json
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from exporter.model.books import hour_of
 from exporter.model.durations import parse_duration
 
 GROUPS: dict[str, tuple[str, ...]] = {
+    "cluster": ("cluster",),
     "namespace": ("namespace",),
     "pod": ("namespace", "pod"),
     "workload": ("namespace", "workload"),
@@ -22,7 +24,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "model": ("gpu_model",),
     "priority_class": ("priority_class",),
 }
-CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}
+CAPACITY_COLUMNS = frozenset({"cluster", "node", "pool", "gpu_model"})  # what capacity tables are keyed by
 UNALLOCATED = "__unallocated__"
 UNOBSERVED = "__unobserved__"
 CAPACITY_TABLES = (("unallocated", UNALLOCATED), ("unobserved", UNOBSERVED))
@@ -55,62 +57,100 @@ def parse_time(text: str | None, now: float) -> float | None:
     return dt.timestamp()
 
 
-def build_report(query: Query, by: str, since: float | None, until: float | None) -> list[dict[str, Any]]:
-    """Rows grouped by ``by`` over the hour buckets that start in [since, until)."""
-    if by not in GROUPS:
-        raise ReportError(f"unknown --by {by!r}: use one of {', '.join(GROUPS)}")
-    if since is not None and until is not None and until < since:
-        raise ReportError("--until is before --since")
-    cols = GROUPS[by]
+@dataclass(frozen=True, slots=True)
+class ReportRequest:
+    """What to report: group columns (in order), the window of hour buckets, and one cluster or all."""
+
+    cols: tuple[str, ...]
+    since: float | None = None
+    until: float | None = None
+    cluster: str | None = None  # None: every cluster in the ledger
+
+    @classmethod
+    def parse(cls, by: str, *, since: float | None, until: float | None, cluster: str | None) -> ReportRequest:
+        """``by`` is one key or several (``cluster,namespace``); their columns are joined in order."""
+        cols: list[str] = []
+        for key in (k.strip() for k in by.split(",")):
+            if key not in GROUPS:
+                raise ReportError(f"unknown --by {key!r}: use one or more (comma-separated) of {', '.join(GROUPS)}")
+            cols += [c for c in GROUPS[key] if c not in cols]
+        if since is not None and until is not None and until < since:
+            raise ReportError("--until is before --since")
+        return cls(tuple(cols), since=since, until=until, cluster=cluster)
+
+
+def build_report(query: Query, by: str, since: float | None, until: float | None, *,
+                 cluster: str | None = None) -> list[dict[str, Any]]:
+    """Rows grouped by ``by`` (one key or several, comma-separated) over the hour buckets that start in
+    [since, until), of one cluster or (None) of all."""
+    return report_rows(query, ReportRequest.parse(by, since=since, until=until, cluster=cluster))
+
+
+def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
+    cols = req.cols
     where: list[str] = []
-    params: list[float] = []
-    if since is not None:
+    params: list[Any] = []
+    if req.cluster is not None:
+        where.append("cluster = ?")
+        params.append(req.cluster)
+    if req.since is not None:
         where.append("hour >= ?")
-        params.append(hour_of(since))
-    if until is not None:
+        params.append(hour_of(req.since))
+    if req.until is not None:
         where.append("hour < ?")
-        params.append(until)
+        params.append(req.until)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     col_sql = ", ".join(cols)
+    n = len(cols)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in query(
         f"SELECT {col_sql}, currency, SUM(allocated_s), SUM(used_s), SUM(idle_s), SUM(unmeasured_s), SUM(cost), "
         f"SUM(idle_cost) FROM usage {clause} GROUP BY {col_sql}, currency", params):
-        key = tuple(r[: len(cols) + 1])
-        row: dict[str, Any] = dict(zip(cols, r[: len(cols)], strict=True))
-        a, u, i, m, c, ic = r[len(cols) + 1:]
+        row: dict[str, Any] = dict(zip(cols, r[:n], strict=True))
+        a, u, i, m, c, ic = (float(v) for v in r[n + 1:])
         row.update(allocated_gpu_hours=a / 3600, used_gpu_hours=u / 3600, idle_gpu_hours=i / 3600,
-                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, currency=r[len(cols)])
-        rows[key] = row
+                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, currency=r[n])
+        rows[tuple(r[: n + 1])] = row
+    as_columns = all(c in CAPACITY_COLUMNS for c in cols)
+    cap_cols = [c for c in cols if c in CAPACITY_COLUMNS]
+    group_sql = ", ".join([*cap_cols, "currency"])
     for table, name in CAPACITY_TABLES:
-        _add_capacity(rows, query(
-            f"SELECT {CAPACITY_GROUPS.get(by, 'currency')}, currency, SUM(seconds), SUM(cost) FROM {table} {clause} "
-            f"GROUP BY {CAPACITY_GROUPS.get(by, 'currency')}, currency", params), by=by, cols=cols, name=name)
+        found = query(f"SELECT {group_sql}, SUM(seconds), SUM(cost) FROM {table} {clause} GROUP BY {group_sql}",
+                      params)
+        _add_capacity(rows, found, cols=cols, cap_cols=tuple(cap_cols), as_columns=as_columns, name=name)
     for row in rows.values():
         row.setdefault("list_cost", row["cost"])  # list prices = effective until version-2 pricing applies
-        if by in CAPACITY_GROUPS:
+        if as_columns:
             for _table, name in CAPACITY_TABLES:
                 row.setdefault(f"{name.strip('_')}_gpu_hours", 0.0)
                 row.setdefault(f"{name.strip('_')}_cost", 0.0)
-    return sorted(rows.values(), key=lambda r: (r[cols[0]] in CAPACITY_ROWS, -r["cost"], str(r[cols[0]])))
+    return sorted(rows.values(), key=lambda r: (any(r[c] in CAPACITY_ROWS for c in cols), -r["cost"],
+                                                tuple(str(r[c]) for c in cols)))
 
 
-def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple[Any, ...]], *, by: str,
-                  cols: tuple[str, ...], name: str) -> None:
-    """Capacity nobody held (or nobody observed): columns of their own when grouping by node, pool or
-    model; otherwise one row named ``__unallocated__`` / ``__unobserved__`` whose idle hours are the
-    capacity's hours and whose cost and idle cost are their price."""
+def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple[Any, ...]], *,
+                  cols: tuple[str, ...], cap_cols: tuple[str, ...], as_columns: bool, name: str) -> None:
+    """Capacity nobody held (or nobody observed): columns of their own when every group column is one
+    capacity is kept by (cluster, node, pool, model); otherwise rows whose other group columns are named
+    ``__unallocated__`` / ``__unobserved__``, whose idle hours are the capacity's hours and whose cost
+    and idle cost are their price."""
     prefix = name.strip("_")
-    for group, currency, seconds, cost in found:
-        if by in CAPACITY_GROUPS:
-            row = rows.get((group, currency))
+    k = len(cap_cols)
+    for r in found:
+        group = dict(zip(cap_cols, r[:k], strict=True))
+        currency = r[k]
+        seconds, cost = float(r[k + 1]), float(r[k + 2])
+        if as_columns:
+            key = (*tuple(group[c] for c in cols), currency)
+            row = rows.get(key)
             if row is None:
-                row = rows[(group, currency)] = {cols[0]: group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+                row = rows[key] = {**group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
             row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", 0.0) + seconds / 3600
             row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", 0.0) + cost
         else:
-            key = (name,) * len(cols) + (currency,)
-            row = rows.setdefault(key, {**{c: name for c in cols}, **dict.fromkeys(FIELDS, 0.0), "currency": currency})
+            labels = {c: group.get(c, name) for c in cols}
+            key = (*tuple(labels.values()), currency)
+            row = rows.setdefault(key, {**labels, **dict.fromkeys(FIELDS, 0.0), "currency": currency})
             row["idle_gpu_hours"] += seconds / 3600
             row["cost"] += cost
             row["idle_cost"] += cost

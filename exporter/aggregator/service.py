@@ -18,8 +18,8 @@ from exporter.aggregator.gate import Admitted, SnapshotGate
 from exporter.aggregator.gauges import AgentHealth, Gauges, held_now, ratios
 from exporter.aggregator.http import build_app
 from exporter.aggregator.kubestate import KubeState, PodInfo
-from exporter.aggregator.leader import LeaderElector
-from exporter.aggregator.ledger import Ledger
+from exporter.aggregator.leader import LeaderElector, take_over_ledger
+from exporter.aggregator.ledger import Ledger, LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
 from exporter.aggregator.pricing_source import PricingSource
 from exporter.clients.agents import AgentPuller, PullResult
@@ -61,7 +61,9 @@ class Aggregator:
         self.settings = settings
         self.clock = clock or RealClock()
         self.pricing = pricing or PricingSource(settings.pricing_file)
-        self.ledger = Ledger(settings.ledger)
+        self.ledger = Ledger(settings.ledger, cluster=settings.cluster_name(),
+                             password_file=settings.ledger_password_file,
+                             fenced=settings.is_postgres() and settings.leader_election)
         self.kube = KubeState(pool_label=settings.pool_label, agent_selector=_parse_selector(settings.agent_selector),
                               agent_namespace=settings.agent_namespace or _own_namespace(), now=self.clock.now)
         self.kube.on_pod_deleted = self._on_pod_deleted
@@ -92,11 +94,7 @@ class Aggregator:
     # -- lifecycle -----------------------------------------------------------------------------------
     async def start(self, serve_http: bool = True) -> None:
         await self.ledger.open()
-        state = await self.ledger.load_state()
-        self.books = Books(state)
-        self.kube.quota_event_counts.update(state.quota_events)
-        self.kube.quota_rejection_base.update(state.quota_rejection_base)
-        self.gate.pins.update(state.agent_urls)
+        self._restore(await self.ledger.load_state())
         if not self.settings.agents and self.kube.agent_namespace is None:
             log.error("agent_discovery_off", reason="GPUCOST_AGENT_NAMESPACE is unset and this pod's namespace is "
                       "unknown: no agent is pulled (discovery is limited to one namespace)")
@@ -121,11 +119,24 @@ class Aggregator:
             await self._runner.setup()
             tls = server_context(self.settings.tls_cert_file, self.settings.tls_key_file)
             await web.TCPSite(self._runner, host, port, ssl_context=tls).start()
-        log.info("aggregator_started", listen=self.settings.listen, ledger=str(self.settings.ledger),
-                 agents=len(self.settings.agents) or "discovered", kube=self.watcher is not None)
+        log.info("aggregator_started", listen=self.settings.listen, ledger=self.ledger.path,
+                 cluster=self.ledger.cluster, agents=len(self.settings.agents) or "discovered",
+                 kube=self.watcher is not None)
+
+    def _restore(self, state: LedgerState) -> None:  # at start, and when taking over a shared ledger
+        self.books = Books(state)
+        self.kube.quota_event_counts.update(state.quota_events)
+        self.kube.quota_rejection_base.update(state.quota_rejection_base)
+        self.gate.pins.update(state.agent_urls)
 
     def _leadership_changed(self, leader: bool) -> None:
         self.is_leader = leader
+        if self.ledger.fenced:  # a shared ledger: book nothing until this replica holds the newest term
+            self.ledger.term = None
+            if leader:
+                self._spawn(take_over_ledger(self.ledger, holder=self.elector.identity if self.elector else "local",
+                                             leading=lambda: self.is_leader, lock=self._lock, restore=self._restore,
+                                             retry=self.settings.lease_renew_period), "ledger-take-over")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -155,7 +166,8 @@ class Aggregator:
             is_leader=self.is_leader, books=self.books, gauges=self.gauges, kube=self.kube,
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
             pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
-            team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series)
+            team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series,
+            ledger_up=self.ledger.up)
 
     @property
     def serving(self) -> bool:
@@ -168,11 +180,10 @@ class Aggregator:
 
     def health_report(self) -> dict[str, Any]:
         synced = self.watcher.all_synced if self.watcher else True
-        ready = self.books is not None and synced and self.is_leader
+        ready = self.books is not None and synced and self.is_leader and self.ledger.up and self.ledger.may_book
         return {"ready": ready, "leader": self.is_leader, "kube_synced": synced, "kube_up": self.kube_up,
-                "ticks": self.ticks, "last_commit": self.gauges.last_commit,
-                "agents_up": sum(1 for a in self.gauges.agents.values() if a.up),
-                "agents": len(self.gauges.agents)}
+                "ledger_up": self.ledger.up, "ticks": self.ticks, "last_commit": self.gauges.last_commit,
+                "agents_up": sum(1 for a in self.gauges.agents.values() if a.up), "agents": len(self.gauges.agents)}
 
     async def wait_synced(self, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -197,8 +208,8 @@ class Aggregator:
         return self.discovered()
 
     def _ack(self, url: str, url_nodes: dict[str, str]) -> float | None:
-        if not self.is_leader:
-            return None  # standbys book into their own ledger but never let agents forget counters
+        if not self.is_leader or not self.ledger.up:
+            return None  # standbys, and a ledger that is down, never let agents forget counters
         node = url_nodes.get(url)
         return self.books.acked(node) if (self.books and node) else None
 
@@ -207,6 +218,8 @@ class Aggregator:
         """Pull agents (all, or ``urls``), book the deltas in one transaction, refresh gauges."""
         assert self.books is not None, "start() first"
         async with self._lock:
+            if not self.ledger.may_book:
+                return  # a shared ledger: only the leader holding the current term books
             started = time.perf_counter()
             await asyncio.to_thread(self.pricing.maybe_reload)  # a stat, and a YAML parse when changed
             url_nodes = self._url_nodes()
@@ -223,7 +236,7 @@ class Aggregator:
             prepared.write.agent_urls.update(
                 {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
             if not prepared.write.empty():
-                await self.ledger.commit(prepared.write)
+                await self.ledger.commit(prepared.write)  # StaleTerm: deposed, ``may_book`` is now false
             if snapshots or not prepared.write.empty():
                 self.gauges.last_commit = self.clock.now()
             self.books.apply(prepared)

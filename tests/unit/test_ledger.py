@@ -1,14 +1,25 @@
-"""The SQLite ledger: one transaction per tick, atomic on failure, compaction that keeps the totals."""
+"""The ledger on both backends (SQLite and a real PostgreSQL server): one transaction per tick, atomic
+on failure, compaction that keeps the totals."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger, LedgerError, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.model.books import AgentMark, CounterMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
+
+_FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
+
+DB_ERRORS = (sqlite3.Error, psycopg.Error)
+
+
+def _ledger(t: LedgerTarget) -> Ledger:
+    return Ledger(t.target, password_file=t.password_file)
 
 
 def _write(hour: int, seconds: float) -> TickWrite:
@@ -21,10 +32,10 @@ def _write(hour: int, seconds: float) -> TickWrite:
     return w
 
 
-async def test_commit_compact_and_reload(tmp_path: Path) -> None:
+async def test_commit_compact_and_reload(ledger_target: LedgerTarget) -> None:
     """Two ticks in different hours; compaction drops the old hourly row but the running totals (what
     the counters are restored from) keep both, and the high-water marks survive a reopen."""
-    ledger = Ledger(tmp_path / "l.db")
+    ledger = _ledger(ledger_target)
     await ledger.open()
     await ledger.commit(_write(3600, 100.0))
     await ledger.commit(_write(7200 * 10, 50.0))
@@ -35,19 +46,19 @@ async def test_commit_compact_and_reload(tmp_path: Path) -> None:
     assert state.totals[NamespaceKey("ns", "USD")].allocated_s == pytest.approx(150.0)
     assert state.hwm["n1"]["ns/p/c/GPU-1"].allocated_s == 50.0
     await ledger.close()
-    reopened = Ledger(tmp_path / "l.db")
+    reopened = _ledger(ledger_target)
     await reopened.open()
     assert (await reopened.load_state()).agents == {"n1": ("e1", 72000.0, 1)}
     await reopened.close()
 
 
-async def test_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
+async def test_failed_transaction_leaves_nothing(ledger_target: LedgerTarget) -> None:
     """A statement failing mid-transaction rolls back the whole tick: no rows, totals or marks."""
-    ledger = Ledger(tmp_path / "l.db")
+    ledger = _ledger(ledger_target)
     await ledger.open()
     bad = _write(3600, 100.0)
-    bad.agent_urls["n2"] = ("not", "a string")  # type: ignore[assignment]  # unbindable: fails after the inserts
-    with pytest.raises(sqlite3.ProgrammingError):
+    bad.agent_urls["n2"] = None  # type: ignore[assignment]  # NOT NULL: fails after the usage inserts
+    with pytest.raises(DB_ERRORS):
         await ledger.commit(bad)
     assert await ledger.query("SELECT COUNT(*) FROM usage") == [(0,)]
     state = await ledger.load_state()
@@ -55,30 +66,34 @@ async def test_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
     await ledger.close()
 
 
-async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+async def test_newer_schema_is_refused(ledger_target: LedgerTarget) -> None:
     """A ledger written by a newer build is not touched."""
-    path = tmp_path / "l.db"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION + 1),))
-    conn.commit()
-    conn.close()
-    ledger = Ledger(path)
+    raw_execute(ledger_target, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION + 1}')")
+    ledger = _ledger(ledger_target)
     with pytest.raises(LedgerError, match="newer than this build"):
         await ledger.open()
+    raw_execute(ledger_target, "SELECT 1 FROM meta")  # untouched: no ledger table was created
+    with pytest.raises(DB_ERRORS):
+        raw_execute(ledger_target, "SELECT 1 FROM usage")
     await ledger.close()
 
 
-async def test_failed_compaction_rolls_back_and_the_ledger_keeps_working(tmp_path: Path) -> None:
+async def test_failed_compaction_rolls_back_and_the_ledger_keeps_working(ledger_target: LedgerTarget) -> None:
     """A DELETE failing inside compaction used to leave the transaction open, so every later BEGIN
     IMMEDIATE failed. Now it rolls back: nothing is deleted and the next tick commits."""
-    ledger = Ledger(tmp_path / "l.db")
+    ledger = _ledger(ledger_target)
     await ledger.open()
     await ledger.commit(_write(3600, 100.0))
-    db = ledger._db()
-    db.execute("CREATE TRIGGER no_delete BEFORE DELETE ON unallocated BEGIN SELECT RAISE(ABORT, 'refused'); END")
-    db.execute("INSERT INTO unallocated VALUES (0, 'n1', 'p', 'M', 'USD', 1.0, 1.0)")
-    with pytest.raises(sqlite3.IntegrityError):
+    if ledger_target.backend == "sqlite":
+        raw_execute(ledger_target, "CREATE TRIGGER no_delete BEFORE DELETE ON unallocated "
+                    "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    else:
+        raw_execute(ledger_target, "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$ BEGIN RAISE EXCEPTION 'refused'; END $$",
+                    "CREATE TRIGGER no_delete BEFORE DELETE ON unallocated FOR EACH ROW EXECUTE FUNCTION refuse()")
+    raw_execute(ledger_target, "INSERT INTO unallocated VALUES ('default', 0, 'n1', 'p', 'M', 'USD', 1.0, 1.0)")
+    with pytest.raises(DB_ERRORS):
         await ledger.compact(before_hour=7200)
     assert await ledger.query("SELECT COUNT(*) FROM usage") == [(1,)]  # the usage DELETE was rolled back
     await ledger.commit(_write(7200, 10.0))  # no transaction left open
@@ -86,8 +101,8 @@ async def test_failed_compaction_rolls_back_and_the_ledger_keeps_working(tmp_pat
     await ledger.close()
 
 
-async def test_pruned_node_loses_marks_and_pin_but_keeps_history(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "l.db")
+async def test_pruned_node_loses_marks_and_pin_but_keeps_history(ledger_target: LedgerTarget) -> None:
+    ledger = _ledger(ledger_target)
     await ledger.open()
     w = _write(3600, 100.0)
     w.agent_urls["n1"] = "http://10.0.0.1:9500"
@@ -102,9 +117,9 @@ async def test_pruned_node_loses_marks_and_pin_but_keeps_history(tmp_path: Path)
     await ledger.close()
 
 
-async def test_old_quota_events_fold_into_totals(tmp_path: Path) -> None:
+async def test_old_quota_events_fold_into_totals(ledger_target: LedgerTarget) -> None:
     """Events not seen for the retention are deleted, their counts kept per namespace (7 + 2 = 9)."""
-    ledger = Ledger(tmp_path / "l.db")
+    ledger = _ledger(ledger_target)
     await ledger.open()
     w = TickWrite()
     w.quota_events += [QuotaEvent("old", "team-a", 7, 100.0), QuotaEvent("new", "team-a", 2, 5000.0)]
@@ -116,7 +131,8 @@ async def test_old_quota_events_fold_into_totals(tmp_path: Path) -> None:
 
 
 async def test_version_1_ledger_is_migrated(tmp_path: Path) -> None:
-    """A ledger written by schema 1 opens: the new tables exist and old quota events get a seen time."""
+    """A SQLite ledger written by schema 1 opens: the new tables exist, old quota events get a seen time,
+    and existing rows belong to the cluster ``default`` (PostgreSQL ledgers begin at schema 3)."""
     from exporter.aggregator.ledger import MIGRATIONS
 
     path = tmp_path / "l.db"
@@ -132,4 +148,6 @@ async def test_version_1_ledger_is_migrated(tmp_path: Path) -> None:
     assert await ledger.query("SELECT COUNT(*) FROM unobserved") == [(0,)]
     (seen,) = await ledger.query("SELECT seen_at FROM quota_events")
     assert seen[0] > 1.7e9
+    assert await ledger.query("SELECT cluster, uid, count FROM quota_events") == [("default", "u1", 3)]
+    assert (await ledger.load_state()).quota_events == {"u1": ("ns", 3)}
     await ledger.close()

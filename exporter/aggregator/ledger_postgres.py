@@ -1,0 +1,184 @@
+"""The PostgreSQL backend: psycopg 3 through a small pool, usage partitioned by month, NUMERIC money.
+
+Money is stored as NUMERIC and read back as float, because booking, metrics and reports compute in
+float; what NUMERIC buys is exact sums inside the database. A connection broken mid-transaction leaves
+nothing behind (the server rolls the transaction back) and the pool replaces it on the next call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from exporter.aggregator.ledger_backend import LedgerError, Row, Tx, migrate
+from exporter.aggregator.ledger_schema import POSTGRES
+
+T = TypeVar("T")
+CONNECT_TIMEOUT = 5  # seconds, per connection attempt
+STATEMENT_TIMEOUT_MS = 30_000
+_SECRET_PARAMS = {"password", "sslpassword"}
+Reader = Callable[[str, Iterable[Any]], list[Row]]
+_PARTITION = re.compile(r"^usage_p(\d{4})(\d{2})$")
+
+
+def redact(url: str) -> str:
+    """The URL with any password (in the authority or a query parameter) replaced by ``***``."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        if ":" in user:
+            user = user.split(":", 1)[0] + ":***"
+        netloc = f"{user}@{host}"
+    query = urlencode([(k, "***" if k in _SECRET_PARAMS else v) for k, v in parse_qsl(parts.query)], safe="*/")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _decimal_to_float(row: Sequence[Any]) -> Row:
+    return tuple(float(v) if isinstance(v, Decimal) else v for v in row)
+
+
+def _month_bounds(hour: int) -> tuple[str, int, int]:
+    """(partition name, first second of the month, first second of the next month) for ``hour``."""
+    d = datetime.fromtimestamp(hour, UTC)
+    start = datetime(d.year, d.month, 1, tzinfo=UTC)
+    end = datetime(d.year + (d.month == 12), d.month % 12 + 1, 1, tzinfo=UTC)
+    return f"usage_p{d.year:04d}{d.month:02d}", int(start.timestamp()), int(end.timestamp())
+
+
+class PgTx:
+    def __init__(self, cur: Any) -> None:
+        self.cur = cur
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self.cur.execute(sql.replace("?", "%s"), tuple(params) if params else None)
+        return int(self.cur.rowcount)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
+
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        self.cur.execute(sql.replace("?", "%s"), tuple(params) if params else None)
+        return [_decimal_to_float(r) for r in self.cur.fetchall()]
+
+
+def _connect_kwargs(password_file: Path | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT,
+                              "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"}
+    if password_file is not None:
+        kwargs["password"] = password_file.read_text().strip()  # the URL's passfile= also works (libpq)
+    return kwargs
+
+
+class PostgresBackend:
+    dialect = POSTGRES
+    for_update = " FOR UPDATE"
+
+    def __init__(self, url: str, *, password_file: Path | None = None, pool_size: int = 2) -> None:
+        self.url = url
+        self.password_file = password_file
+        self.pool_size = pool_size
+        self._pool: Any = None
+        self._partitions: set[str] = set()
+
+    def open(self) -> None:
+        try:
+            from psycopg_pool import ConnectionPool
+        except ImportError:
+            raise LedgerError("a postgresql:// ledger needs the 'postgres' extra (psycopg, psycopg-pool)") from None
+        try:
+            kwargs = _connect_kwargs(self.password_file)
+        except OSError as exc:
+            raise LedgerError(f"ledger_password_file: {exc}") from None
+        self._pool = ConnectionPool(self.url, kwargs=kwargs, min_size=1, max_size=self.pool_size, open=False,
+                                    check=ConnectionPool.check_connection, timeout=CONNECT_TIMEOUT,
+                                    name="ledger")
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT * 2)
+            self.transaction(self._migrate)
+            self._partitions = {r[0] for r in self._read(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'usage'")}
+        except Exception as exc:
+            self.close()
+            if isinstance(exc, LedgerError):
+                raise
+            raise LedgerError(f"{redact(self.url)}: {exc}") from None
+
+    def _migrate(self, tx: Tx) -> None:
+        tx.execute("SELECT pg_advisory_xact_lock(7313)")  # aggregators starting together migrate one by one
+        migrate(tx, dialect=POSTGRES, where=redact(self.url))
+
+    def _read(self, sql: str) -> list[Row]:
+        return self.transaction(lambda tx: tx.fetch(sql))
+
+    def transaction(self, body: Callable[[Tx], T]) -> T:
+        if self._pool is None:
+            raise LedgerError("ledger is not open")
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            return body(PgTx(cur))
+
+    def ensure_usage_partitions(self, hours: Iterable[int]) -> None:
+        """Create the month partitions these hours (and the month after each) need, in a short
+        transaction of their own, serialized by an advisory lock so replicas never race."""
+        wanted = {_month_bounds(h) for h in hours}
+        wanted |= {_month_bounds(end) for _n, _s, end in wanted}  # one month ahead
+        missing = sorted(b for b in wanted if b[0] not in self._partitions)
+        if not missing:
+            return
+
+        def create(tx: Tx) -> None:
+            tx.execute("SELECT pg_advisory_xact_lock(7314)")
+            for name, start, end in missing:
+                tx.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF usage FOR VALUES FROM ({start}) TO ({end})")
+
+        self.transaction(create)
+        self._partitions.update(name for name, _s, _e in missing)
+
+    def drop_usage_before(self, tx: Tx, *, hour: int, cluster: str) -> int:
+        """Whole months before ``hour`` go as partitions (for every cluster in the database: retention is
+        the database's); the rest of the boundary month is deleted row by row for this cluster."""
+        removed = 0
+        for name in sorted(self._partitions):
+            m = _PARTITION.match(name)
+            if m is None:
+                continue
+            _n, _start, end = _month_bounds(int(datetime(int(m[1]), int(m[2]), 1, tzinfo=UTC).timestamp()))
+            if end <= hour:
+                removed += int(tx.fetch(f"SELECT COUNT(*) FROM {name}")[0][0])
+                tx.execute(f"DROP TABLE {name}")
+                self._partitions.discard(name)
+        return removed + tx.execute("DELETE FROM usage WHERE cluster = ? AND hour < ?", (cluster, hour))
+
+    def describe(self) -> str:
+        return redact(self.url)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
+@contextmanager
+def postgres_reader(url: str, *, password_file: Path | None = None) -> Iterator[Reader]:
+    """A read-only query function over a PostgreSQL ledger (``report``)."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, **_connect_kwargs(password_file))
+    except (psycopg.Error, OSError) as exc:
+        raise LedgerError(f"{redact(url)}: {exc}") from None
+    try:
+        conn.read_only = True
+        cur = conn.cursor()
+        yield lambda sql, params: PgTx(cur).fetch(sql, list(params))
+    except psycopg.Error as exc:
+        raise LedgerError(f"{redact(url)}: not a gpu-cost-exporter ledger ({exc})") from None
+    finally:
+        conn.close()

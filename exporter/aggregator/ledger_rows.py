@@ -1,0 +1,79 @@
+"""What one tick writes to the ledger and what the aggregator reloads from it, as named fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from exporter.model.books import (
+    AgentMark,
+    BreakdownKey,
+    BreakdownTotals,
+    CapacityAmounts,
+    CapacityKey,
+    CapacityTotalKey,
+    CounterMark,
+    EventCount,
+    NamespaceKey,
+    NamespaceTotals,
+    UsageAmounts,
+    UsageKey,
+)
+
+
+@dataclass(slots=True)
+class NodeCounterMark:
+    """One row of the ``hwm`` table: the last booked value of one counter of one node's agent."""
+
+    node: str
+    key: str
+    mark: CounterMark
+
+
+@dataclass(slots=True)
+class QuotaEvent:
+    """A quota-rejection Event's count as last seen (Events repeat with a growing count)."""
+
+    uid: str
+    namespace: str
+    count: int
+    seen_at: float
+
+
+@dataclass(slots=True)
+class TickWrite:
+    """Everything one tick writes, in one transaction."""
+
+    usage: dict[UsageKey, UsageAmounts] = field(default_factory=dict)
+    unallocated: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
+    unobserved: dict[CapacityKey, CapacityAmounts] = field(default_factory=dict)
+    hwm: list[NodeCounterMark] = field(default_factory=list)
+    hwm_reset_nodes: list[str] = field(default_factory=list)
+    hwm_deleted: list[tuple[str, str]] = field(default_factory=list)  # (node, counter key)
+    agents: dict[str, AgentMark] = field(default_factory=dict)
+    agent_urls: dict[str, str] = field(default_factory=dict)  # node -> the URL that proved it
+    books_since: dict[str, float] = field(default_factory=dict)  # node -> start of its books (first booking)
+    pruned_nodes: list[str] = field(default_factory=list)
+    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
+    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    quota_events: list[QuotaEvent] = field(default_factory=list)
+    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
+                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes)
+
+
+@dataclass(slots=True)
+class LedgerState:
+    """What the aggregator reloads at start."""
+
+    agents: dict[str, AgentMark] = field(default_factory=dict)
+    hwm: dict[str, dict[str, CounterMark]] = field(default_factory=dict)
+    totals: dict[NamespaceKey, NamespaceTotals] = field(default_factory=dict)
+    unallocated_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
+    quota_events: dict[str, EventCount] = field(default_factory=dict)  # uid -> (namespace, count)
+    quota_rejection_base: dict[str, int] = field(default_factory=dict)  # namespace -> count of pruned events
+    breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
+    agent_urls: dict[str, str] = field(default_factory=dict)

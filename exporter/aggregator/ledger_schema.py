@@ -1,0 +1,178 @@
+"""The ledger's schema, written once for both backends: tables as column lists, DDL rendered per dialect.
+
+Every table is keyed by ``cluster`` first, so many clusters' aggregators can write one database. Money
+columns are ``money`` (REAL on SQLite, NUMERIC on PostgreSQL); GPU-seconds are ``real`` (REAL, DOUBLE
+PRECISION). Schema 3 added the cluster column: older SQLite ledgers are rebuilt table by table and
+their rows keep the cluster ``default``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 3
+DEFAULT_CLUSTER = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """Column types and clauses that differ between the backends."""
+
+    name: str
+    real: str
+    money: str
+    bigint: str
+    table_suffix: str  # ``WITHOUT ROWID`` on SQLite
+    partition_usage: bool  # usage partitioned by month (PostgreSQL)
+
+
+SQLITE = Dialect("sqlite", real="REAL", money="REAL", bigint="INTEGER", table_suffix=" WITHOUT ROWID",
+                 partition_usage=False)
+POSTGRES = Dialect("postgresql", real="DOUBLE PRECISION", money="NUMERIC", bigint="BIGINT", table_suffix="",
+                   partition_usage=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table: key columns then value columns, each ``(name, type word)``; type words are
+    ``text``, ``int``, ``real``, ``money`` or ``real?`` (nullable)."""
+
+    name: str
+    key: tuple[tuple[str, str], ...]
+    values: tuple[tuple[str, str], ...]
+
+    def columns(self) -> tuple[str, ...]:
+        return ("cluster", *tuple(c for c, _t in self.key + self.values))
+
+
+_USAGE_KEY = (("hour", "int"), ("namespace", "text"), ("pod", "text"), ("workload", "text"), ("node", "text"),
+              ("pool", "text"), ("gpu_model", "text"), ("mig_profile", "text"), ("priority_class", "text"),
+              ("currency", "text"))
+_CAP_KEY = (("node", "text"), ("pool", "text"), ("gpu_model", "text"), ("currency", "text"))
+_CAP_VALUES = (("seconds", "real"), ("cost", "money"))
+
+TABLES: tuple[Table, ...] = (
+    Table("usage", _USAGE_KEY, (("allocated_s", "real"), ("used_s", "real"), ("unmeasured_s", "real"),
+                                ("idle_s", "real"), ("cost", "money"), ("idle_cost", "money"), ("energy_j", "real"))),
+    Table("unallocated", (("hour", "int"), *_CAP_KEY), _CAP_VALUES),
+    Table("unobserved", (("hour", "int"), *_CAP_KEY), _CAP_VALUES),
+    Table("hwm", (("node", "text"), ("key", "text")),
+          (("allocated_s", "real"), ("used_s", "real"), ("unmeasured_s", "real"), ("energy_j", "real"))),
+    Table("agents", (("node", "text"),),
+          (("epoch", "text"), ("booked_ts", "real"), ("seq", "int"), ("since", "real?"))),
+    Table("totals", (("namespace", "text"), ("currency", "text")),
+          (("allocated_s", "real"), ("used_s", "real"), ("unmeasured_s", "real"), ("cost", "money"),
+           ("idle_cost", "money"))),
+    Table("unallocated_totals", _CAP_KEY, _CAP_VALUES),
+    Table("unobserved_totals", _CAP_KEY, _CAP_VALUES),
+    Table("quota_events", (("uid", "text"),), (("namespace", "text"), ("count", "int"), ("seen_at", "real"))),
+    Table("quota_rejection_totals", (("namespace", "text"),), (("count", "int"),)),
+    Table("breakdown_totals", (("namespace", "text"), ("pool", "text"), ("priority_class", "text"),
+                               ("currency", "text")), (("allocated_s", "real"), ("cost", "money"))),
+    Table("agent_urls", (("node", "text"),), (("url", "text"),)),
+    Table("fence", (), (("term", "int"), ("holder", "text"))),
+)
+HOURLY = ("usage", "unallocated", "unobserved")
+BY_NAME = {t.name: t for t in TABLES}
+
+
+def _type(d: Dialect, word: str) -> str:
+    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real}[word]
+    return base if word.endswith("?") else f"{base} NOT NULL"
+
+
+def create_table(d: Dialect, t: Table, *, name: str | None = None) -> str:
+    cols = ", ".join(["cluster TEXT NOT NULL"] + [f"{c} {_type(d, w)}" for c, w in t.key + t.values])
+    pk = ", ".join(["cluster"] + [c for c, _w in t.key])
+    partitioned = d.partition_usage and t.name == "usage"
+    suffix = " PARTITION BY RANGE (hour)" if partitioned else d.table_suffix
+    return f"CREATE TABLE {name or t.name} ({cols}, PRIMARY KEY ({pk})){suffix}"
+
+
+def current_schema(d: Dialect) -> list[str]:
+    """Statements creating a fresh ledger at ``SCHEMA_VERSION``."""
+    return [create_table(d, t) for t in TABLES] + ["CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+
+
+# Schemas 1 and 2 only ever existed as SQLite files (PostgreSQL ledgers begin at schema 3).
+SQLITE_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE usage (
+        hour INTEGER NOT NULL, namespace TEXT NOT NULL, pod TEXT NOT NULL, workload TEXT NOT NULL,
+        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, mig_profile TEXT NOT NULL,
+        priority_class TEXT NOT NULL, currency TEXT NOT NULL,
+        allocated_s REAL NOT NULL, used_s REAL NOT NULL, unmeasured_s REAL NOT NULL, idle_s REAL NOT NULL,
+        cost REAL NOT NULL, idle_cost REAL NOT NULL, energy_j REAL NOT NULL,
+        PRIMARY KEY (hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, priority_class, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE unallocated (
+        hour INTEGER NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL,
+        currency TEXT NOT NULL, seconds REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (hour, node, pool, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE hwm (
+        node TEXT NOT NULL, key TEXT NOT NULL, allocated_s REAL NOT NULL, used_s REAL NOT NULL,
+        unmeasured_s REAL NOT NULL, energy_j REAL NOT NULL, PRIMARY KEY (node, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE agents (node TEXT PRIMARY KEY, epoch TEXT NOT NULL, booked_ts REAL NOT NULL, seq INTEGER NOT NULL);
+    CREATE TABLE totals (
+        namespace TEXT NOT NULL, currency TEXT NOT NULL, allocated_s REAL NOT NULL, used_s REAL NOT NULL,
+        unmeasured_s REAL NOT NULL, cost REAL NOT NULL, idle_cost REAL NOT NULL,
+        PRIMARY KEY (namespace, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE unallocated_totals (
+        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
+        seconds REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (node, pool, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE quota_events (uid TEXT PRIMARY KEY, namespace TEXT NOT NULL, count INTEGER NOT NULL);
+    CREATE TABLE breakdown_totals (
+        namespace TEXT NOT NULL, pool TEXT NOT NULL, priority_class TEXT NOT NULL, currency TEXT NOT NULL,
+        allocated_s REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (namespace, pool, priority_class, currency)
+    ) WITHOUT ROWID;
+    CREATE INDEX usage_namespace ON usage (namespace, hour);
+    """,
+    2: """
+    CREATE TABLE unobserved (
+        hour INTEGER NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL,
+        currency TEXT NOT NULL, seconds REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (hour, node, pool, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE unobserved_totals (
+        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
+        seconds REAL NOT NULL, cost REAL NOT NULL,
+        PRIMARY KEY (node, pool, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE agent_urls (node TEXT PRIMARY KEY, url TEXT NOT NULL);
+    CREATE TABLE quota_rejection_totals (namespace TEXT PRIMARY KEY, count INTEGER NOT NULL);
+    ALTER TABLE quota_events ADD COLUMN seen_at REAL NOT NULL DEFAULT 0;
+    ALTER TABLE agents ADD COLUMN since REAL;
+    UPDATE quota_events SET seen_at = CAST(strftime('%s', 'now') AS REAL)
+    """,
+}
+
+
+def statements(script: str) -> list[str]:
+    return [s for s in (x.strip() for x in script.split(";")) if s]
+
+
+def add_cluster(d: Dialect) -> list[str]:
+    """Schema 2 -> 3: every table rebuilt with ``cluster`` first in its key; existing rows are ``default``."""
+    out: list[str] = []
+    for t in TABLES:
+        if t.name == "fence":
+            out.append(create_table(d, t))
+            continue
+        old = ", ".join(c for c, _w in t.key + t.values)
+        out += [create_table(d, t, name=f"{t.name}_v3"),
+                f"INSERT INTO {t.name}_v3 (cluster, {old}) SELECT '{DEFAULT_CLUSTER}', {old} FROM {t.name}",
+                f"DROP TABLE {t.name}", f"ALTER TABLE {t.name}_v3 RENAME TO {t.name}"]
+    return [*out, "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+
+
+def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
+    """Statements taking a ledger from version ``v - 1`` to ``v``."""
+    return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
+            3: lambda: add_cluster(d)}

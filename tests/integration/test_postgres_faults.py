@@ -1,0 +1,174 @@
+"""Exactly once on PostgreSQL through database faults: a connection killed mid-tick leaves nothing
+half-written, a stopped server stops booking and acknowledging (and says so) until it returns, and a
+deposed leader's commit with a stale fencing term is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+import psycopg
+import pytest
+from psycopg_pool import PoolTimeout
+
+from exporter.aggregator.ledger import Ledger, StaleTerm, TickWrite
+from exporter.clock import VirtualClock
+from exporter.model.books import AgentMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.pipeline import Pipeline
+from exporter.sim.runner import free_port
+from exporter.sim.scenario import parse_scenario
+from tests.pg import PASSWORD, PgServer, postgres_fixture
+
+_FIXTURES = (postgres_fixture,)  # used by name
+DB_DOWN = (psycopg.OperationalError, PoolTimeout)
+NOV = 1_793_491_200  # 2026-11-01T00:00:00Z
+SCENARIO = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA H100 80GB HBM3": 4.0}
+nodes: [{name: h100, model: "NVIDIA H100 80GB HBM3", gpus: 2, labels: {gpu.platform/pool: train}}]
+pods:
+  - {name: a, namespace: team-a, node: h100, gpus: 1, utilization: [{at: 0m, value: 0.8}, {at: 30m, value: 0.2}]}
+  - {name: b, namespace: team-b, node: h100, gpus: 1, start: 30m, utilization: 0.5}
+"""
+
+
+def _tick(seconds: float, booked: float) -> TickWrite:
+    w = TickWrite()
+    w.usage[UsageKey(NOV, "ns", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
+        allocated_s=seconds, cost=seconds / 3600)
+    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=seconds, cost=seconds / 3600)
+    w.agents["n1"] = AgentMark("e1", booked, 1)
+    return w
+
+
+async def _until(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_connection_killed_mid_tick_leaves_nothing_half_written(postgres: PgServer) -> None:
+    """The tick's usage rows are written, then it waits on a lock on ``totals``; its connection is
+    killed there. Nothing of the tick remains, and the next tick commits on a fresh connection.
+    By hand: 100 s booked before, the killed tick's 50 s gone, then 25 s -> 125 s."""
+    url = postgres.database()
+    ledger = Ledger(url, cluster="c", password_file=postgres.password_file)
+    await ledger.open()
+    await ledger.commit(_tick(100.0, 1.0))
+    with psycopg.connect(url, password=PASSWORD) as locker:
+        locker.execute("LOCK TABLE totals IN ACCESS EXCLUSIVE MODE")  # held until rollback
+        task = asyncio.create_task(ledger.commit(_tick(50.0, 2.0)))
+        waiting: list[int] = []
+
+        def blocked() -> bool:
+            with psycopg.connect(url, password=PASSWORD, autocommit=True) as probe:
+                waiting[:] = [r[0] for r in probe.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE 'INSERT INTO totals%'")]
+            return bool(waiting)
+
+        await _until(blocked, "the tick to wait on the totals lock")
+        with psycopg.connect(url, password=PASSWORD, autocommit=True) as killer:
+            killer.execute("SELECT pg_terminate_backend(%s)", (waiting[0],))
+        with pytest.raises(psycopg.OperationalError):
+            await task
+        locker.rollback()
+    assert not ledger.up
+    assert await ledger.query("SELECT allocated_s FROM usage") == [(100.0,)]
+    state = await ledger.load_state()
+    assert state.totals[NamespaceKey("ns", "USD")].allocated_s == 100.0 and state.agents["n1"].booked_ts == 1.0
+    await ledger.commit(_tick(25.0, 3.0))
+    assert ledger.up
+    assert await ledger.query("SELECT allocated_s FROM usage") == [(125.0,)]
+    await ledger.close()
+
+
+async def test_stale_fencing_term_is_refused(postgres: PgServer) -> None:
+    """Two replicas on one ledger: the old leader's commit after the new one took term 2 is refused
+    whole and it stops booking. By hand: old 100 s + new 30 s = 130 s (the refused 50 s never lands)."""
+    url = postgres.database()
+    old = Ledger(url, cluster="c", password_file=postgres.password_file, fenced=True)
+    new = Ledger(url, cluster="c", password_file=postgres.password_file, fenced=True)
+    await old.open()
+    await new.open()
+    assert not old.may_book
+    assert await old.acquire_term("old") == 1
+    await old.commit(_tick(100.0, 1.0))
+    assert await new.acquire_term("new") == 2
+    with pytest.raises(StaleTerm, match="ledger term is 2, this replica held 1"):
+        await old.commit(_tick(50.0, 2.0))
+    assert not old.may_book and old.up
+    await new.commit(_tick(30.0, 3.0))
+    totals = (await new.load_state()).totals[NamespaceKey("ns", "USD")]
+    assert totals.allocated_s == 130.0
+    assert await new.query("SELECT allocated_s FROM usage") == [(130.0,)]
+    await old.close()
+    await new.close()
+
+
+@pytest.mark.slow
+async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer) -> None:
+    """The server stops at 20 min for four ticks: each tick fails before anything is booked, no agent is
+    acknowledged past what the ledger holds, /readyz says 503 and gpucost_ledger_up 0. It comes back
+    (the pool reconnects within a few ticks) and the hour's books are exact: team-a 1 GPU x 1 h x 4.00
+    = 4.00; team-b 1 x 0.5 h = 2.00; unallocated 2 GPU-h - 1.5 = 0.5 -> 2.00; all of it 2 GPU-h, 8.00."""
+    url = postgres.database()
+    listen = f"127.0.0.1:{free_port()}"
+    with tempfile.TemporaryDirectory(prefix="gce-") as work:
+        pipe = Pipeline(parse_scenario(SCENARIO, "s.yaml"), Path(work), VirtualClock(float(NOV)), ledger=url,
+                        aggregator_listen=listen,
+                        aggregator_extra={"cluster": "c", "ledger_password_file": postgres.password_file})
+        await pipe.start()
+        try:
+            for k in range(80):
+                await pipe.step(k * 15.0)
+            agg, agent = pipe.aggregator, pipe.agents["h100"]
+            assert agg is not None and agg.books is not None
+            committed = agg.books.acked("h100")
+            assert committed is not None
+            postgres.stop()
+            try:
+                for k in range(80, 84):
+                    with pytest.raises(DB_DOWN):
+                        await pipe.step(k * 15.0)
+                    assert agent.acked_until is not None and agent.acked_until <= committed
+                    assert agg.books.acked("h100") == committed
+                async with aiohttp.ClientSession() as http:
+                    async with http.get(f"http://{listen}/readyz") as r:
+                        assert r.status == 503 and (await r.json())["ledger_up"] is False
+                    async with http.get(f"http://{listen}/metrics") as r:
+                        assert "gpucost_ledger_up 0.0" in await r.text()
+            finally:
+                postgres.start()
+            retried = 0
+            for k in range(84, 241):
+                try:
+                    await pipe.step(k * 15.0)
+                except DB_DOWN:  # the pool reconnects with a backoff: the ticks until then fail like before
+                    assert not agg.ledger.up and retried < 20
+                    retried += 1
+            assert agg.ledger.up and agg.health_report()["ready"]
+            rows = {r["namespace"]: r for r in await agg.ledger.run_report("namespace", None, None)}
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"http://{listen}/api/v1/report", params={"by": "cluster,namespace"}) as r:
+                    by_cluster = {(x["cluster"], x["namespace"]): x["cost"] for x in await r.json()}
+                async with http.get(f"http://{listen}/api/v1/report", params={"cluster": "elsewhere"}) as r:
+                    assert await r.json() == []
+            assert by_cluster == pytest.approx({("c", ns): rows[ns]["cost"] for ns in rows}, abs=1e-6)
+        finally:
+            await pipe.close()
+    assert rows["team-a"]["allocated_gpu_hours"] == pytest.approx(1.0, abs=1e-6)
+    assert rows["team-a"]["cost"] == pytest.approx(4.0, abs=1e-6)
+    tick_h = 15 / 3600  # b starts at 30 min: one tick either way, as on SQLite (README)
+    assert rows["team-b"]["allocated_gpu_hours"] == pytest.approx(0.5, abs=tick_h + 1e-6)
+    assert rows["__unallocated__"]["idle_gpu_hours"] == pytest.approx(0.5, abs=tick_h + 1e-6)
+    capacity = sum(rows[n]["allocated_gpu_hours"] for n in ("team-a", "team-b")) + rows["__unallocated__"][
+        "idle_gpu_hours"]
+    assert capacity == pytest.approx(2.0, abs=1e-6)  # 2 GPUs x 1 h: nothing lost or booked twice in the outage
+    assert sum(r["cost"] for r in rows.values()) == pytest.approx(8.0, abs=1e-6)  # 2 GPU-h x 4.00
