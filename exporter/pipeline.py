@@ -55,12 +55,14 @@ class Pipeline:
                              state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=self.scenario.tick,
                              podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time,
                              # the own-node pod watch gives pods' start and end to the second
-                             watch_pods=True, kubeconfig=Path(env["GPUCOST_KUBECONFIG"]))
+                             watch_pods=True, kubeconfig=Path(env["GPUCOST_KUBECONFIG"]),
+                             usage_token_file=Path(env["GPUCOST_USAGE_TOKEN_FILE"]))
 
     def aggregator_settings(self) -> AggregatorSettings:
         return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,
                                   pricing_file=self.peers.pricing_file, agents=self.peers.agent_urls(),
                                   kubeconfig=self.peers.kubeconfig, tick=self.scenario.tick,
+                                  agent_token_file=self.peers.token_file,
                                   pool_label=self.scenario.pool_label, **self.aggregator_extra)
 
     async def start(self, serve_aggregator: bool = True) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import ssl
@@ -11,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 
 def env_file(path: Path) -> dict[str, str]:
@@ -24,6 +26,15 @@ def get(url: str, headers: dict[str, str] | None = None, context: ssl.SSLContext
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def usage(env: dict[str, str]) -> dict[str, Any]:
+    """An agent's /v1/usage snapshot, with the bearer token its env file names (secure by default)."""
+    token = Path(env["GPUCOST_USAGE_TOKEN_FILE"]).read_text().strip()
+    status, body = get(f"http://{env['GPUCOST_LISTEN']}/v1/usage", {"Authorization": f"Bearer {token}"})
+    assert status == 200, (status, body[:200])
+    snap: dict[str, Any] = json.loads(body)
+    return snap
 
 
 def wait(predicate: object, timeout: float = 20.0) -> None:

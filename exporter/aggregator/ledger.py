@@ -148,8 +148,7 @@ class Ledger:
     def acquire_term_sync(self, holder: str) -> int:
         """Take the next fencing term for this cluster: every older holder's next commit is refused."""
         def body(tx: Tx) -> int:
-            found = tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}", (self.cluster,))
-            term = int(found[0][0]) + 1 if found else 1
+            term = (self._current_term(tx) or 0) + 1
             tx.execute("INSERT INTO fence (cluster, term, holder) VALUES (?, ?, ?) ON CONFLICT (cluster) "
                        "DO UPDATE SET term = excluded.term, holder = excluded.holder", (self.cluster, term, holder))
             return term
@@ -160,11 +159,16 @@ class Ledger:
     async def acquire_term(self, holder: str) -> int:
         return await self._run(self.acquire_term_sync, holder)
 
+    def _current_term(self, tx: Tx) -> int | None:
+        """This cluster's fencing term, the row locked until the transaction ends."""
+        for (term,) in tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}", (self.cluster,)):
+            return int(term)
+        return None
+
     def _check_term(self, tx: Tx) -> None:
         if not self.fenced:
             return
-        found = tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}", (self.cluster,))
-        current = int(found[0][0]) if found else None
+        current = self._current_term(tx)
         if self.term is None or current != self.term:
             held, self.term = self.term, None  # deposed: nothing more is booked until a new term is taken
             raise StaleTerm(f"cluster {self.cluster}: ledger term is {current}, this replica held {held}")

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import math
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -77,6 +78,11 @@ class SimPeers:
     def ledger(self) -> Path:
         return self.workdir / "ledger.db"
 
+    @property
+    def token_file(self) -> Path:
+        """The bearer token the simulated agents require on /v1/usage: secure by default, as the chart."""
+        return self.workdir / "agent-token"
+
     def agent_urls(self) -> list[str]:
         return [f"http://{n.agent_listen}" for n in self.nodes.values()]
 
@@ -105,6 +111,10 @@ class SimPeers:
             "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
         }))
         self.pricing_file.write_text(yaml.safe_dump(self.scenario.pricing_document(), sort_keys=False))
+        if not self.token_file.exists():
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(32))
         agents_dir = self.workdir / "agents"
         agents_dir.mkdir(exist_ok=True)
         for name, _n in self.nodes.items():
@@ -117,12 +127,14 @@ class SimPeers:
         return {"GPUCOST_NODE_NAME": name, "GPUCOST_DCGM_URL": n.dcgm.url,
                 "GPUCOST_PODRESOURCES_SOCKET": str(n.kubelet.socket_path), "GPUCOST_LISTEN": n.agent_listen,
                 "GPUCOST_STATE_DIR": str(n.state_dir), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
-                "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_WATCH_PODS": "true"}
+                "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_WATCH_PODS": "true",
+                "GPUCOST_USAGE_TOKEN_FILE": str(self.token_file)}
 
     def aggregator_env(self) -> dict[str, str]:
         return {"GPUCOST_LISTEN": self.aggregator_listen, "GPUCOST_LEDGER": str(self.ledger),
                 "GPUCOST_PRICING_FILE": str(self.pricing_file), "GPUCOST_AGENTS": ",".join(self.agent_urls()),
                 "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
+                "GPUCOST_AGENT_TOKEN_FILE": str(self.token_file),
                 "GPUCOST_POOL_LABEL": self.scenario.pool_label}
 
     def _socket_dir(self) -> Path:

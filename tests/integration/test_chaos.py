@@ -23,7 +23,7 @@ import pytest
 
 from exporter.sim.scenario import parse_scenario
 from tests.conftest import REPO
-from tests.procs import Cluster, get, wait
+from tests.procs import Cluster, get, usage, wait
 
 NODES = 8
 START, END = 20.0, 65.0  # every pod holds its GPUs within [START, END] scenario seconds
@@ -98,8 +98,7 @@ def test_chaos_conserves_gpu_seconds() -> None:
         for env in agent_env.values():
             wait(lambda env=env: get(f"http://{env['GPUCOST_LISTEN']}/healthz")[0] == 200)
         time.sleep(3)
-        agents = {node: json.loads(get(f"http://{env['GPUCOST_LISTEN']}/v1/usage")[1])
-                  for node, env in agent_env.items()}
+        agents = {node: usage(env) for node, env in agent_env.items()}
         assert c.stop("aggregator") == 0  # SIGTERM: final tick, flush, exit 0
         conn = sqlite3.connect(agg_env["GPUCOST_LEDGER"])
         booked = dict(conn.execute("SELECT node, SUM(allocated_s) FROM usage GROUP BY node").fetchall())

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from exporter.sim.runner import free_port
-from tests.procs import Cluster, get, wait
+from tests.procs import Cluster, get, usage, wait
 
 SCENARIO = """
 tick: 1s
@@ -64,7 +64,7 @@ def test_failover_to_standby() -> None:
         wait(lambda: b'gpucost_allocated_gpus{namespace="team-a"} 2.0' in get(
             f"http://{replicas[standby]['GPUCOST_LISTEN']}/metrics")[1])
         def agent_allocated() -> float:
-            snap = json.loads(get(f"http://{agent['GPUCOST_LISTEN']}/v1/usage")[1])
+            snap = usage(agent)
             return float(sum(h["allocated_s"] for h in snap["holders"]))
 
         before = agent_allocated()

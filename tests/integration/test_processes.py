@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import Cluster, get, wait
+from tests.procs import Cluster, get, usage, wait
 
 SCENARIO = """
 tick: 1s
@@ -90,7 +90,7 @@ def test_sigkill_aggregator_loses_and_repeats_nothing(cluster: Cluster) -> None:
     observed: dict[str, float] = {}  # per node: allocated + unallocated GPU-seconds (time the agent saw)
     epochs = set()
     for n in nodes:
-        snap = json.loads(get(f"http://{cluster.agent_env(n)['GPUCOST_LISTEN']}/v1/usage")[1])
+        snap = usage(cluster.agent_env(n))
         epochs.add(snap["epoch"])
         held = sum(h["allocated_s"] for h in snap["holders"])
         free = sum(u["seconds"] for u in snap["unallocated"])
