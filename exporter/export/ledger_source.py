@@ -1,0 +1,148 @@
+"""Reads the ledger for an export with plain SQL through a ``Query`` callable, one hour at a time.
+
+Memory stays bounded by one hour of rows whatever the window: the hours are listed first (a few hundred
+integers for a month), then each hour is read with ``WHERE hour = ?`` on the tables' primary keys.
+The capacity tables (time nobody held, time nobody could observe) share one shape and are one list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from exporter.aggregator.booking import hour_of
+from exporter.aggregator.report import Query
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityTable:
+    """A ledger table of capacity charged to no pod (columns of ``unallocated``), and the state it stands for."""
+
+    table: str
+    state: str
+
+
+CAPACITY_TABLES: tuple[CapacityTable, ...] = (
+    CapacityTable("unallocated", "Unallocated"),
+    CapacityTable("unobserved", "Unobserved"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One ``usage`` row: a holder's GPU time on one node in one hour."""
+
+    hour: int
+    namespace: str
+    pod: str
+    workload: str
+    node: str
+    pool: str
+    gpu_model: str
+    mig_profile: str
+    priority_class: str
+    currency: str
+    allocated_s: float
+    used_s: float
+    unmeasured_s: float
+    idle_s: float
+    cost: float
+    list_cost: float
+    idle_cost: float
+    energy_j: float
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRecord:
+    """One row of a capacity table: GPU time on a node that no holder is charged for."""
+
+    state: str
+    hour: int
+    node: str
+    pool: str
+    gpu_model: str
+    currency: str
+    seconds: float
+    cost: float
+    list_cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Hour buckets that start in [since, until), as ``report`` selects them; None = open."""
+
+    since: float | None
+    until: float | None
+
+    def clause(self) -> tuple[str, list[float]]:
+        where: list[str] = []
+        params: list[float] = []
+        if self.since is not None:
+            where.append("hour >= ?")
+            params.append(hour_of(self.since))
+        if self.until is not None:
+            where.append("hour < ?")
+            params.append(self.until)
+        return (f"WHERE {' AND '.join(where)}" if where else ""), params
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerLayout:
+    """Which of the optional tables and columns this ledger file has."""
+
+    capacity: tuple[CapacityTable, ...]
+    list_cost_in: frozenset[str]  # tables that carry a list_cost column
+
+
+def _columns(query: Query, table: str) -> set[str]:
+    return {str(r[1]) for r in query(f"PRAGMA table_info({table})", ())}
+
+
+def inspect_ledger(query: Query) -> LedgerLayout:
+    """Find the capacity tables present and which tables already carry list prices."""
+    names = {str(r[0]) for r in query("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+    if "usage" not in names or "unallocated" not in names:
+        raise ValueError("not a gpu-cost-exporter ledger (no usage/unallocated tables)")
+    capacity = tuple(t for t in CAPACITY_TABLES if t.table in names)
+    with_list = frozenset(t for t in ("usage", *(c.table for c in capacity)) if "list_cost" in _columns(query, t))
+    return LedgerLayout(capacity, with_list)
+
+
+def list_cost_sql(layout: LedgerLayout, table: str) -> str:
+    """The list cost of a row: the ``list_cost`` column once pricing writes one, else the (effective) cost."""
+    return "list_cost" if table in layout.list_cost_in else "cost"
+
+
+def window_hours(query: Query, layout: LedgerLayout, window: Window) -> list[int]:
+    """Every hour with a row in any exported table, ascending."""
+    clause, params = window.clause()
+    tables = ("usage", *(c.table for c in layout.capacity))
+    sql = " UNION ".join(f"SELECT DISTINCT hour FROM {t} {clause}" for t in tables) + " ORDER BY 1"
+    return [int(r[0]) for r in query(sql, params * len(tables))]
+
+
+def read_usage(query: Query, layout: LedgerLayout, hour: int) -> list[UsageRecord]:
+    rows = query(
+        "SELECT hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, priority_class, currency, "
+        f"allocated_s, used_s, unmeasured_s, idle_s, cost, {list_cost_sql(layout, 'usage')}, idle_cost, energy_j "
+        "FROM usage WHERE hour = ? ORDER BY node, pool, gpu_model, currency, namespace, pod, mig_profile, "
+        "workload, priority_class", (hour,))
+    return [UsageRecord(int(r[0]), *(str(v) for v in r[1:10]), *(float(v) for v in r[10:])) for r in rows]
+
+
+def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[CapacityRecord]:
+    out: list[CapacityRecord] = []
+    for cap in layout.capacity:
+        rows = query(
+            f"SELECT hour, node, pool, gpu_model, currency, seconds, cost, {list_cost_sql(layout, cap.table)} "
+            f"FROM {cap.table} WHERE hour = ? ORDER BY node, pool, gpu_model, currency", (hour,))
+        out += [CapacityRecord(cap.state, int(r[0]), *(str(v) for v in r[1:5]), *(float(v) for v in r[5:]))
+                for r in rows]
+    return out
+
+
+def sku_keys(query: Query, layout: LedgerLayout) -> Iterable[tuple[str, str, str]]:
+    """(model, MIG profile, pool) of every row, for the price list of what an export references."""
+    sql = " UNION ".join(["SELECT DISTINCT gpu_model, mig_profile, pool FROM usage",
+                          *(f"SELECT DISTINCT gpu_model, '', pool FROM {c.table}" for c in layout.capacity)])
+    return [(str(r[0]), str(r[1]), str(r[2])) for r in query(sql, ())]
