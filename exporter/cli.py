@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--since", required=True, help="RFC3339 time or a duration back from now (720h)")
     exp.add_argument("--until", required=True, help="RFC3339 time, a duration back from now, or now")
     exp.add_argument("--focus-version", default="1.3", choices=["1.3", "1.2"])
-    exp.add_argument("--output", default="-", help="file to write (its metadata goes to FILE.metadata.json); - = stdout")
+    exp.add_argument("--output", default="-", help="file (metadata beside it in FILE.metadata.json), - = stdout")
     exp.add_argument("--billed-cost", default="effective", choices=["effective", "zero"],
                      help="effective: internal chargeback; zero: beside the cloud's own FOCUS data (no double count)")
     exp.add_argument("--cluster", default="default", help="the cluster's name (SubAccountId)")

@@ -52,6 +52,11 @@ def build_app(agg: Aggregator) -> web.Application:
             return bad(f"no utilisation known for {ns}/{wl}".rstrip("/"), status=404)
         return web.json_response({"value": value})
 
+    async def focus(req: web.Request) -> web.StreamResponse:
+        from exporter.export.focus_http import stream_focus
+
+        return await stream_focus(req, ledger=agg.ledger.path, now=agg.clock.now())
+
     async def healthz(_req: web.Request) -> web.Response:
         return web.json_response(agg.health_report())
 
@@ -66,6 +71,7 @@ def build_app(agg: Aggregator) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/report", report)
     app.router.add_get("/api/v1/keda/utilization", keda)
+    app.router.add_get("/api/v1/focus", focus)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app

@@ -53,9 +53,6 @@ def json_object(items: Mapping[str, Scalar | list[Mapping[str, Scalar]]]) -> str
     """A compact JSON object whose decimals are written from ``Decimal`` (json.dumps would need floats)."""
     parts: list[str] = []
     for key, value in items.items():
-        if isinstance(value, list):
-            text = "[" + ",".join(json_object(v) for v in value) + "]"
-        else:
-            text = _json_scalar(value)
+        text = "[" + ",".join(json_object(v) for v in value) + "]" if isinstance(value, list) else _json_scalar(value)
         parts.append(f"{json.dumps(key, ensure_ascii=False)}:{text}")
     return "{" + ",".join(parts) + "}"

@@ -1,7 +1,7 @@
 """FOCUS rows for one hour of the ledger: each node's GPU charge split among its holders (FOCUS 1.3 split cost
 allocation), plus the capacity no holder is charged for as allocated charges with no ``AllocatedResourceId``.
 
-The origin charge is one node's GPU time for one hour (node × pool × model × currency). Its ratios are the
+The origin charge is one node's GPU time for one hour (node, pool, model, currency). Its ratios are the
 rows' shares of its effective cost, so they sum to 1 exactly (the largest share absorbs the rounding) and
 each row's cost is its own booked cost, never a ratio times a total.
 """
@@ -104,7 +104,7 @@ def _common(s: FocusSettings, *, hour: int, node: str, currency: str, effective:
 
 def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: str, fallback: Decimal | None,
             ratio: Decimal) -> Row:
-    """Quantities, unit prices and the SKU: ListCost = ListUnitPrice × PricingQuantity (to the price quantum)."""
+    """Quantities, unit prices and the SKU: ListCost = ListUnitPrice x PricingQuantity (to the price quantum)."""
     exact_hours = share.seconds / SECONDS_PER_HOUR
     hours = exact_hours.quantize(HOURS_QUANTUM)
     list_price = unit_price(share.list_cost, exact_hours) or fallback

@@ -127,7 +127,11 @@ def read_usage(query: Query, layout: LedgerLayout, hour: int) -> list[UsageRecor
         f"allocated_s, used_s, unmeasured_s, idle_s, cost, {list_cost_sql(layout, 'usage')}, idle_cost, energy_j "
         "FROM usage WHERE hour = ? ORDER BY node, pool, gpu_model, currency, namespace, pod, mig_profile, "
         "workload, priority_class", (hour,))
-    return [UsageRecord(int(r[0]), *(str(v) for v in r[1:10]), *(float(v) for v in r[10:])) for r in rows]
+    return [UsageRecord(hour=int(r[0]), namespace=str(r[1]), pod=str(r[2]), workload=str(r[3]), node=str(r[4]),
+                        pool=str(r[5]), gpu_model=str(r[6]), mig_profile=str(r[7]), priority_class=str(r[8]),
+                        currency=str(r[9]), allocated_s=float(r[10]), used_s=float(r[11]),
+                        unmeasured_s=float(r[12]), idle_s=float(r[13]), cost=float(r[14]), list_cost=float(r[15]),
+                        idle_cost=float(r[16]), energy_j=float(r[17])) for r in rows]
 
 
 def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[CapacityRecord]:
@@ -136,7 +140,8 @@ def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[Capacit
         rows = query(
             f"SELECT hour, node, pool, gpu_model, currency, seconds, cost, {list_cost_sql(layout, cap.table)} "
             f"FROM {cap.table} WHERE hour = ? ORDER BY node, pool, gpu_model, currency", (hour,))
-        out += [CapacityRecord(cap.state, int(r[0]), *(str(v) for v in r[1:5]), *(float(v) for v in r[5:]))
+        out += [CapacityRecord(state=cap.state, hour=int(r[0]), node=str(r[1]), pool=str(r[2]), gpu_model=str(r[3]),
+                               currency=str(r[4]), seconds=float(r[5]), cost=float(r[6]), list_cost=float(r[7]))
                 for r in rows]
     return out
 
