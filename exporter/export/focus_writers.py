@@ -70,7 +70,8 @@ class ParquetSink:
             raise RuntimeError("Parquet needs pyarrow: pip install 'gpu-cost-exporter[focus]'") from None
         self._pa: Any = pa
         self.columns = columns_for(version)
-        kinds = {ColumnType.DECIMAL: pa.decimal128(38, PARQUET_SCALE), ColumnType.DATETIME: pa.timestamp("s", tz="UTC"),
+        kinds = {ColumnType.DECIMAL: pa.decimal128(38, PARQUET_SCALE),
+                 ColumnType.DATETIME: pa.timestamp("us", tz="UTC"),  # Parquet has no second unit
                  ColumnType.STRING: pa.string(), ColumnType.JSON: pa.string()}
         self.schema = pa.schema([pa.field(c.name, kinds[c.type]) for c in self.columns])
         self._writer: Any = pq.ParquetWriter(out, self.schema, compression="snappy")
