@@ -17,7 +17,7 @@ from exporter.aggregator.service import Aggregator
 from exporter.config import AggregatorSettings
 from exporter.sim.runner import free_port
 from tests.integration.focus_validator_env import run_validator
-from tests.unit.export.focus_helpers import assert_focus13_rules, assert_reconciles, read_csv
+from tests.unit.export.focus_helpers import assert_focus13_rules, assert_formats, assert_reconciles, read_csv
 
 REPO = Path(__file__).resolve().parents[2]
 ALL = ("--since", "2000-01-01T00:00:00Z", "--until", "2100-01-01T00:00:00Z")
@@ -63,6 +63,7 @@ def test_13_rules_and_reconciliation_on_the_default_scenario(sim_ledger: Path) -
     rows = read_csv(cli("export", "--ledger", str(sim_ledger), "--format", "focus-csv", *ALL).stdout)
     states = {r["x_CapacityState"] for r in rows}
     assert states == {"Allocated", "Unallocated"} and any(r["x_MigProfile"] for r in rows)
+    assert_formats(rows)
     assert_focus13_rules(rows)
     assert_reconciles(rows, sim_ledger)
     # one hour's window reconciles too

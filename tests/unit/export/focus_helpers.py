@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
@@ -158,3 +159,25 @@ def assert_focus13_rules(rows: list[dict[str, str]]) -> None:
         for cost_col, price_col in (("ListCost", "ListUnitPrice"), ("ContractedCost", "ContractedUnitPrice")):
             cost = dec(r[cost_col])
             assert abs(dec(r[price_col]) * qty - cost) <= Decimal("1e-9") * max(abs(cost), Decimal(1)), (r, cost_col)
+
+
+DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+DECIMAL = re.compile(r"^-?\d+\.\d+$")
+
+
+def assert_formats(rows: list[dict[str, str]], version: str = "1.3") -> None:
+    """Strict FOCUS formats (the validator reads typed CSV columns leniently): UTC ``...Z`` date-times, decimals
+    with a point and no exponent, JSON objects in the key-value columns, and no empty strings but nulls."""
+    from exporter.export.focus_columns import ColumnType, columns_for
+
+    for column in columns_for(version):
+        for r in rows:
+            value = r[column.name]
+            if value == "":
+                continue
+            if column.type is ColumnType.DATETIME:
+                assert DATETIME.match(value), (column.name, value)
+            elif column.type is ColumnType.DECIMAL:
+                assert DECIMAL.match(value), (column.name, value)
+            elif column.type is ColumnType.JSON:
+                assert isinstance(json.loads(value), dict), (column.name, value)

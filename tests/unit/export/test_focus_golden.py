@@ -19,6 +19,7 @@ from tests.unit.export.focus_helpers import (
     CapacityRow,
     UsageRow,
     assert_focus13_rules,
+    assert_formats,
     assert_reconciles,
     read_csv,
     write_ledger,
@@ -90,6 +91,7 @@ def test_worked_example_golden_rows(example_ledger: Path, tmp_path: Path) -> Non
         '{"Elements":[{"AllocatedRatio":0.75,"UsageUnit":"GPU-Hours","UsageQuantity":6.0}]}')
     assert free["x_UnallocatedGpuSeconds"] == "21600.0" and free["x_IdleCost"] == "0.0"
     assert free["x_Namespace"] == ""
+    assert_formats(rows)
     assert_focus13_rules(rows)
     assert_reconciles(rows, example_ledger)  # 8 + 24 = 32 = report's total
 
