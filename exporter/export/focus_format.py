@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 
 Scalar = str | int | bool | Decimal | None
 
@@ -30,9 +31,14 @@ def decimal_text(value: Decimal) -> str:
     return text if "." in text else text + ".0"
 
 
+@lru_cache(maxsize=4096)
+def _utc_text(ts: int) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def utc_text(ts: float) -> str:
-    """``YYYY-MM-DDTHH:mm:ssZ``: whole seconds, UTC, no offset notation."""
-    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``YYYY-MM-DDTHH:mm:ssZ``: whole seconds, UTC, no offset notation (an export repeats a few hours)."""
+    return _utc_text(int(ts))
 
 
 def month_bounds(ts: float) -> tuple[int, int]:

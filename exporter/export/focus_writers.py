@@ -22,8 +22,8 @@ PARQUET_SCALE = 18  # decimal128(38, 18): 20 integer digits, finer than any floa
 
 
 def _cell(column: Column, value: Scalar) -> str | None:
-    if value is None:
-        return None
+    if value is None or type(value) is str:
+        return value
     if column.type is ColumnType.DATETIME:
         if not isinstance(value, int):
             raise TypeError(f"{column.name}: expected epoch seconds, got {value!r}")
