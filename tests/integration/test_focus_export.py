@@ -49,9 +49,10 @@ def sim_ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield ledger
 
 
-def test_validator_passes_the_default_scenario(sim_ledger: Path, tmp_path: Path) -> None:
-    out = tmp_path / "focus.csv"
-    cli("export", "--ledger", str(sim_ledger), "--format", "focus-csv", *ALL, "--focus-version", "1.2",
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_validator_passes_the_default_scenario(sim_ledger: Path, tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / f"focus.{fmt}"
+    cli("export", "--ledger", str(sim_ledger), "--format", f"focus-{fmt}", *ALL, "--focus-version", "1.2",
         "--output", str(out))
     outcome = run_validator(out, tmp_path)
     assert outcome.tests - outcome.skipped > 200, outcome  # the applicable rules did run
