@@ -42,6 +42,8 @@ def run_export(*, ledger: Path, fmt: str, window: Window, settings: FocusSetting
         settings.check()
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    if output != "-" and not Path(output).parent.is_dir():
+        raise CommandError(f"--output {output}: no such directory")
     if fmt == "focus-parquet" and not parquet_available():
         raise CommandError("--format focus-parquet needs pyarrow: pip install 'gpu-cost-exporter[focus]'")
     try:
@@ -54,6 +56,8 @@ def run_export(*, ledger: Path, fmt: str, window: Window, settings: FocusSetting
         rows = _write(query, fmt=fmt, window=window, settings=settings, output=output)
     except (sqlite3.DatabaseError, ValueError) as exc:
         raise CommandError(f"{ledger}: not a gpu-cost-exporter ledger ({exc})") from None
+    except OSError as exc:
+        raise CommandError(f"--output {output}: {exc.strerror or exc}") from None
     finally:
         conn.close()
     if output != "-":

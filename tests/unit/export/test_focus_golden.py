@@ -131,13 +131,15 @@ def test_metadata_beside_the_export(example_ledger: Path, tmp_path: Path) -> Non
     (["--ledger", "/nonexistent/l.db"], "/nonexistent/l.db: no such ledger"),
     (["--since", "yesterday-ish"], "bad time 'yesterday-ish'"),
     (["--billed-cost", "zero"], "billed cost zero needs the host provider"),
+    (["--output", "/nonexistent/dir/o.csv"], "--output /nonexistent/dir/o.csv: no such directory"),
 ])
 def test_bad_input_is_one_line_and_exit_2(example_ledger: Path, tmp_path: Path, args: list[str],
                                           needle: str) -> None:
     base = {"--ledger": str(example_ledger), "--since": "2026-11-03T00:00:00Z", "--until": "2026-11-04T00:00:00Z"}
+    base["--output"] = str(tmp_path / "o.csv")
     for flag, value in zip(args[::2], args[1::2], strict=True):
         base[flag] = value
     flat = [x for kv in base.items() for x in kv]
-    done = run_cli("export", "--format", "focus-csv", "--output", str(tmp_path / "o.csv"), *flat)
+    done = run_cli("export", "--format", "focus-csv", *flat)
     assert done.returncode == 2 and needle in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "o.csv").exists()
