@@ -96,3 +96,20 @@ def test_export_of_an_empty_window_is_the_header_only(tmp_path: Path) -> None:
     done = run_cli("export", "--ledger", str(ledger), "--format", "focus-csv", "--since", "2026-10-01T00:00:00Z",
                    "--until", "2026-10-02T00:00:00Z")
     assert done.returncode == 0 and read_csv(done.stdout) == [] and done.stdout.startswith("AllocatedMethodDetails,")
+
+
+def test_a_row_with_no_gpu_time_keeps_the_nodes_price(tmp_path: Path) -> None:
+    """A holder booked 0 s (and so 0.00): its unit price is the origin's 4.00 (24.00 / 6 GPU-h), quantity 0.0,
+    cost 0.0 = 4.00 x 0.0, ratio 0; the other rows keep 8 / 32 and 24 / 32."""
+    path = tmp_path / "ledger.db"
+    write_ledger(path, [UsageRow(hour=HOUR, node="gpu-node-07", namespace="ml-team", pod="trainer-7f9c",
+                                 allocated_s=7200.0, used_s=4320.0, idle_s=2880.0, cost=8.0, idle_cost=3.2),
+                        UsageRow(hour=HOUR, node="gpu-node-07", namespace="ml-team", pod="zz-empty",
+                                 allocated_s=0.0, used_s=0.0, idle_s=0.0, cost=0.0, idle_cost=0.0)],
+                 [CapacityRow(hour=HOUR, node="gpu-node-07", seconds=21600.0, cost=24.0)])
+    rows = export_rows(path, tmp_path)
+    empty = next(r for r in rows if r["x_PodName"] == "zz-empty")
+    assert (empty["ListUnitPrice"], empty["PricingQuantity"], empty["EffectiveCost"]) == ("4.0", "0.0", "0.0")
+    assert empty["AllocatedMethodDetails"].startswith('{"Elements":[{"AllocatedRatio":0.0,')
+    assert_focus13_rules(rows)
+    assert_reconciles(rows, path)
