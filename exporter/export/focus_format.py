@@ -57,6 +57,8 @@ def _json_scalar(value: Scalar) -> str:
 
 def json_object(items: Mapping[str, Scalar | list[Mapping[str, Scalar]]]) -> str:
     """A compact JSON object whose decimals are written from ``Decimal`` (json.dumps would need floats)."""
+    if all(v is None or type(v) is str for v in items.values()):  # tags: one C call
+        return json.dumps(items, ensure_ascii=False, separators=(",", ":"))
     parts: list[str] = []
     for key, value in items.items():
         text = "[" + ",".join(json_object(v) for v in value) + "]" if isinstance(value, list) else _json_scalar(value)
