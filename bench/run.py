@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -359,10 +360,95 @@ def bench_ledger_write(rows: int, ticks: int) -> dict[str, Any]:
     return out
 
 
+# -- FOCUS export memory ---------------------------------------------------------------------------
+def _focus_ledger(path: Path, *, nodes: int, days: int, pods_per_node: int) -> int:
+    """A month of a big cluster written straight into a Ledger file with SQL (booking would take hours)."""
+    from exporter.aggregator.ledger import Ledger
+
+    async def create() -> None:  # the schema, by the ledger itself
+        ledger = Ledger(path)
+        await ledger.open()
+        await ledger.close()
+
+    asyncio.run(create())
+    conn = sqlite3.connect(path)
+    start = 1793491200  # 2026-11-01T00:00:00Z
+    rows = 0
+    model = "NVIDIA H100 80GB HBM3"
+    for h in range(days * 24):
+        hour = start + h * 3600
+        usage = [(hour, f"ns{p % 7}", f"pod-{n}-{p}", f"wl-{p % 11}", f"node-{n}", f"pool-{n % 5}", model, "", "",
+                  "USD", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6)
+                 for n in range(nodes) for p in range(pods_per_node)]
+        idle_gpus = 8 - pods_per_node
+        free = [(hour, f"node-{n}", f"pool-{n % 5}", model, "USD", 3600.0 * idle_gpus, 4.0 * idle_gpus)
+                for n in range(nodes)]
+        conn.executemany("INSERT INTO usage (hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
+                         "priority_class, currency, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
+                         "energy_j) VALUES (" + ",".join("?" * 17) + ")", usage)
+        conn.executemany("INSERT INTO unallocated (hour, node, pool, gpu_model, currency, seconds, cost) "
+                         "VALUES (?,?,?,?,?,?,?)", free)
+        rows += len(usage) + len(free)
+    conn.commit()
+    conn.close()
+    return rows
+
+
+def bench_focus_export(nodes: int, pods_per_node: int = 3) -> dict[str, Any]:
+    """tracemalloc peak of the FOCUS CSV export of 1 day and of 30 days of a ``nodes``-node ledger, next to the
+    stdlib csv.writer streaming the raw ledger rows of the same window (the floor for any streaming export)."""
+    import csv
+    import tracemalloc
+
+    from exporter.export.focus_export import export, open_readonly, query_of
+    from exporter.export.focus_rows import FocusSettings
+    from exporter.export.focus_writers import CsvSink
+    from exporter.export.ledger_source import Window
+
+    def measure(fn: Any) -> tuple[float, float]:
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return peak / 2**20, wall
+
+    out: dict[str, Any] = {"nodes": nodes, "pods_per_node": pods_per_node}
+    with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+        path = Path(tmp) / "ledger.db"
+        out["ledger_rows_30d"] = _focus_ledger(path, nodes=nodes, days=30, pods_per_node=pods_per_node)
+        conn = open_readonly(path)
+        start = 1793491200
+        for days in (1, 30):
+            window = Window(start, start + days * 86400)
+
+            def focus(window: Window = window) -> None:
+                with Path(os.devnull).open("w") as sink_file:
+                    export(query_of(conn), CsvSink(sink_file, "1.3"), settings=FocusSettings(), window=window)
+
+            def baseline(days: int = days) -> None:
+                with Path(os.devnull).open("w") as sink_file:
+                    writer = csv.writer(sink_file)
+                    for table in ("usage", "unallocated"):
+                        for row in conn.execute(f"SELECT * FROM {table} WHERE hour >= ? AND hour < ?",
+                                                (start, start + days * 86400)):
+                            writer.writerow(row)
+
+            peak, wall = measure(focus)
+            base_peak, base_wall = measure(baseline)
+            out[f"{days}d"] = {"focus_peak_mb": round(peak, 2), "focus_wall_s": round(wall, 1),
+                               "stdlib_csv_peak_mb": round(base_peak, 2), "stdlib_csv_wall_s": round(base_wall, 1)}
+        conn.close()
+    out["focus_peak_30d_over_1d"] = round(out["30d"]["focus_peak_mb"] / out["1d"]["focus_peak_mb"], 3)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under 3 minutes on 2 cores")
     parser.add_argument("--only", choices=["ledger"], default=None, help="run one benchmark only")
+    parser.add_argument("--focus-only", action="store_true", help="only the FOCUS export memory figure")
     args = parser.parse_args()
     from exporter.logs import configure_logging
 
@@ -372,6 +458,9 @@ def main() -> int:
         print(json.dumps(bench_ledger_write(2000, 6 if quick else 21), indent=2))
         return 0
     started = time.time()
+    if args.focus_only:
+        print(json.dumps({"focus_export": bench_focus_export(100 if quick else 500)}, indent=2))
+        return 0
     whole = bench_agent_tick(False, 200)
     mig = bench_agent_tick(True, 100)
     rss = bench_agent_rss(1000)
@@ -401,6 +490,7 @@ def main() -> int:
         "ledger_write": bench_ledger_write(2000, 6 if quick else 21),
         "simulate_speed": sim["speed"],
         "simulate_scenario": f"16 nodes x 8 GPUs, 96 pods, {sim['simulated_s'] / 3600:g} h at 15 s ticks",
+        "focus_export": bench_focus_export(100 if quick else 500),
         "wall_seconds": round(time.time() - started, 1),
     }
     print(json.dumps(result, indent=2))

@@ -89,6 +89,23 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--since", default=None, help="RFC3339 time or a duration back from now (24h)")
     rep.add_argument("--until", default=None, help="RFC3339 time or a duration back from now")
     rep.add_argument("--format", default="table", choices=["table", "json", "csv"])
+
+    exp = sub.add_parser("export", help="export a ledger window as FOCUS (FinOps cost and usage) CSV or Parquet")
+    exp.add_argument("--ledger", type=Path, required=True)
+    exp.add_argument("--format", required=True, choices=["focus-csv", "focus-parquet"])
+    exp.add_argument("--since", required=True, help="RFC3339 time or a duration back from now (720h)")
+    exp.add_argument("--until", required=True, help="RFC3339 time, a duration back from now, or now")
+    exp.add_argument("--focus-version", default="1.3", choices=["1.3", "1.2"])
+    exp.add_argument("--output", default="-", help="file (metadata beside it in FILE.metadata.json), - = stdout")
+    exp.add_argument("--billed-cost", default="effective", choices=["effective", "zero"],
+                     help="effective: internal chargeback; zero: beside the cloud's own FOCUS data (no double count)")
+    exp.add_argument("--cluster", default="default", help="the cluster's name (SubAccountId)")
+    exp.add_argument("--host-provider", default=None, help="the cloud that hosts the nodes (HostProviderName)")
+
+    prc = sub.add_parser("pricing", help="the published rate card of a pricing file")
+    prc.add_argument("--pricing-file", type=Path, required=True)
+    prc.add_argument("--format", required=True, choices=["focus-price-list"])
+    prc.add_argument("--ledger", type=Path, default=None, help="list exactly the SKUs this ledger's rows reference")
     return p
 
 
@@ -137,6 +154,23 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _focus_command(args: argparse.Namespace) -> int:
+    from exporter.export.commands import CommandError, export_window, run_export, run_price_list
+    from exporter.export.focus_rows import FocusSettings
+
+    try:
+        if args.command == "pricing":
+            sys.stdout.write(run_price_list(pricing_file=args.pricing_file, ledger=args.ledger))
+            return 0
+        settings = FocusSettings(version=args.focus_version, cluster=args.cluster, billed_cost=args.billed_cost,
+                                 host_provider=args.host_provider)
+        run_export(ledger=args.ledger, fmt=args.format, window=export_window(args.since, args.until, time.time()),
+                   settings=settings, output=args.output)
+    except CommandError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -154,6 +188,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     cmd = args.command
     if cmd == "report":
         return _report(args)
+    if cmd in ("export", "pricing"):
+        return _focus_command(args)
     if cmd == "agent":
         settings = _settings(AgentSettings, args)
         if not settings.node_name:

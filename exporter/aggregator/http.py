@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -51,6 +52,13 @@ def build_app(agg: AggregatorView) -> web.Application:
             return bad(f"no utilisation known for {ns}/{wl}".rstrip("/"), status=404)
         return web.json_response({"value": value})
 
+    async def focus(req: web.Request) -> web.StreamResponse:
+        from exporter.export.focus_http import stream_focus
+
+        if agg.settings.is_postgres():
+            return bad("the FOCUS export reads SQLite ledgers only for now", status=501)
+        return await stream_focus(req, ledger=Path(str(agg.settings.ledger)), now=agg.clock.now())
+
     async def healthz(_req: web.Request) -> web.Response:
         return web.json_response(agg.health_report())
 
@@ -65,6 +73,7 @@ def build_app(agg: AggregatorView) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/report", report)
     app.router.add_get("/api/v1/keda/utilization", keda)
+    app.router.add_get("/api/v1/focus", focus)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app

@@ -1,0 +1,105 @@
+"""``gpu-cost-exporter export`` and ``pricing --format focus-price-list``: arguments in, files out.
+
+Bad input raises ``CommandError`` with one line naming the file or flag; the CLI turns it into exit 2
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from exporter.aggregator.report import Query
+from exporter.export.focus_export import export, open_readonly, query_of
+from exporter.export.focus_rows import FocusSettings
+from exporter.export.focus_writers import CsvSink, ParquetSink, metadata, parquet_available
+from exporter.export.ledger_source import Window, inspect_ledger, sku_keys
+from exporter.export.rate_card import SkuKey, file_keys, price_list, render_price_list
+
+
+class CommandError(ValueError):
+    """Bad input to an export command."""
+
+
+def export_window(since: str | None, until: str | None, now: float) -> Window:
+    from exporter.aggregator.report import ReportError, parse_time
+
+    try:
+        start, end = parse_time(since, now), parse_time(until, now)
+    except ReportError as exc:
+        raise CommandError(str(exc)) from None
+    if start is not None and end is not None and end < start:
+        raise CommandError("--until is before --since")
+    return Window(start, end)
+
+
+def run_export(*, ledger: Path, fmt: str, window: Window, settings: FocusSettings, output: str) -> int:
+    """Export the window to ``output`` (``-`` = stdout) and, for a file, its metadata beside it."""
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if output != "-" and not Path(output).parent.is_dir():
+        raise CommandError(f"--output {output}: no such directory")
+    if fmt == "focus-parquet" and not parquet_available():
+        raise CommandError("--format focus-parquet needs pyarrow: pip install 'gpu-cost-exporter[focus]'")
+    try:
+        conn = open_readonly(ledger)
+    except FileNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        query = query_of(conn)
+        inspect_ledger(query)  # fail on a foreign file before creating the output
+        rows = _write(query, fmt=fmt, window=window, settings=settings, output=output)
+    except (sqlite3.DatabaseError, ValueError) as exc:
+        raise CommandError(f"{ledger}: not a gpu-cost-exporter ledger ({exc})") from None
+    except OSError as exc:
+        raise CommandError(f"--output {output}: {exc.strerror or exc}") from None
+    finally:
+        conn.close()
+    if output != "-":
+        meta = Path(output + ".metadata.json")
+        meta.write_text(metadata(settings, file_name=Path(output).name, created=time.time(), rows=rows))
+    return rows
+
+
+def _write(q: Query, *, fmt: str, window: Window, settings: FocusSettings, output: str) -> int:
+    if fmt == "focus-csv":
+        if output == "-":
+            return export(q, CsvSink(sys.stdout, settings.version), settings=settings, window=window)
+        with Path(output).open("w", encoding="utf-8", newline="") as fh:
+            return export(q, CsvSink(fh, settings.version), settings=settings, window=window)
+    target: str | IO[bytes] = sys.stdout.buffer if output == "-" else output
+    sink = ParquetSink(target, settings.version)
+    try:
+        return export(q, sink, settings=settings, window=window)
+    finally:
+        sink.close()
+
+
+def run_price_list(*, pricing_file: Path, ledger: Path | None) -> str:
+    """The price list of every SKU in the pricing file, or of every SKU the ledger's rows reference."""
+    from exporter.aggregator.pricing_source import load_pricing_file
+    from exporter.model.pricing import PricingError
+
+    try:
+        pricing = load_pricing_file(pricing_file)
+    except PricingError as exc:
+        raise CommandError(str(exc)) from None
+    if ledger is None:
+        return render_price_list(price_list(pricing, file_keys(pricing)))
+    try:
+        conn = open_readonly(ledger)
+    except FileNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        query = query_of(conn)
+        keys = [SkuKey(*k) for k in sku_keys(query, inspect_ledger(query, cluster=None))]
+    except (sqlite3.DatabaseError, ValueError) as exc:
+        raise CommandError(f"{ledger}: not a gpu-cost-exporter ledger ({exc})") from None
+    finally:
+        conn.close()
+    return render_price_list(price_list(pricing, keys))

@@ -1,0 +1,45 @@
+"""A FOCUS export of a ledger window, hour by hour: the one loop the CLI and ``/api/v1/focus`` share."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from exporter.aggregator.report import Query
+from exporter.export.focus_rows import FocusSettings, Row, hour_rows
+from exporter.export.ledger_source import Window, inspect_ledger, read_capacity, read_usage, window_hours
+
+
+class Sink(Protocol):
+    rows: int
+
+    def write(self, rows: list[Row]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def focus_hours(query: Query, settings: FocusSettings, window: Window) -> Iterator[list[Row]]:
+    """The rows of each hour of the window, in hour order; only one hour is held at a time."""
+    layout = inspect_ledger(query, cluster=settings.cluster)
+    for hour in window_hours(query, layout, window):
+        yield hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings)
+
+
+def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window) -> int:
+    """Write the window into ``sink``; returns the number of rows."""
+    for rows in focus_hours(query, settings, window):
+        sink.write(rows)
+    return sink.rows
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a ledger file (WAL lets it read while the aggregator writes)."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such ledger")
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+
+
+def query_of(conn: sqlite3.Connection) -> Query:
+    return lambda sql, params: list(conn.execute(sql, tuple(params)))

@@ -1,0 +1,103 @@
+"""``GET /api/v1/focus``: the FOCUS CSV export of a window, streamed an hour at a time.
+
+The ledger is read through its own read-only connection on one worker thread (WAL lets it read while the
+aggregator commits), so neither the SQL nor the formatting runs on the event loop, and memory holds one
+hour of rows whatever the window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+from aiohttp import web
+
+from exporter.aggregator.report import ReportError, parse_time
+from exporter.export.focus_export import open_readonly, query_of
+from exporter.export.focus_rows import FocusSettings, hour_rows
+from exporter.export.focus_writers import CsvSink
+from exporter.export.ledger_source import Window, inspect_ledger, read_capacity, read_usage, window_hours
+
+T = TypeVar("T")
+MAX_PARAM = 253
+
+
+class FocusRequestError(ValueError):
+    """A bad /api/v1/focus query; the message names the parameter."""
+
+
+def parse_request(query: dict[str, str], now: float) -> tuple[FocusSettings, Window]:
+    if any(len(v) > MAX_PARAM for v in query.values()):
+        raise FocusRequestError("query parameter too long")
+    if query.get("format", "csv") != "csv":
+        raise FocusRequestError("format: only csv is served over HTTP (Parquet: gpu-cost-exporter export)")
+    if not query.get("since") or not query.get("until"):
+        raise FocusRequestError("since and until are required (RFC3339 or a duration back from now)")
+    try:
+        since, until = parse_time(query["since"], now), parse_time(query["until"], now)
+    except ReportError as exc:
+        raise FocusRequestError(str(exc)) from None
+    if since is not None and until is not None and until < since:
+        raise FocusRequestError("until is before since")
+    version = query.get("focus_version", "1.3")
+    if version not in ("1.2", "1.3"):
+        raise FocusRequestError("focus_version: use 1.3 or 1.2")
+    settings = FocusSettings(version=version, cluster=query.get("cluster", "default"),
+                             billed_cost=query.get("billed_cost", "effective"),
+                             host_provider=query.get("host_provider") or None)
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise FocusRequestError(str(exc)) from None
+    return settings, Window(since, until)
+
+
+async def stream_focus(req: web.Request, *, ledger: Path, now: float) -> web.StreamResponse:
+    try:
+        settings, window = parse_request(dict(req.query), now)
+    except FocusRequestError as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-export")
+    loop = asyncio.get_running_loop()
+
+    async def run(fn: Callable[[], T]) -> T:
+        return await loop.run_in_executor(pool, fn)
+
+    try:
+        conn = await run(lambda: open_readonly(ledger))
+    except FileNotFoundError:
+        pool.shutdown(wait=False)
+        return web.json_response({"error": "no ledger yet"}, status=503)
+    query = query_of(conn)
+    buf = io.StringIO()
+    sink = CsvSink(buf, settings.version)
+
+    def take() -> str:
+        text = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return text
+
+    def render(hour: int) -> str:
+        sink.write(hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings))
+        return take()
+
+    try:
+        layout = await run(lambda: inspect_ledger(query, cluster=settings.cluster))
+        hours = await run(lambda: window_hours(query, layout, window))
+        resp = web.StreamResponse(headers={"Content-Type": "text/csv; charset=utf-8",
+                                           "Content-Disposition": 'attachment; filename="focus.csv"'})
+        await resp.prepare(req)
+        await resp.write((await run(take)).encode())
+        for hour in hours:
+            await resp.write((await run(partial(render, hour))).encode())
+        await resp.write_eof()
+        return resp
+    finally:
+        await run(conn.close)
+        pool.shutdown(wait=False)

@@ -1,0 +1,166 @@
+"""Reads the ledger for an export with plain SQL through a ``Query`` callable, one hour at a time.
+
+Memory stays bounded by one hour of rows whatever the window: the hours are listed first (a few hundred
+integers for a month), then each hour is read with ``WHERE hour = ?`` on the tables' primary keys.
+The capacity tables (time nobody held, time nobody could observe) share one shape and are one list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from exporter.aggregator.booking import hour_of
+from exporter.aggregator.report import Query
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityTable:
+    """A ledger table of capacity charged to no pod (columns of ``unallocated``), and the state it stands for."""
+
+    table: str
+    state: str
+
+
+CAPACITY_TABLES: tuple[CapacityTable, ...] = (
+    CapacityTable("unallocated", "Unallocated"),
+    CapacityTable("unobserved", "Unobserved"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One ``usage`` row: a holder's GPU time on one node in one hour."""
+
+    hour: int
+    namespace: str
+    pod: str
+    workload: str
+    node: str
+    pool: str
+    gpu_model: str
+    mig_profile: str
+    priority_class: str
+    currency: str
+    allocated_s: float
+    used_s: float
+    unmeasured_s: float
+    idle_s: float
+    cost: float
+    list_cost: float
+    idle_cost: float
+    energy_j: float
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRecord:
+    """One row of a capacity table: GPU time on a node that no holder is charged for."""
+
+    state: str
+    hour: int
+    node: str
+    pool: str
+    gpu_model: str
+    currency: str
+    seconds: float
+    cost: float
+    list_cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Hour buckets that start in [since, until), as ``report`` selects them; None = open."""
+
+    since: float | None
+    until: float | None
+
+    def clause(self) -> tuple[str, list[float]]:
+        where: list[str] = []
+        params: list[float] = []
+        if self.since is not None:
+            where.append("hour >= ?")
+            params.append(hour_of(self.since))
+        if self.until is not None:
+            where.append("hour < ?")
+            params.append(self.until)
+        return (f"WHERE {' AND '.join(where)}" if where else ""), params
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerLayout:
+    """Which of the optional tables and columns this ledger file has."""
+
+    capacity: tuple[CapacityTable, ...]
+    list_cost_in: frozenset[str]  # tables that carry a list_cost column
+    cluster: str | None = None  # rows of this cluster only, in a ledger keyed by cluster
+
+    def scope(self) -> tuple[str, tuple[str, ...]]:
+        """The extra condition (and its parameter) that keeps one cluster's rows."""
+        return (" AND cluster = ?", (self.cluster,)) if self.cluster is not None else ("", ())
+
+
+def _columns(query: Query, table: str) -> set[str]:
+    return {str(r[1]) for r in query(f"PRAGMA table_info({table})", ())}
+
+
+def inspect_ledger(query: Query, *, cluster: str | None = "default") -> LedgerLayout:
+    """Find the capacity tables present and which tables already carry list prices; a ledger whose rows
+    are keyed by cluster is read for ``cluster`` only (the export's SubAccountId)."""
+    names = {str(r[0]) for r in query("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+    if "usage" not in names or "unallocated" not in names:
+        raise ValueError("not a gpu-cost-exporter ledger (no usage/unallocated tables)")
+    capacity = tuple(t for t in CAPACITY_TABLES if t.table in names)
+    with_list = frozenset(t for t in ("usage", *(c.table for c in capacity)) if "list_cost" in _columns(query, t))
+    keyed = "cluster" in _columns(query, "usage")
+    return LedgerLayout(capacity, with_list, cluster if keyed else None)  # None: every cluster
+
+
+def list_cost_sql(layout: LedgerLayout, table: str) -> str:
+    """The list cost of a row: the ``list_cost`` column once pricing writes one, else the (effective) cost."""
+    return "list_cost" if table in layout.list_cost_in else "cost"
+
+
+def window_hours(query: Query, layout: LedgerLayout, window: Window) -> list[int]:
+    """Every hour with a row in any exported table, ascending."""
+    clause, params = window.clause()
+    scope, scope_params = layout.scope()
+    if scope and not clause:
+        clause, scope = "WHERE cluster = ?", ""
+    tables = ("usage", *(c.table for c in layout.capacity))
+    sql = " UNION ".join(f"SELECT DISTINCT hour FROM {t} {clause}{scope}" for t in tables) + " ORDER BY 1"
+    return [int(r[0]) for r in query(sql, [*params, *scope_params] * len(tables))]
+
+
+def read_usage(query: Query, layout: LedgerLayout, hour: int) -> list[UsageRecord]:
+    rows = query(
+        "SELECT hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, priority_class, currency, "
+        f"allocated_s, used_s, unmeasured_s, idle_s, cost, {list_cost_sql(layout, 'usage')}, idle_cost, energy_j "
+        f"FROM usage WHERE hour = ?{layout.scope()[0]} ORDER BY node, pool, gpu_model, currency, namespace, pod, "
+        "mig_profile, workload, priority_class", (hour, *layout.scope()[1]))
+    return [UsageRecord(hour=int(r[0]), namespace=str(r[1]), pod=str(r[2]), workload=str(r[3]), node=str(r[4]),
+                        pool=str(r[5]), gpu_model=str(r[6]), mig_profile=str(r[7]), priority_class=str(r[8]),
+                        currency=str(r[9]), allocated_s=float(r[10]), used_s=float(r[11]),
+                        unmeasured_s=float(r[12]), idle_s=float(r[13]), cost=float(r[14]), list_cost=float(r[15]),
+                        idle_cost=float(r[16]), energy_j=float(r[17])) for r in rows]
+
+
+def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[CapacityRecord]:
+    out: list[CapacityRecord] = []
+    for cap in layout.capacity:
+        rows = query(
+            f"SELECT hour, node, pool, gpu_model, currency, seconds, cost, {list_cost_sql(layout, cap.table)} "
+            f"FROM {cap.table} WHERE hour = ?{layout.scope()[0]} ORDER BY node, pool, gpu_model, currency",
+            (hour, *layout.scope()[1]))
+        out += [CapacityRecord(state=cap.state, hour=int(r[0]), node=str(r[1]), pool=str(r[2]), gpu_model=str(r[3]),
+                               currency=str(r[4]), seconds=float(r[5]), cost=float(r[6]), list_cost=float(r[7]))
+                for r in rows]
+    return out
+
+
+def sku_keys(query: Query, layout: LedgerLayout) -> Iterable[tuple[str, str, str]]:
+    """(model, MIG profile, pool) of every row, for the price list of what an export references."""
+    scope, params = layout.scope()
+    where = f" WHERE{scope.removeprefix(' AND')}" if scope else ""
+    sql = " UNION ".join([f"SELECT DISTINCT gpu_model, mig_profile, pool FROM usage{where}",
+                          *(f"SELECT DISTINCT gpu_model, '', pool FROM {c.table}{where}" for c in layout.capacity)])
+    return [(str(r[0]), str(r[1]), str(r[2])) for r in query(sql, params * (1 + len(layout.capacity)))]
