@@ -23,6 +23,8 @@ from exporter.model.books import (
     CapacityAmounts,
     CapacityKey,
     CapacityTotalKey,
+    CommitmentKey,
+    CommitmentTotalKey,
     CounterMark,
     EventCount,
     NamespaceKey,
@@ -35,7 +37,7 @@ from exporter.model.books import (
 T = TypeVar("T")
 _A = TypeVar("_A", bound=_Amounts)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE usage (
@@ -90,6 +92,38 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE quota_events ADD COLUMN seen_at REAL NOT NULL DEFAULT 0;
     ALTER TABLE agents ADD COLUMN since REAL;
     UPDATE quota_events SET seen_at = CAST(strftime('%s', 'now') AS REAL)
+    """,
+    # Version-2 pricing: a list cost beside every cost (rows booked before it had no discounts, so their
+    # list cost is their cost), energy per namespace, commitments' unused part and how far it is booked,
+    # and the billing facts of each node (what ``report --reprice`` prices the same GPU-hours by).
+    3: """
+    ALTER TABLE usage ADD COLUMN list_cost REAL NOT NULL DEFAULT 0;
+    UPDATE usage SET list_cost = cost;
+    ALTER TABLE unallocated ADD COLUMN list_cost REAL NOT NULL DEFAULT 0;
+    UPDATE unallocated SET list_cost = cost;
+    ALTER TABLE unobserved ADD COLUMN list_cost REAL NOT NULL DEFAULT 0;
+    UPDATE unobserved SET list_cost = cost;
+    ALTER TABLE totals ADD COLUMN list_cost REAL NOT NULL DEFAULT 0;
+    UPDATE totals SET list_cost = cost;
+    ALTER TABLE totals ADD COLUMN energy_j REAL NOT NULL DEFAULT 0;
+    UPDATE totals SET energy_j = COALESCE((SELECT SUM(u.energy_j) FROM usage u
+        WHERE u.namespace = totals.namespace AND u.currency = totals.currency), 0);
+    ALTER TABLE unallocated_totals ADD COLUMN list_cost REAL NOT NULL DEFAULT 0;
+    UPDATE unallocated_totals SET list_cost = cost;
+    ALTER TABLE unobserved_totals ADD COLUMN list_cost REAL NOT NULL DEFAULT 0;
+    UPDATE unobserved_totals SET list_cost = cost;
+    CREATE TABLE unused_commitment (
+        hour INTEGER NOT NULL, commitment TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
+        seconds REAL NOT NULL, cost REAL NOT NULL, list_cost REAL NOT NULL,
+        PRIMARY KEY (hour, commitment, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE unused_commitment_totals (
+        commitment TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
+        seconds REAL NOT NULL, cost REAL NOT NULL, list_cost REAL NOT NULL,
+        PRIMARY KEY (commitment, gpu_model, currency)
+    ) WITHOUT ROWID;
+    CREATE TABLE commitment_marks (commitment TEXT PRIMARY KEY, booked_until REAL NOT NULL);
+    CREATE TABLE node_billing (node TEXT PRIMARY KEY, instance_type TEXT NOT NULL, capacity_type TEXT NOT NULL)
     """,
 }
 
@@ -159,10 +193,15 @@ class TickWrite:
     unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
     quota_events: list[QuotaEvent] = field(default_factory=list)
     breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
+    unused_commitment: dict[CommitmentKey, CapacityAmounts] = field(default_factory=dict)
+    unused_commitment_totals: dict[CommitmentTotalKey, CapacityAmounts] = field(default_factory=dict)
+    commitment_marks: dict[str, float] = field(default_factory=dict)  # commitment -> booked until
+    node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (instance type, capacity type)
 
     def empty(self) -> bool:
         return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
-                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes)
+                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes
+                    or self.commitment_marks or self.node_billing)
 
 
 @dataclass(slots=True)
@@ -178,6 +217,9 @@ class LedgerState:
     quota_rejection_base: dict[str, int] = field(default_factory=dict)  # namespace -> count of pruned events
     breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
     agent_urls: dict[str, str] = field(default_factory=dict)
+    unused_commitment_totals: dict[CommitmentTotalKey, CapacityAmounts] = field(default_factory=dict)
+    commitment_marks: dict[str, float] = field(default_factory=dict)
+    node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 class Ledger:
@@ -257,6 +299,11 @@ class Ledger:
         st.quota_rejection_base = {r["namespace"]: int(r["count"])
                                    for r in rows("SELECT namespace, count FROM quota_rejection_totals")}
         st.agent_urls = {r["node"]: r["url"] for r in rows("SELECT node, url FROM agent_urls")}
+        st.unused_commitment_totals = _load(db, "unused_commitment_totals", CommitmentTotalKey, CapacityAmounts)
+        st.commitment_marks = {r["commitment"]: float(r["booked_until"])
+                               for r in rows("SELECT commitment, booked_until FROM commitment_marks")}
+        st.node_billing = {r["node"]: (r["instance_type"], r["capacity_type"])
+                           for r in rows("SELECT node, instance_type, capacity_type FROM node_billing")}
         return st
 
     async def load_state(self) -> LedgerState:
@@ -301,6 +348,12 @@ class Ledger:
             _accumulate(db, "unallocated_totals", CapacityTotalKey._fields, w.unallocated_totals)
             _accumulate(db, "unobserved_totals", CapacityTotalKey._fields, w.unobserved_totals)
             _accumulate(db, "breakdown_totals", BreakdownKey._fields, w.breakdown)
+            _accumulate(db, "unused_commitment", CommitmentKey._fields, w.unused_commitment)
+            _accumulate(db, "unused_commitment_totals", CommitmentTotalKey._fields, w.unused_commitment_totals)
+            db.executemany("INSERT OR REPLACE INTO commitment_marks (commitment, booked_until) VALUES (?,?)",
+                           list(w.commitment_marks.items()))
+            db.executemany("INSERT OR REPLACE INTO node_billing (node, instance_type, capacity_type) VALUES (?,?,?)",
+                           [(node, *facts) for node, facts in w.node_billing.items()])
             if w.quota_events:
                 db.executemany("INSERT OR REPLACE INTO quota_events (uid, namespace, count, seen_at) VALUES (?,?,?,?)",
                                [(e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
@@ -317,7 +370,7 @@ class Ledger:
         the rejections counter never goes backwards)."""
         def body(db: sqlite3.Connection) -> int:
             n = 0
-            for table in ("usage", "unallocated", "unobserved"):
+            for table in ("usage", "unallocated", "unobserved", "unused_commitment"):
                 n += db.execute(f"DELETE FROM {table} WHERE hour < ?", (before_hour,)).rowcount
             if quota_events_before is not None:
                 db.execute(

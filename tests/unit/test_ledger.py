@@ -77,7 +77,7 @@ async def test_failed_compaction_rolls_back_and_the_ledger_keeps_working(tmp_pat
     await ledger.commit(_write(3600, 100.0))
     db = ledger._db()
     db.execute("CREATE TRIGGER no_delete BEFORE DELETE ON unallocated BEGIN SELECT RAISE(ABORT, 'refused'); END")
-    db.execute("INSERT INTO unallocated VALUES (0, 'n1', 'p', 'M', 'USD', 1.0, 1.0)")
+    db.execute("INSERT INTO unallocated VALUES (0, 'n1', 'p', 'M', 'USD', 1.0, 1.0, 1.0)")
     with pytest.raises(sqlite3.IntegrityError):
         await ledger.compact(before_hour=7200)
     assert await ledger.query("SELECT COUNT(*) FROM usage") == [(1,)]  # the usage DELETE was rolled back
