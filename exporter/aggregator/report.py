@@ -25,9 +25,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
 CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}
 UNALLOCATED = "__unallocated__"
 UNOBSERVED = "__unobserved__"
+UNUSED_COMMITMENT = "__unused_commitment__"
 CAPACITY_TABLES = (("unallocated", UNALLOCATED), ("unobserved", UNOBSERVED))
-CAPACITY_ROWS = frozenset(name for _table, name in CAPACITY_TABLES)
-FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost")
+CAPACITY_ROWS = frozenset([*(name for _table, name in CAPACITY_TABLES), UNUSED_COMMITMENT])
+FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost",
+          "list_cost")
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
 
@@ -55,13 +57,12 @@ def parse_time(text: str | None, now: float) -> float | None:
     return dt.timestamp()
 
 
-def build_report(query: Query, by: str, since: float | None, until: float | None) -> list[dict[str, Any]]:
-    """Rows grouped by ``by`` over the hour buckets that start in [since, until)."""
+def window(by: str, since: float | None, until: float | None) -> tuple[str, list[float]]:
+    """The WHERE clause (and its parameters) of the hour buckets that start in [since, until)."""
     if by not in GROUPS:
         raise ReportError(f"unknown --by {by!r}: use one of {', '.join(GROUPS)}")
     if since is not None and until is not None and until < since:
         raise ReportError("--until is before --since")
-    cols = GROUPS[by]
     where: list[str] = []
     params: list[float] = []
     if since is not None:
@@ -70,28 +71,50 @@ def build_report(query: Query, by: str, since: float | None, until: float | None
     if until is not None:
         where.append("hour < ?")
         params.append(until)
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    return (f"WHERE {' AND '.join(where)}" if where else ""), params
+
+
+def unused_key(by: str, commitment: str, currency: str) -> tuple[Any, ...]:
+    """The row key of one commitment's unused part: its own row in every grouping."""
+    return (UNUSED_COMMITMENT,) * len(GROUPS[by]) + (commitment, currency)
+
+
+def blank_row(by: str, name: str, currency: str) -> dict[str, Any]:
+    """A row of zeros named ``name`` in every group column."""
+    return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+
+
+def build_report(query: Query, by: str, since: float | None, until: float | None) -> list[dict[str, Any]]:
+    """Rows grouped by ``by`` over the hour buckets that start in [since, until)."""
+    clause, params = window(by, since, until)
+    cols = GROUPS[by]
     col_sql = ", ".join(cols)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in query(
         f"SELECT {col_sql}, currency, SUM(allocated_s), SUM(used_s), SUM(idle_s), SUM(unmeasured_s), SUM(cost), "
-        f"SUM(idle_cost) FROM usage {clause} GROUP BY {col_sql}, currency", params):
+        f"SUM(idle_cost), SUM(list_cost) FROM usage {clause} GROUP BY {col_sql}, currency", params):
         key = tuple(r[: len(cols) + 1])
         row: dict[str, Any] = dict(zip(cols, r[: len(cols)], strict=True))
-        a, u, i, m, c, ic = r[len(cols) + 1:]
+        a, u, i, m, c, ic, lc = r[len(cols) + 1:]
         row.update(allocated_gpu_hours=a / 3600, used_gpu_hours=u / 3600, idle_gpu_hours=i / 3600,
-                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, currency=r[len(cols)])
+                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, list_cost=lc, currency=r[len(cols)])
         rows[key] = row
     for table, name in CAPACITY_TABLES:
         _add_capacity(rows, query(
-            f"SELECT {CAPACITY_GROUPS.get(by, 'currency')}, currency, SUM(seconds), SUM(cost) FROM {table} {clause} "
-            f"GROUP BY {CAPACITY_GROUPS.get(by, 'currency')}, currency", params), by=by, cols=cols, name=name)
+            f"SELECT {CAPACITY_GROUPS.get(by, 'currency')}, currency, SUM(seconds), SUM(cost), SUM(list_cost) "
+            f"FROM {table} {clause} GROUP BY {CAPACITY_GROUPS.get(by, 'currency')}, currency", params),
+            by=by, cols=cols, name=name)
+    for commitment, currency, seconds, cost in query(
+            f"SELECT commitment, currency, SUM(seconds), SUM(cost) FROM unused_commitment {clause} "
+            "GROUP BY commitment, currency", params):
+        row = rows.setdefault(unused_key(by, commitment, currency), blank_row(by, UNUSED_COMMITMENT, currency))
+        row.update(commitment=commitment, idle_gpu_hours=seconds / 3600, cost=cost, idle_cost=cost)
     for row in rows.values():
-        row.setdefault("list_cost", row["cost"])  # list prices = effective until version-2 pricing applies
         if by in CAPACITY_GROUPS:
             for _table, name in CAPACITY_TABLES:
                 row.setdefault(f"{name.strip('_')}_gpu_hours", 0.0)
                 row.setdefault(f"{name.strip('_')}_cost", 0.0)
+                row.setdefault(f"{name.strip('_')}_list_cost", 0.0)
     return sorted(rows.values(), key=lambda r: (r[cols[0]] in CAPACITY_ROWS, -r["cost"], str(r[cols[0]])))
 
 
@@ -101,19 +124,21 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple
     model; otherwise one row named ``__unallocated__`` / ``__unobserved__`` whose idle hours are the
     capacity's hours and whose cost and idle cost are their price."""
     prefix = name.strip("_")
-    for group, currency, seconds, cost in found:
+    for group, currency, seconds, cost, list_cost in found:
         if by in CAPACITY_GROUPS:
             row = rows.get((group, currency))
             if row is None:
                 row = rows[(group, currency)] = {cols[0]: group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
             row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", 0.0) + seconds / 3600
             row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", 0.0) + cost
+            row[f"{prefix}_list_cost"] = row.get(f"{prefix}_list_cost", 0.0) + list_cost
         else:
             key = (name,) * len(cols) + (currency,)
-            row = rows.setdefault(key, {**{c: name for c in cols}, **dict.fromkeys(FIELDS, 0.0), "currency": currency})
+            row = rows.setdefault(key, blank_row(by, name, currency))
             row["idle_gpu_hours"] += seconds / 3600
             row["cost"] += cost
             row["idle_cost"] += cost
+            row["list_cost"] += list_cost
 
 
 def _round(v: Any) -> Any:

@@ -15,6 +15,8 @@ import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.durations import parse_duration
+from exporter.model.pricing import PricingError
+from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
 
 EVENT_TYPES = {
     "dcgm_down": ("node", "from", "to"),
@@ -122,11 +124,14 @@ class Scenario:
     pods: list[PodSpec]
     events: list[EventSpec]
     queues: list[QueueSpec] = field(default_factory=list)
+    pricing: dict[str, Any] | None = None  # a whole pricing document (``pricing:``), else built from ``prices``
 
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)
 
     def pricing_document(self) -> dict[str, Any]:
+        if self.pricing is not None:
+            return dict(self.pricing)
         doc: dict[str, Any] = {"currency": self.currency, "models": dict(self.prices), "pools": dict(self.pools)}
         doc["default_price"] = self.default_price if self.default_price is not None else max(
             self.prices.values(), default=1.0)
@@ -193,6 +198,23 @@ def load_scenario(path: Path) -> Scenario:
     return parse_scenario(text, source)
 
 
+def _pricing(ctx: _Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``pricing:`` block, validated; it replaces ``prices``, ``default_price`` and ``pools``."""
+    if raw.get("pricing") is None:
+        return None
+    for key in REPLACED_KEYS:
+        if key in raw:
+            raise ctx.fail(key, "not allowed beside pricing (put it in the pricing document)")
+    try:
+        block, priced = pricing_block(raw["pricing"], ctx.source)
+    except PricingError as exc:
+        raise ScenarioError(str(exc)) from None
+    if "currency" in raw and raw["currency"] != priced.currency:
+        raise ctx.fail("currency", f"{raw['currency']!r} differs from pricing.currency {priced.currency!r}")
+    raw.setdefault("currency", priced.currency)
+    return block
+
+
 def parse_scenario(text: str, source: str) -> Scenario:
     ctx = _Ctx(source)
     try:
@@ -201,7 +223,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         raise ScenarioError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
-                         "nodes", "namespaces", "pods", "events", "queues"}, "")
+                         "nodes", "namespaces", "pods", "events", "queues", "pricing"}, "")
+    pricing = _pricing(ctx, raw)
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
         raise ctx.fail("tick", "must be > 0")
@@ -248,7 +271,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
             mig[gi] = plist
         ts = n.get("time_slicing")
         time_slicing = ctx.integer(ts, f"{where}.time_slicing", 2) if ts is not None else None
-        if model not in prices and default_price is None:
+        if model not in prices and default_price is None and pricing is None:
             raise ctx.fail(f"{where}.model", f"{model!r} has no price and default_price is not set")
         nodes.append(NodeSpec(
             name, model, gpus, {str(k): str(v) for k, v in ctx.mapping(n.get("labels"), f"{where}.labels").items()},
@@ -351,7 +374,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
                                 ctx.integer(q.get("gpus"), f"{where}.gpus"), qns))
 
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
-                        namespaces, pods, events, queues)
+                        namespaces, pods, events, queues, pricing)
     # Device placement is part of validation: a scenario that cannot be placed is an error now.
     from exporter.sim.layout import place_pods
 
