@@ -12,6 +12,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--since", default=None, help="RFC3339 time or a duration back from now (24h)")
     rep.add_argument("--until", default=None, help="RFC3339 time or a duration back from now")
     rep.add_argument("--format", default="table", choices=["table", "json", "csv"])
+    rep.add_argument("--reprice", type=Path, default=None, metavar="FILE",
+                     help="also price the same GPU-hours by this pricing file or directory (what-if; "
+                          "reprice_cost, reprice_list_cost columns); the ledger is not changed")
     return p
 
 
@@ -111,12 +115,13 @@ def _duration(text: str | None, flag: str) -> float | None:
         raise UsageError(f"{flag}: {exc}") from None
 
 
-def _pricing_check(path: Path | None) -> None:
+def _pricing_check(path: Path | None) -> Any:
+    """The pricing file or directory, validated (one line naming file and field, exit 2)."""
     from exporter.aggregator.pricing_source import load_pricing_file
     from exporter.model.pricing import PricingError
 
     try:
-        load_pricing_file(path)
+        return load_pricing_file(path)
     except PricingError as exc:
         raise UsageError(str(exc)) from None
 
@@ -126,12 +131,20 @@ def _report(args: argparse.Namespace) -> int:
 
     if not args.ledger.exists():
         raise UsageError(f"{args.ledger}: no such ledger")
+    what_if = _pricing_check(args.reprice) if args.reprice is not None else None
     now = time.time()
     try:
         since, until = parse_time(args.since, now), parse_time(args.until, now)
         conn = sqlite3.connect(f"file:{args.ledger}?mode=ro", uri=True)
         try:
-            rows = build_report(lambda sql, params: list(conn.execute(sql, tuple(params))), args.by, since, until)
+            def query(sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+                return list(conn.execute(sql, tuple(params)))
+
+            rows = build_report(query, args.by, since, until)
+            if what_if is not None:
+                from exporter.aggregator.reprice import reprice
+
+                rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if)
         finally:
             conn.close()
     except ReportError as exc:

@@ -5,8 +5,12 @@ document's ``effective_from`` fall mid-run), an hour boundary, so a 1 h run is e
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,11 @@ async def run(text: str, ledger: Path) -> None:
 async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str, dict[str, Any]]:
     await run(text, tmp_path / "ledger.db")
     return report(tmp_path / "ledger.db", by)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command line, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "exporter", *args], capture_output=True, text=True, check=False)
 
 
 def near(got: float, exact: float) -> None:
@@ -240,3 +249,68 @@ async def test_price_change_mid_run_keeps_the_old_price_before_it(tmp_path: Path
     near(r["team"]["cost"], 2 * 0.5 * 4.0 + 2 * 0.5 * 3.0)
     near(r["team"]["cost"], 7.0)
     near(r["team"]["list_cost"], 7.0)
+
+
+WHAT_IF_CLUSTER = """
+tick: 15s
+duration: 1h
+nodes:
+  - {name: od, model: "NVIDIA H100 80GB HBM3", gpus: 8, labels: {node.kubernetes.io/instance-type: p5.48xlarge}}
+  - {name: spot, model: "NVIDIA H100 80GB HBM3", gpus: 4, labels: {karpenter.sh/capacity-type: spot}}
+  - {name: dc, model: "NVIDIA A100-SXM4-80GB", gpus: 2}
+pods:
+  - {name: a, namespace: train, node: od, gpus: 6, utilization: 0.9}
+  - {name: b, namespace: batch, node: spot, gpus: 4, utilization: 0.4}
+  - {name: c, namespace: infer, node: dc, gpus: 1, utilization: 0.5}
+"""
+BOOKED = """
+pricing:
+  currency: USD
+  default_price: 1.0
+  models: {"NVIDIA H100 80GB HBM3": 4.0, "NVIDIA A100-SXM4-80GB": 2.5}
+"""
+WHAT_IF = """
+currency: USD
+default_price: 1.0
+models: {"NVIDIA H100 80GB HBM3": 4.0}
+instance_types: {p5.48xlarge: {gpus: 8, hourly: 55.04}}
+capacity_types: {spot: 0.35}
+commitments:
+  - {name: h100-3yr, model: "NVIDIA H100 80GB HBM3", gpus: 10, hourly: 1.90,
+     start: "2027-01-01T00:00:00Z", end: "2030-01-01T00:00:00Z"}
+on_prem:
+  - {model: "NVIDIA A100-SXM4-80GB", capex_per_gpu: 17520, years: 4, energy_price_kwh: 0.12, pue: 1.5}
+"""
+
+
+async def test_reprice_equals_a_fresh_simulation_under_the_other_document(tmp_path: Path) -> None:
+    """The cluster booked at plain model prices, then `report --reprice WHAT_IF`: each row's reprice_cost
+    and reprice_list_cost equal cost and list_cost of the same cluster simulated under WHAT_IF, and the
+    ledger is left as it was. By hand, under WHAT_IF: train 6 GPU-h at 1.90 (N = 10 >= n = 8 on-demand
+    H100s, so c = 1) = 11.40, list 6 x 6.88 = 41.28; batch (spot, no commitment) 4 x 4.00 x 0.35 = 5.60;
+    unused commitment (10 - 8) x 1.90 = 3.80; infer 0.50 + energy (227.5 W x 1 h -> 0.04095) = 0.54095."""
+    booked, fresh = tmp_path / "booked.db", tmp_path / "fresh.db"
+    await run(WHAT_IF_CLUSTER + BOOKED, booked)
+    await run(WHAT_IF_CLUSTER + "pricing:\n" + "".join(f"  {line}\n" for line in WHAT_IF.strip().splitlines()), fresh)
+    what_if = tmp_path / "what-if.yaml"
+    what_if.write_text(WHAT_IF)
+    before = booked.read_bytes()
+    done = await asyncio.to_thread(cli, "report", "--ledger", str(booked), "--reprice", str(what_if),
+                                   "--format", "json")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert booked.read_bytes() == before  # a what-if never writes
+    repriced = {r.get("commitment") or r["namespace"]: r for r in json.loads(out)}
+    expected = report(fresh)
+    assert set(repriced) == set(expected) == {"train", "batch", "infer", "__unallocated__", "h100-3yr"}
+    for name, row in expected.items():
+        assert repriced[name]["reprice_cost"] == pytest.approx(row["cost"], abs=1e-5), name
+        assert repriced[name]["reprice_list_cost"] == pytest.approx(row["list_cost"], abs=1e-5), name
+    near(expected["train"]["cost"], 6 * 1.90)
+    near(expected["train"]["list_cost"], 6 * 55.04 / 8)
+    near(expected["batch"]["cost"], 4 * 4.0 * 0.35)
+    near(expected["h100-3yr"]["cost"], 2 * 1.90)
+    assert expected["infer"]["cost"] == pytest.approx(0.50 + 227.5 * 3600 / 3.6e6 * 0.12 * 1.5, abs=1e-5)
+    near(repriced["train"]["cost"], 6 * 4.0)  # the booked cost is what it was
+    bad = await asyncio.to_thread(cli, "report", "--ledger", str(booked), "--reprice", str(tmp_path / "nope.yaml"))
+    assert bad.returncode == 2 and "nope.yaml" in bad.stderr
