@@ -314,3 +314,38 @@ async def test_reprice_equals_a_fresh_simulation_under_the_other_document(tmp_pa
     near(repriced["train"]["cost"], 6 * 4.0)  # the booked cost is what it was
     bad = await asyncio.to_thread(cli, "report", "--ledger", str(booked), "--reprice", str(tmp_path / "nope.yaml"))
     assert bad.returncode == 2 and "nope.yaml" in bad.stderr
+
+
+async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> None:
+    """Three simulated minutes of the built-in scenario (12 intervals of 15 s = 0.05 h per GPU).
+    ai-research: sweep 8 spot H100s on p5.48xlarge: 0.4 GPU-h, list 0.4 x 6.88 = 2.752, cost x 0.35
+    = 0.9632; pretrain 8 H200s: 0.4 GPU-h, list 0.4 x 5.00 = 2.00, cost 0.4 x 3.50 = 1.40.
+    Saved this month = (2.752 - 0.9632) + (2.00 - 1.40) = 2.3888. ai-training pays list: saved 0."""
+    from exporter.aggregator.exposition import ExpositionRenderer
+    from exporter.aggregator.status_page import render_status
+    from exporter.cli import DEFAULT_SCENARIO
+
+    scenario = parse_scenario(DEFAULT_SCENARIO.read_text(), "default.yaml")
+    pipe = Pipeline(scenario, tmp_path / "w", VirtualClock(START))
+    await pipe.start(serve_aggregator=False)
+    agg = pipe.aggregator
+    assert agg is not None
+    try:
+        for k in range(13):
+            await pipe.step(k * 15)
+        html = await render_status(agg)
+        metrics = ExpositionRenderer().render(list(agg.collector.collect())).decode()
+    finally:
+        await pipe.close()
+    assert "saved by commitments and spot this month" in html
+    saved = (0.4 * 6.88 - 0.4 * 6.88 * 0.35) + (0.4 * 5.00 - 0.4 * 3.50)
+    assert round(saved, 4) == 2.3888
+    research = re.search(r"<tr><td>ai-research</td>(.*?)</tr>", html)
+    assert research is not None and "<td>2.3888 USD</td>" in research.group(1)
+    training = re.search(r"<tr><td>ai-training</td>(.*?)</tr>", html)
+    assert training is not None and "<td>0.0000 USD</td>" in training.group(1)
+    assert ('gpucost_node_gpu_hourly_price{node="gpu-h200-0",gpu_model="NVIDIA H200",capacity_type="on-demand",'
+            'pricing_source="commitment"} 3.5') in metrics
+    assert ('gpucost_node_gpu_hourly_price{node="gpu-h100-spot-0",gpu_model="NVIDIA H100 80GB HBM3",'
+            'capacity_type="spot",pricing_source="instance_type"} 2.408') in metrics
+    assert re.search(r'gpucost_list_cost_total\{namespace="ai-research",currency="USD"\} 4\.75', metrics)
