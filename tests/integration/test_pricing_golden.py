@@ -327,7 +327,7 @@ async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> N
 
     scenario = parse_scenario(DEFAULT_SCENARIO.read_text(), "default.yaml")
     pipe = Pipeline(scenario, tmp_path / "w", VirtualClock(START))
-    await pipe.start(serve_aggregator=False)
+    await pipe.start()
     agg = pipe.aggregator
     assert agg is not None
     try:
@@ -335,8 +335,13 @@ async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> N
             await pipe.step(k * 15)
         html = await render_status(agg)
         metrics = ExpositionRenderer().render(list(agg.collector.collect())).decode()
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://{agg.settings.listen}/api/v1/report", params={"by": "namespace"}) as resp:
+            api = {r["namespace"]: r for r in await resp.json()}
     finally:
         await pipe.close()
+    near(api["ai-research"]["list_cost"], 0.4 * 6.88 + 0.4 * 5.00)
+    near(api["ai-research"]["cost"], 0.4 * 6.88 * 0.35 + 0.4 * 3.50)
     assert "saved by commitments and spot this month" in html
     saved = (0.4 * 6.88 - 0.4 * 6.88 * 0.35) + (0.4 * 5.00 - 0.4 * 3.50)
     assert round(saved, 4) == 2.3888
