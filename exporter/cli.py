@@ -126,6 +126,17 @@ def _pricing_check(path: Path | None) -> Any:
         raise UsageError(str(exc)) from None
 
 
+def _check_schema(query: Any, ledger: Path) -> None:
+    """A ledger an older build wrote is migrated by the aggregator, not by a read-only report."""
+    from exporter.aggregator.ledger import SCHEMA_VERSION
+
+    found = query("SELECT value FROM meta WHERE key = 'schema_version'", ())
+    version = int(found[0][0]) if found else 0
+    if version < SCHEMA_VERSION:
+        raise UsageError(f"{ledger}: ledger schema version {version} is older than this build's ({SCHEMA_VERSION}); "
+                         "start the aggregator on it once to migrate it")
+
+
 def _report(args: argparse.Namespace) -> int:
     from exporter.aggregator.report import ReportError, build_report, parse_time, render
 
@@ -140,6 +151,7 @@ def _report(args: argparse.Namespace) -> int:
             def query(sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
                 return list(conn.execute(sql, tuple(params)))
 
+            _check_schema(query, args.ledger)
             rows = build_report(query, args.by, since, until)
             if what_if is not None:
                 from exporter.aggregator.reprice import reprice

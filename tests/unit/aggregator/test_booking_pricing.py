@@ -124,16 +124,22 @@ async def test_unused_commitment_is_booked_once_across_repeats_and_restarts(tmp_
     await reopened.close()
 
 
-def test_version_2_ledger_migrates_with_list_cost_equal_to_cost(tmp_path: Path) -> None:
-    """A ledger written at schema version 2 (before list prices existed) opens at version 3: every booked
-    row's list cost is its cost, and each namespace's energy total is the energy of its kept rows."""
-    path = tmp_path / "v2.db"
+def version_2_ledger(path: Path) -> sqlite3.Connection:
+    """A ledger as a build before version-2 pricing left it: migrations 1 and 2 only."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     for version in (1, 2):
         for stmt in filter(None, (s.strip() for s in MIGRATIONS[version].split(";"))):
             conn.execute(stmt)
     conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    return conn
+
+
+def test_version_2_ledger_migrates_with_list_cost_equal_to_cost(tmp_path: Path) -> None:
+    """A ledger written at schema version 2 (before list prices existed) opens at version 3: every booked
+    row's list cost is its cost, and each namespace's energy total is the energy of its kept rows."""
+    path = tmp_path / "v2.db"
+    conn = version_2_ledger(path)
     conn.execute("INSERT INTO usage VALUES (3600, 'ns', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
                  "3600, 1800, 0, 1800, 4.0, 2.0, 500.0)")
     conn.execute("INSERT INTO unallocated VALUES (3600, 'n1', 'pool', 'M', 'USD', 7200, 8.0)")
@@ -191,3 +197,14 @@ def test_scenario_pricing_block_is_validated(block: str, message: str) -> None:
     with pytest.raises(ScenarioError) as err:
         parse_scenario(block + "nodes: [{name: n, model: M, gpus: 1}]\n", "s.yaml")
     assert str(err.value) == message or str(err.value).startswith(message)
+
+
+def test_report_on_an_unmigrated_ledger_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report` opens the ledger read-only: on a version-2 ledger it says to migrate it, exit 2."""
+    from exporter.cli import main
+
+    path = tmp_path / "v2.db"
+    conn = version_2_ledger(path)
+    conn.close()
+    assert main(["report", "--ledger", str(path)]) == 2
+    assert "schema version 2 is older than this build's (3)" in capsys.readouterr().err
