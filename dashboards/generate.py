@@ -89,6 +89,16 @@ DASHBOARDS: dict[str, dict[str, Any]] = {
         panel("Idle cost per namespace (per hour)", "timeseries",
               [(f"sum by (namespace, currency) (rate(gpucost_idle_cost_total{{{NS}}}[$__rate_interval])) * 3600",
                 "{{namespace}} ({{currency}})")]),
+        panel("List vs effective cost per namespace in range", "bargauge",
+              [(f"sum by (namespace) (increase(gpucost_list_cost_total{{{NS}}}[$__range]))", "{{namespace}} list"),
+               (f"sum by (namespace) (increase(gpucost_cost_total{{{NS}}}[$__range]))", "{{namespace}} effective")],
+              description="List: GPU-hours at public prices. Effective: after spot, pool multipliers, commitments "
+                          "and owned hardware (with its energy). The gap is what discounts saved."),
+        panel("Saved by commitments and spot (per hour)", "timeseries",
+              [(f"sum by (namespace, currency) (rate(gpucost_list_cost_total{{{NS}}}[$__rate_interval]) - "
+                f"rate(gpucost_cost_total{{{NS}}}[$__rate_interval])) * 3600", "{{namespace}} ({{currency}})")],
+              description="List cost minus effective cost; negative on owned hardware, whose energy is not in "
+                          "the list price."),
         panel("Top idle pods (money wasted per hour)", "table",
               [(f"topk(10, gpucost_pod_hourly_cost{{{NS}}} and on (namespace, pod) (gpucost_pod_idle_seconds > 0))",
                 "")], instant=True),

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--since", default=None, help="RFC3339 time or a duration back from now (24h)")
     rep.add_argument("--until", default=None, help="RFC3339 time or a duration back from now")
     rep.add_argument("--format", default="table", choices=["table", "json", "csv"])
+    rep.add_argument("--reprice", type=Path, default=None, metavar="FILE",
+                     help="also price the same GPU-hours by this pricing file or directory (what-if; "
+                          "reprice_cost, reprice_list_cost columns); the ledger is not changed")
 
     exp = sub.add_parser("export", help="export a ledger window as FOCUS (FinOps cost and usage) CSV or Parquet")
     exp.add_argument("--ledger", type=Path, required=True)
@@ -129,25 +132,45 @@ def _duration(text: str | None, flag: str) -> float | None:
         raise UsageError(f"{flag}: {exc}") from None
 
 
-def _pricing_check(path: Path | None) -> None:
+def _pricing_check(path: Path | None) -> Any:
+    """The pricing file or directory, validated (one line naming file and field, exit 2)."""
     from exporter.aggregator.pricing_source import load_pricing_file
     from exporter.model.pricing import PricingError
 
     try:
-        load_pricing_file(path)
+        return load_pricing_file(path)
     except PricingError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_schema(query: Any, ledger: Path | str) -> None:
+    """A ledger an older build wrote is migrated by the aggregator, not by a read-only report."""
+    from exporter.aggregator.ledger import SCHEMA_VERSION, redact
+
+    version = next((int(v) for (v,) in query("SELECT value FROM meta WHERE key = 'schema_version'", ())), 0)
+    if version < SCHEMA_VERSION:
+        raise UsageError(f"{redact(str(ledger))}: ledger schema version {version} is older than this build's "
+                         f"({SCHEMA_VERSION}); start the aggregator on it once to migrate it")
 
 
 def _report(args: argparse.Namespace) -> int:
     from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.report import ReportError, build_report, parse_time, render
 
+    what_if = _pricing_check(args.reprice) if args.reprice is not None else None
+    if what_if is not None and "," in args.by:
+        raise UsageError("--reprice takes one --by key")
     now = time.time()
     try:
         since, until = parse_time(args.since, now), parse_time(args.until, now)
         with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
+            _check_schema(query, args.ledger)
             rows = build_report(query, args.by, since, until, cluster=args.cluster)
+            if what_if is not None:
+                from exporter.aggregator.reprice import reprice
+
+                rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
+                               cluster=args.cluster)
     except (ReportError, LedgerError) as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(render(rows, args.format))

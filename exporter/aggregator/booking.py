@@ -17,44 +17,44 @@ refused whole, for that node only.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
+from exporter.aggregator.commitment_books import book_unused
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
-from exporter.model.accounting import cost_of
+from exporter.aggregator.priced_rows import (
+    UNKNOWN,
+    add,
+    book_capacity,
+    book_unobserved,
+    gpus_by_model,
+    node_facts,
+    priced_capacity,
+    usage_amount,
+)
+from exporter.aggregator.rates import FleetNode, Slice, TickRates, fleet_node, slices
 from exporter.model.books import (
     AgentMark,
     BreakdownKey,
     BreakdownTotals,
-    CapacityAmounts,
-    CapacityKey,
     CapacityTotalKey,
     CounterMark,
     NamespaceKey,
     NamespaceTotals,
     UsageAmounts,
     UsageKey,
-    _Amounts,
     hour_of,
-    hour_shares,
 )
+from exporter.model.plausibility import counter_advance, implausible
 from exporter.model.pricing import Pricing
+from exporter.model.pricing_resolve import GpuRate
 from exporter.model.usage import UsageSnapshot
 
-__all__ = ["Books", "NodeGone", "Prepared", "hour_of"]
+__all__ = ["Books", "NodeGone", "NodePrice", "Prepared", "hour_of"]
 
 UNALLOCATED_PREFIX = "__unallocated__/"
 UNOBSERVED_PREFIX = "__unobserved__/"
-UNKNOWN = "unknown"
 #: Headroom of the plausibility check: clocks and tick jitter, never a whole extra GPU-hour.
-RATE_SLACK_RELATIVE = 1e-3
-RATE_SLACK_SECONDS = 1.0
-OVERSUBSCRIPTION_LIMIT = 2.0
-EPS = 1e-6
-_K = TypeVar("_K", bound=Hashable)
-_V = TypeVar("_V", bound=_Amounts)
 
 
 @dataclass(slots=True)
@@ -64,6 +64,15 @@ class NodeMarks:
     mark: AgentMark
     counters: dict[str, CounterMark] = field(default_factory=dict)
     gpus_by_model: dict[str, int] = field(default_factory=dict)
+    held_mig: tuple[tuple[str, str, float], ...] = ()  # (model, profile, fraction) of MIG instances held
+
+
+@dataclass(frozen=True, slots=True)
+class NodePrice:
+    """What one GPU-hour of a node's model costs now (``gpucost_node_gpu_hourly_price``)."""
+
+    gpu_model: str
+    rate: GpuRate
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,24 +96,9 @@ class Prepared:
     unpriced: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     rejected: dict[str, str] = field(default_factory=dict)  # node -> reason
     pruned: list[str] = field(default_factory=list)
+    node_prices: dict[str, NodePrice] = field(default_factory=dict)
     resets: int = 0
     stale: int = 0
-
-
-def _delta(prev: CounterMark | None, cur: CounterMark) -> CounterMark | None:
-    """What a counter advanced since its mark; None when it went backwards (impossible within an epoch)."""
-    if prev is None:
-        return cur
-    if (cur.allocated_s < prev.allocated_s - EPS or cur.used_s < prev.used_s - EPS
-            or cur.unmeasured_s < prev.unmeasured_s - EPS or cur.energy_j < prev.energy_j - EPS):
-        return None
-    return CounterMark(max(0.0, cur.allocated_s - prev.allocated_s), max(0.0, cur.used_s - prev.used_s),
-                       max(0.0, cur.unmeasured_s - prev.unmeasured_s), max(0.0, cur.energy_j - prev.energy_j))
-
-
-def _add(table: dict[_K, _V], key: _K, amount: _V) -> None:
-    old = table.get(key)
-    table[key] = amount if old is None else old + amount
 
 
 class Books:
@@ -117,6 +111,10 @@ class Books:
         self.unallocated_totals = dict(state.unallocated_totals)
         self.unobserved_totals = dict(state.unobserved_totals)
         self.breakdown = dict(state.breakdown)
+        self.unused_commitment_totals = dict(state.unused_commitment_totals)
+        self.commitment_marks = dict(state.commitment_marks)
+        self.node_billing = dict(state.node_billing)
+        self.node_prices: dict[str, NodePrice] = {}
         self.unpriced_seconds: dict[str, float] = defaultdict(float)
         self.resets_total = 0
 
@@ -126,26 +124,52 @@ class Books:
 
     # -- one tick ------------------------------------------------------------------------------------
     def prepare(self, snapshots: list[UsageSnapshot], kube: KubeState, pricing: Pricing,
-                gone: list[NodeGone] | None = None) -> Prepared:
+                gone: list[NodeGone] | None = None, *, now: float | None = None) -> Prepared:
+        """Book one tick. ``now`` (the aggregator's clock; else the newest snapshot) ends the commitments'
+        unused time booked this tick."""
         out = Prepared()
+        gone = gone or []
+        rates = TickRates(pricing, self._fleet(snapshots, kube, gone))
         for snap in snapshots:
-            _NodeBooking(self, out, kube=kube, pricing=pricing, snap=snap).run()
-        for g in gone or []:
-            self._close_node(out, g, kube=kube, pricing=pricing)
+            _NodeBooking(self, out, kube=kube, rates=rates, snap=snap).run()
+        for g in gone:
+            self._close_node(out, g, kube=kube, rates=rates)
         w = out.write
         for uid, new in kube.new_quota_rejections.items():
             seen = kube.quota_event_counts.get(uid, new)
             w.quota_events.append(QuotaEvent(uid, seen.namespace, seen.fired, kube.quota_event_seen.get(uid, 0.0)))
+        end = now if now is not None else max((s.timestamp for s in snapshots), default=None)
+        if end is not None:
+            starts = [m.mark.booked_ts for m in self.marks.values()] + list(w.books_since.values())
+            book_unused(w, rates=rates, marks=self.commitment_marks, first=min(starts, default=end), now=end)
+            for entry in rates.fleet:
+                out.node_prices[entry.facts.name] = NodePrice(
+                    entry.facts.gpu_model or UNKNOWN, rates.rate(entry.facts, mig_profile=None, at=end))
         return out
 
-    def _close_node(self, out: Prepared, gone: NodeGone, *, kube: KubeState, pricing: Pricing) -> None:
+    def _fleet(self, snapshots: list[UsageSnapshot], kube: KubeState, gone: list[NodeGone]) -> list[FleetNode]:
+        """Every node the books know, with the GPUs of its latest snapshot (this tick's when it has one)."""
+        latest = {node: (m.gpus_by_model, m.held_mig) for node, m in self.marks.items()}
+        for snap in snapshots:
+            latest[snap.node] = (gpus_by_model(snap, kube), tuple(
+                (h.gpu_model or "", h.mig_profile, h.fraction) for h in snap.holders if h.active and h.mig_profile))
+        for g in gone:
+            latest.pop(g.node, None)
+        fleet = []
+        for node, (by_model, held) in sorted(latest.items()):
+            for model, gpus in sorted(by_model.items()):
+                fleet.append(fleet_node(node_facts(kube, node, model), gpus,
+                                        ((p, f) for m, p, f in held if m in ("", model))))
+        return fleet
+
+    def _close_node(self, out: Prepared, gone: NodeGone, *, kube: KubeState, rates: TickRates) -> None:
         """Book the time since the node's last snapshot as unobserved, then forget its marks."""
         nm = out.marks.get(gone.node) or self.marks.get(gone.node)
         if nm is None:
             return
         gpus = nm.gpus_by_model or ({gone.gpu_model or UNKNOWN: gone.gpus} if gone.gpus else {})
-        book_unobserved(out.write, node=gone.node, pool=kube.pool_of(gone.node), pricing=pricing,
-                        gpus_by_model=gpus, start=nm.mark.booked_ts, end=gone.deleted_at)
+        book_unobserved(out.write, node=gone.node, kube=kube, rates=rates, gpus_by_model=gpus,
+                        start=nm.mark.booked_ts, end=gone.deleted_at)
         out.write.pruned_nodes.append(gone.node)
         out.pruned.append(gone.node)
         out.marks.pop(gone.node, None)
@@ -157,41 +181,21 @@ class Books:
             self.marks.pop(node, None)
         w = prepared.write
         for k, v in w.totals.items():
-            _add(self.totals, k, v)
+            add(self.totals, k, v)
         for ck, cv in w.unallocated_totals.items():
-            _add(self.unallocated_totals, ck, cv)
+            add(self.unallocated_totals, ck, cv)
         for ok, ov in w.unobserved_totals.items():
-            _add(self.unobserved_totals, ok, ov)
+            add(self.unobserved_totals, ok, ov)
         for bk, bv in w.breakdown.items():
-            _add(self.breakdown, bk, bv)
+            add(self.breakdown, bk, bv)
+        for uk, uv in w.unused_commitment_totals.items():
+            add(self.unused_commitment_totals, uk, uv)
+        self.commitment_marks.update(w.commitment_marks)
+        self.node_billing.update(w.node_billing)
+        self.node_prices = dict(prepared.node_prices)
         for model, s in prepared.unpriced.items():
             self.unpriced_seconds[model] += s
         self.resets_total += prepared.resets
-
-
-def book_capacity(w: TickWrite, *, unobserved: bool, node: str, pool: str, model: str, currency: str,
-                  shares: list[tuple[int, float]], amount: CapacityAmounts) -> None:
-    """Spread capacity time over the hours it happened in, and add it to the running totals."""
-    rows = w.unobserved if unobserved else w.unallocated
-    totals = w.unobserved_totals if unobserved else w.unallocated_totals
-    for hour, share in shares:
-        _add(rows, CapacityKey(hour, node, pool, model, currency), amount.scaled(share))
-    _add(totals, CapacityTotalKey(node, pool, model, currency), amount)
-
-
-def book_unobserved(w: TickWrite, *, node: str, pool: str, pricing: Pricing, gpus_by_model: dict[str, int],
-                    start: float, end: float) -> None:
-    """``gpus x (end - start)`` of capacity nobody observed, per model, spread over its hours."""
-    if end <= start:
-        return
-    shares = hour_shares(start, end)
-    for model, gpus in gpus_by_model.items():
-        seconds = gpus * (end - start)
-        if seconds <= 0:
-            continue
-        price = pricing.price(model, None, pool)
-        book_capacity(w, unobserved=True, node=node, pool=pool, model=model, currency=pricing.currency,
-                      shares=shares, amount=CapacityAmounts(seconds, cost_of(seconds, price.per_gpu_hour)))
 
 
 @dataclass(slots=True)
@@ -201,7 +205,7 @@ class _NodeBooking:
     books: Books
     out: Prepared
     kube: KubeState
-    pricing: Pricing
+    rates: TickRates
     snap: UsageSnapshot
 
     def run(self) -> None:
@@ -223,12 +227,12 @@ class _NodeBooking:
         for key, cur in counters.items():
             if prev.get(key) == cur:
                 continue
-            d = _delta(prev.get(key), cur)
+            d = counter_advance(prev.get(key), cur)
             if d is None:
                 out.rejected[node] = "counter_decreased"
                 return
             deltas[key] = d
-        gpus = self._gpus_by_model()
+        gpus = gpus_by_model(snap, self.kube)
         reason = self._implausible(deltas, start=start, gpus=sum(gpus.values()))
         if reason:
             out.rejected[node] = reason
@@ -238,10 +242,10 @@ class _NodeBooking:
             out.resets += 1
             w.hwm_reset_nodes.append(node)
             if snap.started_at is not None:  # between the old epoch's last booking and this one's start
-                book_unobserved(w, node=node, pool=self.kube.pool_of(node), pricing=self.pricing,
+                book_unobserved(w, node=node, kube=self.kube, rates=self.rates,
                                 gpus_by_model=gpus or (old.gpus_by_model if old else {}),
                                 start=old.mark.booked_ts, end=snap.started_at)
-        self._book(deltas, shares=hour_shares(snap.timestamp if start is None else start, snap.timestamp))
+        self._book(deltas, parts=slices(snap.timestamp if start is None else start, snap.timestamp))
         for key, cur in counters.items():
             if key in deltas:
                 w.hwm.append(NodeCounterMark(node, key, cur))
@@ -251,7 +255,14 @@ class _NodeBooking:
         w.agents[node] = mark
         if old is None:
             w.books_since[node] = snap.timestamp if start is None else start
-        out.marks[node] = NodeMarks(mark, counters, gpus or (old.gpus_by_model if old else {}))
+        held = tuple((h.gpu_model or "", h.mig_profile, h.fraction) for h in snap.holders if h.active and h.mig_profile)
+        out.marks[node] = NodeMarks(mark, counters, gpus or (old.gpus_by_model if old else {}), held)
+        billing = self.kube.nodes.get(node)
+        if billing is not None:
+            facts = node_facts(self.kube, node, "")
+            known = (facts.instance_type or "", str(facts.capacity_type))
+            if self.books.node_billing.get(node) != known:
+                w.node_billing[node] = known
 
     def _counters(self) -> dict[str, CounterMark]:
         snap = self.snap
@@ -262,47 +273,14 @@ class _NodeBooking:
             out[UNOBSERVED_PREFIX + u.gpu_model] = CounterMark(u.seconds)
         return out
 
-    def _gpus_by_model(self) -> dict[str, int]:
-        """Physical GPUs of the node: the agent's inventory, else the node's GPU-count label."""
-        by_model: dict[str, int] = defaultdict(int)
-        for c in self.snap.capacity:
-            by_model[c.gpu_model] += 1
-        labelled = self.kube.gpus_of_node(self.snap.node)
-        if not by_model and labelled:
-            by_model[self.kube.model_of_node(self.snap.node) or UNKNOWN] = labelled
-        return dict(by_model)
-
     def _implausible(self, deltas: dict[str, CounterMark], *, start: float | None, gpus: int) -> str:
-        """Why these deltas cannot be true, or "" when they can.
+        wall = None if start is None else self.snap.timestamp - start
+        return implausible(deltas.values(), wall=wall, gpus=max(gpus, self.kube.gpus_of_node(self.snap.node)))
 
-        No counter may advance faster than the node's GPUs x wall time; all of them together not faster
-        than twice that (holders pay what Kubernetes allocated them, so an oversubscribed device, which
-        the agent counts, can take the node's sum above its capacity, but never to absurd values). The
-        rate bounds need the interval's start and the node's GPUs; without either (an agent that does not
-        say when its epoch began, a node with no inventory and no GPU-count label) only the per-counter
-        checks apply."""
-        for d in deltas.values():
-            if d.used_s > d.allocated_s + EPS or d.unmeasured_s > d.allocated_s + EPS:
-                return "used_above_allocated"
-        if start is None:
-            return ""
-        wall = self.snap.timestamp - start
-        if wall < -EPS:
-            return "time_went_backwards"
-        limit_gpus = max(gpus, self.kube.gpus_of_node(self.snap.node))
-        if not limit_gpus:
-            return ""
-        bound = limit_gpus * (max(0.0, wall) * (1 + RATE_SLACK_RELATIVE) + RATE_SLACK_SECONDS)
-        if any(d.allocated_s > bound for d in deltas.values()):
-            return "faster_than_wall_time"
-        if sum(d.allocated_s for d in deltas.values()) > OVERSUBSCRIPTION_LIMIT * bound:
-            return "faster_than_wall_time"
-        return ""
-
-    def _book(self, deltas: dict[str, CounterMark], *, shares: list[tuple[int, float]]) -> None:
-        snap, out, kube, pricing = self.snap, self.out, self.kube, self.pricing
+    def _book(self, deltas: dict[str, CounterMark], *, parts: list[Slice]) -> None:
+        snap, out, kube, rates = self.snap, self.out, self.kube, self.rates
         w = out.write
-        node, currency = snap.node, pricing.currency
+        node, currency = snap.node, rates.pricing.currency
         pool = kube.pool_of(node)
         node_model = kube.model_of_node(node)
         for h in snap.holders:
@@ -313,21 +291,23 @@ class _NodeBooking:
             workload = info.workload if info else h.pod
             priority = info.priority_class if info else ""
             model = h.gpu_model or node_model or UNKNOWN
-            price = pricing.price(model, h.mig_profile, pool)
-            if not price.known:
-                out.unpriced[model] += d.allocated_s
+            facts = node_facts(kube, node, model)
             idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
-            cost = cost_of(d.allocated_s, price.per_gpu_hour)
-            amount = UsageAmounts(d.allocated_s, d.used_s, d.unmeasured_s, idle, cost,
-                                  cost_of(idle, price.per_gpu_hour), d.energy_j)
-            for hour, share in shares:
-                _add(w.usage, UsageKey(hour, h.namespace, h.pod, workload, node, pool, model, h.mig_profile or "",
-                                       priority, currency), amount.scaled(share))
-            _add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency), BreakdownTotals(d.allocated_s, cost))
-            _add(w.totals, NamespaceKey(h.namespace, currency),
-                 NamespaceTotals(d.allocated_s, d.used_s, d.unmeasured_s, cost, amount.idle_cost))
-            _add(out.ns_delta, h.namespace, amount)
-            _add(out.workload_delta, (h.namespace, workload), amount)
+            total = UsageAmounts()
+            for part in parts:
+                rate = rates.rate(facts, mig_profile=h.mig_profile, at=part.start)
+                if not rate.known:
+                    out.unpriced[model] += d.allocated_s * part.share
+                amount = usage_amount(d, idle=idle, share=part.share, rate=rate)
+                add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
+                                       h.mig_profile or "", priority, currency), amount)
+                total = total + amount
+            add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency),
+                 BreakdownTotals(d.allocated_s, total.cost))
+            add(w.totals, NamespaceKey(h.namespace, currency), NamespaceTotals(
+                d.allocated_s, d.used_s, d.unmeasured_s, total.cost, total.idle_cost, total.list_cost, d.energy_j))
+            add(out.ns_delta, h.namespace, total)
+            add(out.workload_delta, (h.namespace, workload), total)
         for unobserved, counters, prefix in ((False, snap.unallocated, UNALLOCATED_PREFIX),
                                              (True, snap.unobserved, UNOBSERVED_PREFIX)):
             for u in counters:
@@ -335,7 +315,6 @@ class _NodeBooking:
                 if d is None or d.allocated_s <= 0:
                     continue
                 model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
-                price = pricing.price(model, None, pool)
-                book_capacity(w, unobserved=unobserved, node=node, pool=pool, model=model, currency=currency,
-                              shares=shares,
-                              amount=CapacityAmounts(d.allocated_s, cost_of(d.allocated_s, price.per_gpu_hour)))
+                book_capacity(w, unobserved=unobserved, key=CapacityTotalKey(node, pool, model, currency),
+                              hourly=priced_capacity(rates, node_facts(kube, node, model), seconds=d.allocated_s,
+                                                     parts=parts))

@@ -29,6 +29,8 @@ from exporter.model.books import (
     CapacityAmounts,
     CapacityKey,
     CapacityTotalKey,
+    CommitmentKey,
+    CommitmentTotalKey,
     CounterMark,
     EventCount,
     NamespaceKey,
@@ -194,6 +196,12 @@ class Ledger:
         st.quota_rejection_base = {ns: int(n) for ns, n in
                                    tx.fetch("SELECT namespace, count FROM quota_rejection_totals WHERE cluster = ?", c)}
         st.agent_urls = dict(tx.fetch("SELECT node, url FROM agent_urls WHERE cluster = ?", c))
+        st.unused_commitment_totals = _load(tx, "unused_commitment_totals", CommitmentTotalKey, CapacityAmounts,
+                                            cluster=self.cluster)
+        st.commitment_marks = {name: float(until) for name, until in
+                               tx.fetch("SELECT commitment, booked_until FROM commitment_marks WHERE cluster = ?", c)}
+        st.node_billing = {node: (itype, ctype) for node, itype, ctype in tx.fetch(
+            "SELECT node, instance_type, capacity_type FROM node_billing WHERE cluster = ?", c)}
         return st
 
     async def load_state(self) -> LedgerState:
@@ -239,6 +247,17 @@ class Ledger:
         _accumulate(tx, "unallocated_totals", CapacityTotalKey._fields, w.unallocated_totals, cluster=cl)
         _accumulate(tx, "unobserved_totals", CapacityTotalKey._fields, w.unobserved_totals, cluster=cl)
         _accumulate(tx, "breakdown_totals", BreakdownKey._fields, w.breakdown, cluster=cl)
+        _accumulate(tx, "unused_commitment", CommitmentKey._fields, w.unused_commitment, cluster=cl)
+        _accumulate(tx, "unused_commitment_totals", CommitmentTotalKey._fields, w.unused_commitment_totals, cluster=cl)
+        if w.commitment_marks:  # how far each commitment's unused part is booked: in the same transaction
+            tx.executemany("INSERT INTO commitment_marks (cluster, commitment, booked_until) VALUES (?,?,?) "
+                           "ON CONFLICT (cluster, commitment) DO UPDATE SET booked_until = excluded.booked_until",
+                           [(cl, name, until) for name, until in w.commitment_marks.items()])
+        if w.node_billing:
+            tx.executemany("INSERT INTO node_billing (cluster, node, instance_type, capacity_type) VALUES (?,?,?,?) "
+                           "ON CONFLICT (cluster, node) DO UPDATE SET instance_type = excluded.instance_type, "
+                           "capacity_type = excluded.capacity_type",
+                           [(cl, node, *facts) for node, facts in w.node_billing.items()])
         if w.quota_events:
             tx.executemany("INSERT INTO quota_events (cluster, uid, namespace, count, seen_at) VALUES (?,?,?,?,?) "
                            "ON CONFLICT (cluster, uid) DO UPDATE SET namespace = excluded.namespace, "
@@ -257,7 +276,7 @@ class Ledger:
         def body(tx: Tx) -> int:
             self._check_term(tx)
             n = self.backend.drop_usage_before(tx, hour=before_hour, cluster=cl)
-            for table in ("unallocated", "unobserved"):
+            for table in ("unallocated", "unobserved", "unused_commitment"):
                 n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
             if quota_events_before is not None:
                 tx.execute(

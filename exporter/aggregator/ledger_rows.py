@@ -11,6 +11,8 @@ from exporter.model.books import (
     CapacityAmounts,
     CapacityKey,
     CapacityTotalKey,
+    CommitmentKey,
+    CommitmentTotalKey,
     CounterMark,
     EventCount,
     NamespaceKey,
@@ -58,10 +60,15 @@ class TickWrite:
     unobserved_totals: dict[CapacityTotalKey, CapacityAmounts] = field(default_factory=dict)
     quota_events: list[QuotaEvent] = field(default_factory=list)
     breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
+    unused_commitment: dict[CommitmentKey, CapacityAmounts] = field(default_factory=dict)
+    unused_commitment_totals: dict[CommitmentTotalKey, CapacityAmounts] = field(default_factory=dict)
+    commitment_marks: dict[str, float] = field(default_factory=dict)  # commitment -> booked until
+    node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (instance type, capacity type)
 
     def empty(self) -> bool:
         return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
-                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes)
+                    or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes
+                    or self.commitment_marks or self.node_billing)
 
 
 @dataclass(slots=True)
@@ -77,3 +84,6 @@ class LedgerState:
     quota_rejection_base: dict[str, int] = field(default_factory=dict)  # namespace -> count of pruned events
     breakdown: dict[BreakdownKey, BreakdownTotals] = field(default_factory=dict)
     agent_urls: dict[str, str] = field(default_factory=dict)
+    unused_commitment_totals: dict[CommitmentTotalKey, CapacityAmounts] = field(default_factory=dict)
+    commitment_marks: dict[str, float] = field(default_factory=dict)
+    node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)

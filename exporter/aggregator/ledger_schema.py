@@ -3,7 +3,9 @@
 Every table is keyed by ``cluster`` first, so many clusters' aggregators can write one database. Money
 columns are ``money`` (REAL on SQLite, NUMERIC on PostgreSQL); GPU-seconds are ``real`` (REAL, DOUBLE
 PRECISION). Schema 3 added the cluster column: older SQLite ledgers are rebuilt table by table and
-their rows keep the cluster ``default``.
+their rows keep the cluster ``default``. Schema 4 added list prices beside effective costs, namespaces'
+energy, commitments' unused part with its "booked until" marks, and the billing labels of nodes:
+booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_CLUSTER = "default"
 
 
@@ -52,7 +54,7 @@ _USAGE_KEY = (("hour", "int"), ("namespace", "text"), ("pod", "text"), ("workloa
 _CAP_KEY = (("node", "text"), ("pool", "text"), ("gpu_model", "text"), ("currency", "text"))
 _CAP_VALUES = (("seconds", "real"), ("cost", "money"))
 
-TABLES: tuple[Table, ...] = (
+TABLES_V3: tuple[Table, ...] = (  # as schema 3 made them
     Table("usage", _USAGE_KEY, (("allocated_s", "real"), ("used_s", "real"), ("unmeasured_s", "real"),
                                 ("idle_s", "real"), ("cost", "money"), ("idle_cost", "money"), ("energy_j", "real"))),
     Table("unallocated", (("hour", "int"), *_CAP_KEY), _CAP_VALUES),
@@ -73,7 +75,24 @@ TABLES: tuple[Table, ...] = (
     Table("agent_urls", (("node", "text"),), (("url", "text"),)),
     Table("fence", (), (("term", "int"), ("holder", "text"))),
 )
-HOURLY = ("usage", "unallocated", "unobserved")
+#: Schema 4: list prices beside effective costs, energy per namespace, commitments, nodes' billing labels.
+_V4_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "usage": (("list_cost", "money"),), "unallocated": (("list_cost", "money"),),
+    "unobserved": (("list_cost", "money"),), "totals": (("list_cost", "money"), ("energy_j", "real")),
+    "unallocated_totals": (("list_cost", "money"),), "unobserved_totals": (("list_cost", "money"),),
+}
+_COMMITMENT_VALUES = (("seconds", "real"), ("cost", "money"), ("list_cost", "money"))
+_V4_TABLES: tuple[Table, ...] = (
+    Table("unused_commitment", (("hour", "int"), ("commitment", "text"), ("gpu_model", "text"), ("currency", "text")),
+          _COMMITMENT_VALUES),
+    Table("unused_commitment_totals", (("commitment", "text"), ("gpu_model", "text"), ("currency", "text")),
+          _COMMITMENT_VALUES),
+    Table("commitment_marks", (("commitment", "text"),), (("booked_until", "real"),)),
+    Table("node_billing", (("node", "text"),), (("instance_type", "text"), ("capacity_type", "text"))),
+)
+TABLES: tuple[Table, ...] = (
+    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES)
+HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
 
@@ -161,7 +180,7 @@ def statements(script: str) -> list[str]:
 def add_cluster(d: Dialect) -> list[str]:
     """Schema 2 -> 3: every table rebuilt with ``cluster`` first in its key; existing rows are ``default``."""
     out: list[str] = []
-    for t in TABLES:
+    for t in TABLES_V3:
         if t.name == "fence":
             out.append(create_table(d, t))
             continue
@@ -172,7 +191,21 @@ def add_cluster(d: Dialect) -> list[str]:
     return [*out, "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
 
 
+def add_list_prices(d: Dialect) -> list[str]:
+    """Schema 3 -> 4: the new columns (booked rows: list = effective, energy from the hourly rows kept)
+    and the commitment and billing tables."""
+    out: list[str] = []
+    for table, cols in _V4_COLUMNS.items():
+        for name, word in cols:
+            base = {"money": d.money, "real": d.real}[word]
+            out.append(f"ALTER TABLE {table} ADD COLUMN {name} {base} NOT NULL DEFAULT 0")
+        out.append(f"UPDATE {table} SET list_cost = cost")
+    out.append("UPDATE totals SET energy_j = COALESCE((SELECT SUM(u.energy_j) FROM usage u WHERE u.cluster = "
+               "totals.cluster AND u.namespace = totals.namespace AND u.currency = totals.currency), 0)")
+    return out + [create_table(d, t) for t in _V4_TABLES]
+
+
 def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
     """Statements taking a ledger from version ``v - 1`` to ``v``."""
     return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
-            3: lambda: add_cluster(d)}
+            3: lambda: add_cluster(d), 4: lambda: add_list_prices(d)}

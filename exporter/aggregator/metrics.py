@@ -56,6 +56,7 @@ class AggregatorCollector(Collector):
         if m.books is not None:
             yield from namespace_counters(m.books)
             yield from capacity_counters(m.books, breakdown_series=m.breakdown_series)
+            yield from commitment_and_node_prices(m.books)
         yield from held_gauges(m.gauges, currency=m.pricing.currency)
         yield price_gauges(m.pricing)
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
@@ -72,16 +73,39 @@ def namespace_counters(books: Books) -> Iterator[Family]:
     cost = CounterMetricFamily("gpucost_cost_total", "money for allocated GPU time", labels=["namespace", "currency"])
     idle_cost = CounterMetricFamily("gpucost_idle_cost_total", "money for allocated but idle GPU time",
                                     labels=["namespace", "currency"])
+    list_cost = CounterMetricFamily("gpucost_list_cost_total",
+                                    "allocated GPU time at public list prices (no spot, pool, commitment discount)",
+                                    labels=["namespace", "currency"])
+    energy = CounterMetricFamily("gpucost_energy_joules_total", "energy DCGM measured on the devices pods held",
+                                 labels=["namespace"])
     seconds: dict[str, NamespaceTotals] = {}  # summed over currencies
     for key, t in sorted(books.totals.items()):
         seconds[key.namespace] = seconds[key.namespace] + t if key.namespace in seconds else t
         cost.add_metric([key.namespace, key.currency], t.cost)
         idle_cost.add_metric([key.namespace, key.currency], t.idle_cost)
+        list_cost.add_metric([key.namespace, key.currency], t.list_cost)
     for ns, total in sorted(seconds.items()):
         alloc.add_metric([ns], total.allocated_s)
         used.add_metric([ns], total.used_s)
         unmeasured.add_metric([ns], total.unmeasured_s)
-    yield from (alloc, used, unmeasured, cost, idle_cost)
+        energy.add_metric([ns], total.energy_j)
+    yield from (alloc, used, unmeasured, cost, idle_cost, list_cost, energy)
+
+
+def commitment_and_node_prices(books: Books) -> Iterator[Family]:
+    """What commitments paid for nothing, and what a GPU-hour costs on each node now."""
+    unused = CounterMetricFamily("gpucost_unused_commitment_cost_total",
+                                 "committed GPU time the fleet could not use (paid for nothing)",
+                                 labels=["commitment", "gpu_model", "currency"])
+    for key, amount in sorted(books.unused_commitment_totals.items()):
+        unused.add_metric(list(key), amount.cost)
+    node_price = GaugeMetricFamily("gpucost_node_gpu_hourly_price",
+                                   "effective price of one GPU-hour on the node now (commitments blended in)",
+                                   labels=["node", "gpu_model", "capacity_type", "pricing_source"])
+    for node, price in sorted(books.node_prices.items()):
+        node_price.add_metric([node, price.gpu_model, str(price.rate.capacity_type), str(price.rate.source)],
+                              price.rate.effective_per_gpu_hour)
+    yield from (unused, node_price)
 
 
 def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Family]:

@@ -25,11 +25,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "priority_class": ("priority_class",),
 }
 CAPACITY_COLUMNS = frozenset({"cluster", "node", "pool", "gpu_model"})  # what capacity tables are keyed by
+CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}  # single keys capacity is kept by
 UNALLOCATED = "__unallocated__"
 UNOBSERVED = "__unobserved__"
+UNUSED_COMMITMENT = "__unused_commitment__"
 CAPACITY_TABLES = (("unallocated", UNALLOCATED), ("unobserved", UNOBSERVED))
-CAPACITY_ROWS = frozenset(name for _table, name in CAPACITY_TABLES)
-FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost")
+CAPACITY_ROWS = frozenset([*(name for _table, name in CAPACITY_TABLES), UNUSED_COMMITMENT])
+FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost",
+          "list_cost")
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
 
@@ -78,6 +81,21 @@ class ReportRequest:
             raise ReportError("--until is before --since")
         return cls(tuple(cols), since=since, until=until, cluster=cluster)
 
+    def where(self) -> tuple[str, list[Any]]:
+        """The WHERE clause and its parameters: this cluster (or all) and the window's hour buckets."""
+        where: list[str] = []
+        params: list[Any] = []
+        if self.cluster is not None:
+            where.append("cluster = ?")
+            params.append(self.cluster)
+        if self.since is not None:
+            where.append("hour >= ?")
+            params.append(hour_of(self.since))
+        if self.until is not None:
+            where.append("hour < ?")
+            params.append(self.until)
+        return (f"WHERE {' AND '.join(where)}" if where else ""), params
+
 
 def build_report(query: Query, by: str, since: float | None, until: float | None, *,
                  cluster: str | None = None) -> list[dict[str, Any]]:
@@ -86,44 +104,60 @@ def build_report(query: Query, by: str, since: float | None, until: float | None
     return report_rows(query, ReportRequest.parse(by, since=since, until=until, cluster=cluster))
 
 
+def window(by: str, since: float | None, until: float | None, *,
+           cluster: str | None = None) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its parameters) of the hour buckets that start in [since, until), of one
+    cluster or (None) all; ``by`` a single grouping key (what ``--reprice`` takes)."""
+    if by not in GROUPS:
+        raise ReportError(f"unknown --by {by!r}: use one of {', '.join(GROUPS)}")
+    return ReportRequest.parse(by, since=since, until=until, cluster=cluster).where()
+
+
+def unused_key(by: str, commitment: str, currency: str) -> tuple[Any, ...]:
+    """The row key of one commitment's unused part: its own row in every grouping."""
+    return (UNUSED_COMMITMENT,) * len(GROUPS[by]) + (commitment, currency)
+
+
+def blank_row(by: str, name: str, currency: str) -> dict[str, Any]:
+    """A row of zeros named ``name`` in every group column."""
+    return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+
+
 def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
     cols = req.cols
-    where: list[str] = []
-    params: list[Any] = []
-    if req.cluster is not None:
-        where.append("cluster = ?")
-        params.append(req.cluster)
-    if req.since is not None:
-        where.append("hour >= ?")
-        params.append(hour_of(req.since))
-    if req.until is not None:
-        where.append("hour < ?")
-        params.append(req.until)
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    clause, params = req.where()
     col_sql = ", ".join(cols)
     n = len(cols)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in query(
         f"SELECT {col_sql}, currency, SUM(allocated_s), SUM(used_s), SUM(idle_s), SUM(unmeasured_s), SUM(cost), "
-        f"SUM(idle_cost) FROM usage {clause} GROUP BY {col_sql}, currency", params):
+        f"SUM(idle_cost), SUM(list_cost) FROM usage {clause} GROUP BY {col_sql}, currency", params):
         row: dict[str, Any] = dict(zip(cols, r[:n], strict=True))
-        a, u, i, m, c, ic = (float(v) for v in r[n + 1:])
+        a, u, i, m, c, ic, lc = (float(v) for v in r[n + 1:])
         row.update(allocated_gpu_hours=a / 3600, used_gpu_hours=u / 3600, idle_gpu_hours=i / 3600,
-                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, currency=r[n])
+                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, list_cost=lc, currency=r[n])
         rows[tuple(r[: n + 1])] = row
     as_columns = all(c in CAPACITY_COLUMNS for c in cols)
     cap_cols = [c for c in cols if c in CAPACITY_COLUMNS]
     group_sql = ", ".join([*cap_cols, "currency"])
     for table, name in CAPACITY_TABLES:
-        found = query(f"SELECT {group_sql}, SUM(seconds), SUM(cost) FROM {table} {clause} GROUP BY {group_sql}",
-                      params)
+        found = query(f"SELECT {group_sql}, SUM(seconds), SUM(cost), SUM(list_cost) FROM {table} {clause} "
+                      f"GROUP BY {group_sql}", params)
         _add_capacity(rows, found, cols=cols, cap_cols=tuple(cap_cols), as_columns=as_columns, name=name)
+    for commitment, currency, seconds, cost in query(
+            f"SELECT commitment, currency, SUM(seconds), SUM(cost) FROM unused_commitment {clause} "
+            "GROUP BY commitment, currency", params):
+        key = (UNUSED_COMMITMENT,) * n + (commitment, currency)
+        row = rows.setdefault(key, {**dict.fromkeys(cols, UNUSED_COMMITMENT), **dict.fromkeys(FIELDS, 0.0),
+                                    "currency": currency})
+        row.update(commitment=commitment, idle_gpu_hours=float(seconds) / 3600, cost=float(cost),
+                   idle_cost=float(cost))
     for row in rows.values():
-        row.setdefault("list_cost", row["cost"])  # list prices = effective until version-2 pricing applies
         if as_columns:
             for _table, name in CAPACITY_TABLES:
                 row.setdefault(f"{name.strip('_')}_gpu_hours", 0.0)
                 row.setdefault(f"{name.strip('_')}_cost", 0.0)
+                row.setdefault(f"{name.strip('_')}_list_cost", 0.0)
     return sorted(rows.values(), key=lambda r: (any(r[c] in CAPACITY_ROWS for c in cols), -r["cost"],
                                                 tuple(str(r[c]) for c in cols)))
 
@@ -139,7 +173,7 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple
     for r in found:
         group = dict(zip(cap_cols, r[:k], strict=True))
         currency = r[k]
-        seconds, cost = float(r[k + 1]), float(r[k + 2])
+        seconds, cost, list_cost = float(r[k + 1]), float(r[k + 2]), float(r[k + 3])
         if as_columns:
             key = (*tuple(group[c] for c in cols), currency)
             row = rows.get(key)
@@ -147,6 +181,7 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple
                 row = rows[key] = {**group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
             row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", 0.0) + seconds / 3600
             row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", 0.0) + cost
+            row[f"{prefix}_list_cost"] = row.get(f"{prefix}_list_cost", 0.0) + list_cost
         else:
             labels = {c: group.get(c, name) for c in cols}
             key = (*tuple(labels.values()), currency)
@@ -154,6 +189,7 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple
             row["idle_gpu_hours"] += seconds / 3600
             row["cost"] += cost
             row["idle_cost"] += cost
+            row["list_cost"] += list_cost
 
 
 def _round(v: Any) -> Any:

@@ -230,7 +230,7 @@ class Aggregator:
                                        known_nodes=self._known_nodes())
             gone = self._gone_nodes() if urls is None else []
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
-            prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone)
+            prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone, now=self.clock.now())
             for node, reason in prepared.rejected.items():
                 self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
             prepared.write.agent_urls.update(

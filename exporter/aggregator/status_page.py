@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from exporter.aggregator.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED
+from exporter.aggregator.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED, UNUSED_COMMITMENT
 from exporter.aggregator.view import AggregatorView
 
 STYLE = """
@@ -50,8 +50,11 @@ async def render_status(agg: AggregatorView) -> str:
     now = agg.clock.now()
     day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     month = day.replace(day=1)
-    today = {r["namespace"]: r for r in await agg.ledger.run_report("namespace", day.timestamp(), None)}
-    this_month = {r["namespace"]: r for r in await agg.ledger.run_report("namespace", month.timestamp(), None)}
+    today_rows = await agg.ledger.run_report("namespace", day.timestamp(), None)
+    today = {r["namespace"]: r for r in today_rows if r["namespace"] != UNUSED_COMMITMENT}
+    today_unused = {r["commitment"]: r for r in today_rows if r["namespace"] == UNUSED_COMMITMENT}
+    month_rows = await agg.ledger.run_report("namespace", month.timestamp(), None)
+    this_month = {r["namespace"]: r for r in month_rows if r["namespace"] != UNUSED_COMMITMENT}
     currency = agg.pricing.current.currency
     g, kube = agg.gauges, agg.kube
     quotas = kube.quota_by_namespace()
@@ -67,6 +70,12 @@ async def render_status(agg: AggregatorView) -> str:
         f"<td>{_money(today.get(name, {}).get('cost', 0.0), currency)}</td>"
         f"<td>{this_month[name]['idle_gpu_hours']:.2f}</td><td>{_money(this_month[name]['cost'], currency)}</td></tr>"
         for name in (UNALLOCATED, UNOBSERVED) if name in this_month]
+    capacity_rows += [
+        f"<tr><td>commitment {escape(r['commitment'])} unused</td>"
+        f"<td>{today_unused.get(r['commitment'], {}).get('idle_gpu_hours', 0.0):.2f}</td>"
+        f"<td>{_money(today_unused.get(r['commitment'], {}).get('cost', 0.0), currency)}</td>"
+        f"<td>{r['idle_gpu_hours']:.2f}</td><td>{_money(r['cost'], currency)}</td></tr>"
+        for r in month_rows if r["namespace"] == UNUSED_COMMITMENT]
     rows = []
     for ns in namespaces:
         held = g.allocated_gpus.get(ns, 0.0)
@@ -79,6 +88,7 @@ async def render_status(agg: AggregatorView) -> str:
             f"<td>{'' if util is None else f'{util:.0%}'}</td>"
             f"<td>{_money(t.get('cost', 0.0), currency)}</td><td>{_money(t.get('idle_cost', 0.0), currency)}</td>"
             f"<td>{_money(m.get('cost', 0.0), currency)}</td><td>{_money(m.get('idle_cost', 0.0), currency)}</td>"
+            f"<td>{_money(m.get('list_cost', 0.0) - m.get('cost', 0.0), currency)}</td>"
             f"<td>{'<br>'.join(pending.get(ns, [])) or '<span class=muted>none</span>'}</td></tr>")
 
     pools: dict[str, PoolHeld] = {}
@@ -130,10 +140,11 @@ async def render_status(agg: AggregatorView) -> str:
         f" · refreshes every {refresh} s</p>",
         "<h2>Namespaces</h2>",
         table(["namespace", "GPUs held", "quota used / hard", "utilisation", "cost today", "idle today",
-               "cost this month", "idle this month", "pending GPU pods"], rows, "No GPU usage booked yet."),
+               "cost this month", "idle this month", "saved by commitments and spot this month", "pending GPU pods"],
+              rows, "No GPU usage booked yet."),
         "<h2>Pools</h2>",
         table(["pool", "GPUs", "held", "unallocated"], pool_rows, "No agent reported yet."),
-        "<h2>Capacity nobody paid for</h2>",
+        "<h2>Capacity nobody used</h2>",
         table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
               "None booked this month."),
         "<h2>Which pool serves whom</h2>",

@@ -79,9 +79,10 @@ class UsageAmounts(_Amounts):
     used_s: float = 0.0
     unmeasured_s: float = 0.0
     idle_s: float = 0.0
-    cost: float = 0.0
+    cost: float = 0.0  # effective: discounts, commitments, owned hardware's capital rate plus its energy
     idle_cost: float = 0.0
     energy_j: float = 0.0
+    list_cost: float = 0.0  # GPU-hours x the public list price, no discount and no energy
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +94,19 @@ class NamespaceTotals(_Amounts):
     unmeasured_s: float = 0.0
     cost: float = 0.0
     idle_cost: float = 0.0
+    list_cost: float = 0.0
+    energy_j: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class CapacityAmounts(_Amounts):
-    """GPU-seconds of capacity (unallocated or unobserved) and their price."""
+    """GPU-seconds of capacity (unallocated, unobserved, or a commitment's unused part) and their price.
+
+    An unused commitment's ``list_cost`` is 0: no GPU-hour was had for it at any price."""
 
     seconds: float = 0.0
     cost: float = 0.0
+    list_cost: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +151,21 @@ class CapacityKey(NamedTuple):
 class CapacityTotalKey(NamedTuple):
     node: str
     pool: str
+    gpu_model: str
+    currency: str
+
+
+class CommitmentKey(NamedTuple):
+    """An hour-row of one commitment's unused part (``__unused_commitment__``)."""
+
+    hour: int
+    commitment: str
+    gpu_model: str
+    currency: str
+
+
+class CommitmentTotalKey(NamedTuple):
+    commitment: str
     gpu_model: str
     currency: str
 

@@ -14,7 +14,9 @@ import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.durations import parse_duration
+from exporter.model.pricing import PricingError
 from exporter.sim.layout import place_pods
+from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
 from exporter.sim.spec import (
     EVENT_TYPES,
     SHARING_MODES,
@@ -147,6 +149,23 @@ def load_scenario(path: Path) -> Scenario:
     return parse_scenario(text, source)
 
 
+def _pricing(ctx: _Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``pricing:`` block, validated; it replaces ``prices``, ``default_price`` and ``pools``."""
+    if raw.get("pricing") is None:
+        return None
+    for key in REPLACED_KEYS:
+        if key in raw:
+            raise ctx.fail(key, "not allowed beside pricing (put it in the pricing document)")
+    try:
+        block, priced = pricing_block(raw["pricing"], ctx.source)
+    except PricingError as exc:
+        raise ScenarioError(str(exc)) from None
+    if "currency" in raw and raw["currency"] != priced.currency:
+        raise ctx.fail("currency", f"{raw['currency']!r} differs from pricing.currency {priced.currency!r}")
+    raw.setdefault("currency", priced.currency)
+    return block
+
+
 def parse_scenario(text: str, source: str) -> Scenario:
     ctx = _Ctx(source)
     try:
@@ -155,7 +174,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         raise ScenarioError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
-                         "nodes", "namespaces", "pods", "events", "queues"}, "")
+                         "nodes", "namespaces", "pods", "events", "queues", "pricing"}, "")
+    pricing = _pricing(ctx, raw)
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
         raise ctx.fail("tick", "must be > 0")
@@ -206,7 +226,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         sharing, time_slicing = _node_sharing(ctx, n, where, time_slicing)
         if sharing in ("mps", "hami") and mig:
             raise ctx.fail(f"{where}.sharing", f"{sharing} is not offered on MIG GPUs; drop mig or sharing")
-        if model not in prices and default_price is None:
+        if model not in prices and default_price is None and pricing is None:
             raise ctx.fail(f"{where}.model", f"{model!r} has no price and default_price is not set")
         nodes.append(NodeSpec(
             name, model, gpus, {str(k): str(v) for k, v in ctx.mapping(n.get("labels"), f"{where}.labels").items()},
@@ -313,7 +333,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
                                 ctx.integer(q.get("gpus"), f"{where}.gpus"), qns))
 
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
-                        namespaces, pods, events, queues)
+                        namespaces, pods, events, queues, pricing)
     # Device placement is part of validation: a scenario that cannot be placed is an error now.
     place_pods(scenario)
     return scenario

@@ -140,11 +140,14 @@ class Scenario:
     pods: list[PodSpec]
     events: list[EventSpec]
     queues: list[QueueSpec] = field(default_factory=list)
+    pricing: dict[str, Any] | None = None  # a whole pricing document (``pricing:``), else built from ``prices``
 
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)
 
     def pricing_document(self) -> dict[str, Any]:
+        if self.pricing is not None:
+            return dict(self.pricing)
         doc: dict[str, Any] = {"currency": self.currency, "models": dict(self.prices), "pools": dict(self.pools)}
         doc["default_price"] = self.default_price if self.default_price is not None else max(
             self.prices.values(), default=1.0)

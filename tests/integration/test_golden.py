@@ -325,6 +325,11 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     * unallocated: H100 16 - 12 = 4, A100 8 - 25/7 = 31/7, L4 8 - 5/3 = 19/3 -> 4 + 31/7 + 19/3 = 310/21
       = 14.7619 GPU-h; cost 4 x 4.00 + 31/7 x 2.50 + 19/3 x 0.80 x 0.5 (dev pool) = 16 + 11.0714 + 2.5333
       = 29.6048.
+    * ai-research (added with version-2 pricing; fully held, so the figures above stay): sweep holds 8 spot
+      H100s on p5.48xlarge for 2 h = 16 GPU-h, list 16 x 55.04 / 8 = 110.08, cost x 0.35 = 38.528;
+      pretrain holds 8 H200s (6 committed at 3.00, list 5.00: 0.75 x 3.00 + 0.25 x 5.00 = 3.50) for 2 h
+      = 16 GPU-h, list 80.00, cost 56.00 -> 32 GPU-h, list 190.08, cost 94.528; nothing unused.
+      Every other namespace pays list: ai-training list_cost = cost = 48.00.
     """
     import sqlite3
 
@@ -350,3 +355,10 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     assert abs(unallocated["cost"] - (16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5)) < pinned
     assert round(16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5, 4) == 29.6048
     assert "__unobserved__" not in rows  # every agent was up the whole run
+    research = rows["ai-research"]
+    assert abs(research["allocated_gpu_hours"] - 32.0) < pinned
+    assert abs(research["list_cost"] - (16 * 55.04 / 8 + 16 * 5.00)) < pinned
+    assert abs(research["cost"] - (16 * 55.04 / 8 * 0.35 + 16 * (0.75 * 3.00 + 0.25 * 5.00))) < pinned
+    assert round(16 * 55.04 / 8 * 0.35 + 16 * 3.50, 4) == 94.528
+    assert abs(rows["ai-training"]["list_cost"] - 48.0) < pinned
+    assert "__unused_commitment__" not in rows

@@ -92,7 +92,8 @@ async def test_failed_compaction_rolls_back_and_the_ledger_keeps_working(ledger_
         raw_execute(ledger_target, "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
                     "$$ BEGIN RAISE EXCEPTION 'refused'; END $$",
                     "CREATE TRIGGER no_delete BEFORE DELETE ON unallocated FOR EACH ROW EXECUTE FUNCTION refuse()")
-    raw_execute(ledger_target, "INSERT INTO unallocated VALUES ('default', 0, 'n1', 'p', 'M', 'USD', 1.0, 1.0)")
+    raw_execute(ledger_target, "INSERT INTO unallocated (cluster, hour, node, pool, gpu_model, currency, seconds, "
+                "cost, list_cost) VALUES ('default', 0, 'n1', 'p', 'M', 'USD', 1.0, 1.0, 1.0)")
     with pytest.raises(DB_ERRORS):
         await ledger.compact(before_hour=7200)
     assert await ledger.query("SELECT COUNT(*) FROM usage") == [(1,)]  # the usage DELETE was rolled back

@@ -126,9 +126,10 @@ def test_cli_unknown_flag_and_missing_scenario(capsys: pytest.CaptureFixture[str
 
 
 def test_default_scenario_is_valid() -> None:
-    """The built-in scenario loads: three pools, three teams, a pending pod, a quota rejection."""
+    """The built-in scenario loads: four pools (research: spot and committed GPUs), a pending pod, a
+    quota rejection."""
     s = load_scenario(REPO / "exporter" / "sim" / "scenarios" / "default.yaml")
-    assert {n.labels["gpu.platform/pool"] for n in s.nodes} == {"training", "inference", "dev"}
+    assert {n.labels["gpu.platform/pool"] for n in s.nodes} == {"training", "inference", "dev", "research"}
     assert any(p.node is None for p in s.pods)
     assert any(e.type == "quota_rejection" for e in s.events)
 

@@ -65,10 +65,12 @@ def write_ledger(path: Path, usage: list[UsageRow], unallocated: list[CapacityRo
         key = UsageKey(u.hour, u.namespace, u.pod, u.workload, u.node, u.pool, u.gpu_model, u.mig_profile,
                        u.priority_class, CURRENCY)
         w.usage[key] = UsageAmounts(allocated_s=u.allocated_s, used_s=u.used_s, unmeasured_s=u.unmeasured_s,
-                                    idle_s=u.idle_s, cost=u.cost, idle_cost=u.idle_cost, energy_j=u.energy_j)
+                                    idle_s=u.idle_s, cost=u.cost, idle_cost=u.idle_cost, energy_j=u.energy_j,
+                                    list_cost=u.cost)  # no discounts in these hand-built books
     for table, rows in ((w.unallocated, unallocated), (w.unobserved, unobserved or [])):
         for c in rows:
-            table[CapacityKey(c.hour, c.node, c.pool, c.gpu_model, CURRENCY)] = CapacityAmounts(c.seconds, c.cost)
+            table[CapacityKey(c.hour, c.node, c.pool, c.gpu_model, CURRENCY)] = CapacityAmounts(c.seconds, c.cost,
+                                                                                                c.cost)
 
     async def commit() -> None:
         ledger = Ledger(path, cluster=cluster)
@@ -82,9 +84,10 @@ def write_ledger(path: Path, usage: list[UsageRow], unallocated: list[CapacityRo
 def add_unobserved(path: Path, rows: list[CapacityRow], *, cluster: str = CLUSTER) -> None:
     """Capacity nobody could observe, booked into an existing ledger (the ``unobserved`` table)."""
     conn = sqlite3.connect(path)
-    conn.executemany("INSERT INTO unobserved (cluster, hour, node, pool, gpu_model, currency, seconds, cost) "
-                     "VALUES (?,?,?,?,?,?,?,?)",
-                     [(cluster, c.hour, c.node, c.pool, c.gpu_model, CURRENCY, c.seconds, c.cost) for c in rows])
+    conn.executemany("INSERT INTO unobserved (cluster, hour, node, pool, gpu_model, currency, seconds, cost, "
+                     "list_cost) VALUES (?,?,?,?,?,?,?,?,?)",
+                     [(cluster, c.hour, c.node, c.pool, c.gpu_model, CURRENCY, c.seconds, c.cost, c.cost)
+                      for c in rows])
     conn.commit()
     conn.close()
 

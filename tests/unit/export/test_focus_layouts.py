@@ -53,10 +53,9 @@ def test_unobserved_capacity_is_a_charge_with_no_allocated_resource(tmp_path: Pa
 def test_list_cost_column_is_used_once_it_exists(tmp_path: Path) -> None:
     """Version-2 pricing writes list_cost: the pod's list price 5.00 x 2 GPU-h = 10.00 with an effective 8.00
     (4.00 x 2). ListCost/ListUnitPrice 10.00/5.00, ContractedCost/ContractedUnitPrice and EffectiveCost
-    8.00/4.00, the price id at the list price. A table without the column keeps ListCost = cost (24.00)."""
+    8.00/4.00, the price id at the list price. The undiscounted capacity row keeps ListCost = cost (24.00)."""
     ledger = _ledger(tmp_path, 21600.0, 24.0)
     conn = sqlite3.connect(ledger)
-    conn.execute("ALTER TABLE usage ADD COLUMN list_cost REAL NOT NULL DEFAULT 0")
     conn.execute("UPDATE usage SET list_cost = 10.0")
     conn.commit()
     conn.close()

@@ -1,0 +1,91 @@
+"""Priced rows: GPU-seconds of one node turned into the ledger's hour-rows, each hour at its own rate.
+
+Every amount carries two costs: ``cost`` at the effective rate (capacity type, pool, commitments, owned
+hardware's capital rate plus its measured energy) and ``list_cost`` at the public list price.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable
+from typing import TypeVar
+
+from exporter.aggregator.kubestate import KubeState
+from exporter.aggregator.ledger import TickWrite
+from exporter.aggregator.rates import Slice, TickRates, slices
+from exporter.model.accounting import cost_of
+from exporter.model.books import CapacityAmounts, CapacityKey, CapacityTotalKey, CounterMark, UsageAmounts, _Amounts
+from exporter.model.pricing_labels import NodeFacts
+from exporter.model.pricing_resolve import GpuRate
+from exporter.model.usage import UsageSnapshot
+
+UNKNOWN = "unknown"
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V", bound=_Amounts)
+
+
+def add(table: dict[_K, _V], key: _K, amount: _V) -> None:
+    """Add ``amount`` to ``table[key]`` field by field."""
+    old = table.get(key)
+    table[key] = amount if old is None else old + amount
+
+
+def node_facts(kube: KubeState, node: str, model: str) -> NodeFacts:
+    """What the node's labels say about its billing (instance type, capacity type, pool)."""
+    return NodeFacts.from_labels(node, model, labels=kube.nodes.get(node, {}), pool=kube.pool_of(node))
+
+
+def gpus_by_model(snap: UsageSnapshot, kube: KubeState) -> dict[str, int]:
+    """Physical GPUs of the node: the agent's inventory, else the node's GPU-count label."""
+    by_model: dict[str, int] = defaultdict(int)
+    for c in snap.capacity:
+        by_model[c.gpu_model] += 1
+    labelled = kube.gpus_of_node(snap.node)
+    if not by_model and labelled:
+        by_model[kube.model_of_node(snap.node) or UNKNOWN] = labelled
+    return dict(by_model)
+
+
+def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts: list[Slice]) -> list[
+        tuple[int, CapacityAmounts]]:
+    """Capacity GPU-seconds spread over their hours, each hour priced at the rate in force at its start."""
+    out = []
+    for part in parts:
+        rate = rates.rate(facts, mig_profile=None, at=part.start)
+        s = seconds * part.share
+        out.append((part.hour, CapacityAmounts(s, cost_of(s, rate.effective_per_gpu_hour),
+                                               cost_of(s, rate.list_per_gpu_hour))))
+    return out
+
+
+def book_capacity(w: TickWrite, *, unobserved: bool, key: CapacityTotalKey,
+                  hourly: list[tuple[int, CapacityAmounts]]) -> None:
+    """Book capacity time in the hours it happened in, and add it to the running totals."""
+    rows = w.unobserved if unobserved else w.unallocated
+    totals = w.unobserved_totals if unobserved else w.unallocated_totals
+    for hour, amount in hourly:
+        add(rows, CapacityKey(hour, *key), amount)
+        add(totals, key, amount)
+
+
+def book_unobserved(w: TickWrite, *, node: str, kube: KubeState, rates: TickRates, gpus_by_model: dict[str, int],
+                    start: float, end: float) -> None:
+    """``gpus x (end - start)`` of capacity nobody observed, per model, spread over its hours."""
+    if end <= start:
+        return
+    parts, pool = slices(start, end), kube.pool_of(node)
+    for model, gpus in gpus_by_model.items():
+        seconds = gpus * (end - start)
+        if seconds > 0:
+            book_capacity(w, unobserved=True, key=CapacityTotalKey(node, pool, model, rates.pricing.currency),
+                          hourly=priced_capacity(rates, node_facts(kube, node, model), seconds=seconds, parts=parts))
+
+
+def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate) -> UsageAmounts:
+    """One hour's part of a holder's delta, priced: effective cost (plus energy on owned hardware), idle
+    cost at the same effective rate, and the list cost."""
+    alloc, idle_s, energy = d.allocated_s * share, idle * share, d.energy_j * share
+    energy_cost = rate.energy.cost(energy) if rate.energy is not None else 0.0
+    return UsageAmounts(alloc, d.used_s * share, d.unmeasured_s * share, idle_s,
+                        cost_of(alloc, rate.effective_per_gpu_hour) + energy_cost,
+                        cost_of(idle_s, rate.effective_per_gpu_hour), energy, cost_of(alloc, rate.list_per_gpu_hour))

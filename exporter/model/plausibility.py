@@ -1,0 +1,54 @@
+"""Whether an agent's counters could be true: the checks that keep a broken or hostile agent out of the books.
+
+Pure arithmetic over one snapshot's deltas; booking refuses the whole snapshot (for that node only) when
+any check fails, and keeps its marks, so the next sane snapshot's delta loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from exporter.model.books import CounterMark
+
+#: Headroom of the rate bound: clocks and tick jitter, never a whole extra GPU-hour.
+RATE_SLACK_RELATIVE = 1e-3
+RATE_SLACK_SECONDS = 1.0
+#: Holders pay what Kubernetes allocated them, so an oversubscribed device (which the agent counts) can
+#: take a node's sum above its capacity; never beyond twice it.
+OVERSUBSCRIPTION_LIMIT = 2.0
+EPS = 1e-6
+
+
+def counter_advance(prev: CounterMark | None, cur: CounterMark) -> CounterMark | None:
+    """What a counter advanced since its mark; None when it went backwards (impossible within an epoch)."""
+    if prev is None:
+        return cur
+    if (cur.allocated_s < prev.allocated_s - EPS or cur.used_s < prev.used_s - EPS
+            or cur.unmeasured_s < prev.unmeasured_s - EPS or cur.energy_j < prev.energy_j - EPS):
+        return None
+    return CounterMark(max(0.0, cur.allocated_s - prev.allocated_s), max(0.0, cur.used_s - prev.used_s),
+                       max(0.0, cur.unmeasured_s - prev.unmeasured_s), max(0.0, cur.energy_j - prev.energy_j))
+
+
+def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int) -> str:
+    """Why these deltas over ``wall`` seconds on a node of ``gpus`` GPUs cannot be true, or "".
+
+    No counter may advance faster than GPUs x wall time; all together not faster than twice that; used
+    or unmeasured never above allocated. Without the wall time (an agent that does not say when its epoch
+    began) or the GPU count (no inventory, no GPU-count label) only the per-counter checks apply."""
+    deltas = list(deltas)
+    for d in deltas:
+        if d.used_s > d.allocated_s + EPS or d.unmeasured_s > d.allocated_s + EPS:
+            return "used_above_allocated"
+    if wall is None:
+        return ""
+    if wall < -EPS:
+        return "time_went_backwards"
+    if not gpus:
+        return ""
+    bound = gpus * (max(0.0, wall) * (1 + RATE_SLACK_RELATIVE) + RATE_SLACK_SECONDS)
+    if any(d.allocated_s > bound for d in deltas):
+        return "faster_than_wall_time"
+    if sum(d.allocated_s for d in deltas) > OVERSUBSCRIPTION_LIMIT * bound:
+        return "faster_than_wall_time"
+    return ""
