@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import IO
 
 from exporter.aggregator.report import Query
-from exporter.export.focus_export import export, open_readonly, query_of
+from exporter.export.focus_export import export, focus_hours, open_readonly, query_of
 from exporter.export.focus_rows import FocusSettings
 from exporter.export.focus_writers import CsvSink, ParquetSink, metadata, parquet_available
-from exporter.export.ledger_source import Window, inspect_ledger, sku_keys
-from exporter.export.rate_card import SkuKey, file_keys, price_list, render_price_list
+from exporter.export.ledger_source import Window, inspect_ledger
+from exporter.export.rate_card import PriceEntry, booked_price, file_keys, price_list, render_price_list
 
 
 class CommandError(ValueError):
@@ -97,9 +97,18 @@ def run_price_list(*, pricing_file: Path, ledger: Path | None) -> str:
         raise CommandError(str(exc)) from None
     try:
         query = query_of(conn)
-        keys = [SkuKey(*k) for k in sku_keys(query, inspect_ledger(query, cluster=None))]
+        layout = inspect_ledger(query, cluster=None)
+        clusters = [str(c) for (c,) in query("SELECT DISTINCT cluster FROM usage", ())] if layout.cluster else [None]
+        entries: dict[str, PriceEntry] = {}
+        for cluster in clusters:  # the prices the ledger's rows were booked at: exactly what an export references
+            settings = FocusSettings(cluster=cluster or "default")
+            for rows in focus_hours(query, settings, Window(None, None)):
+                for row in rows:
+                    entry = booked_price(row)
+                    if entry is not None:
+                        entries.setdefault(entry.sku_price_id, entry)
     except (sqlite3.DatabaseError, ValueError) as exc:
         raise CommandError(f"{ledger}: not a gpu-cost-exporter ledger ({exc})") from None
     finally:
         conn.close()
-    return render_price_list(price_list(pricing, keys))
+    return render_price_list(sorted(entries.values(), key=lambda e: (e.sku_id, e.unit_price)))

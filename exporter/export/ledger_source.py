@@ -7,7 +7,6 @@ The capacity tables (time nobody held, time nobody could observe) share one shap
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from exporter.aggregator.booking import hour_of
@@ -155,12 +154,3 @@ def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[Capacit
                                currency=str(r[4]), seconds=float(r[5]), cost=float(r[6]), list_cost=float(r[7]))
                 for r in rows]
     return out
-
-
-def sku_keys(query: Query, layout: LedgerLayout) -> Iterable[tuple[str, str, str]]:
-    """(model, MIG profile, pool) of every row, for the price list of what an export references."""
-    scope, params = layout.scope()
-    where = f" WHERE{scope.removeprefix(' AND')}" if scope else ""
-    sql = " UNION ".join([f"SELECT DISTINCT gpu_model, mig_profile, pool FROM usage{where}",
-                          *(f"SELECT DISTINCT gpu_model, '', pool FROM {c.table}{where}" for c in layout.capacity)])
-    return [(str(r[0]), str(r[1]), str(r[2])) for r in query(sql, params * (1 + len(layout.capacity)))]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from exporter.export.focus_format import decimal_text, money
 from exporter.model.pricing import Pricing
@@ -83,6 +84,15 @@ def price_list(pricing: Pricing, keys: Iterable[SkuKey]) -> list[PriceEntry]:
         out.append(PriceEntry(key, sku, sku_price_id(sku, pricing.currency, point), pricing.currency, point,
                               price.known))
     return out
+
+
+def booked_price(row: Mapping[str, Any]) -> PriceEntry | None:
+    """The price list entry an exported row references (None for a row without a price)."""
+    if row.get("SkuPriceId") is None or row.get("ListUnitPrice") is None:
+        return None
+    key = SkuKey(str(row.get("x_GpuModel") or ""), str(row.get("x_MigProfile") or ""), str(row.get("x_NodePool") or ""))
+    return PriceEntry(key, str(row["SkuId"]), str(row["SkuPriceId"]), str(row["BillingCurrency"]),
+                      Decimal(row["ListUnitPrice"]), listed=True)
 
 
 def file_keys(pricing: Pricing) -> list[SkuKey]:
