@@ -7,6 +7,7 @@ Keys are ``NamedTuple``s: they are identities, not amounts, and hash fast as dic
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from operator import add, attrgetter
 from typing import Any, NamedTuple, Self
@@ -24,8 +25,11 @@ def hour_shares(start: float, end: float) -> list[tuple[int, float]]:
 
     A delta that spans an hour boundary is booked to both hours by their share of the wall time, so
     that every hour's books hold exactly that hour's GPU-seconds (the per-hour conservation identity).
-    An empty or backwards interval belongs wholly to the hour of ``end``.
+    An empty or backwards interval belongs wholly to the hour of ``end``; a non-finite bound is refused
+    (the wire schema keeps them out; this keeps a bad value from ever looping for ever here).
     """
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError(f"interval [{start}, {end}] is not finite")
     if not end > start:
         return [(hour_of(end), 1.0)]
     span = end - start

@@ -178,3 +178,13 @@ def test_one_counter_faster_than_the_node_is_refused_but_oversubscription_is_not
     assert one_too_fast.rejected == {"n1": "faster_than_wall_time"}
     sum_too_fast = books.prepare([snap("e1", 2, 115.0, 30.0, 0.0, 31.0, unobserved=31.0, gpus=2)], k, PRICING)
     assert sum_too_fast.rejected == {"n1": "faster_than_wall_time"}
+
+
+def test_hour_split_refuses_a_non_finite_interval() -> None:
+    """An infinite end would split into hours for ever: refused (the schema keeps such values out first)."""
+    from exporter.model.books import hour_shares
+
+    for start, end in ((0.0, float("inf")), (float("nan"), 10.0), (float("-inf"), 0.0)):
+        with pytest.raises(ValueError, match="not finite"):
+            hour_shares(start, end)
+    assert hour_shares(3000.0, 4200.0) == [(0, 0.5), (3600, 0.5)]
