@@ -220,3 +220,27 @@ def test_rendered_rules_and_alertmanager_config_are_the_project_ones(tmp_path: P
     proc = subprocess.run([amtool, "check-config", str(tmp_path / "alertmanager.yaml")], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pricing_values_take_a_whole_version_2_document() -> None:
+    """``pricing.document`` is rendered as the pricing file as is, and the product's own loader accepts it:
+    an instance type (55.04 / 8 = 6.88 per GPU-hour), spot, a commitment and owned hardware."""
+    from exporter.model.pricing import parse_pricing
+    from exporter.model.pricing_labels import NodeFacts
+    from tests.unit.helm_render import render
+
+    document = {
+        "currency": "USD", "default_price": 1.0, "models": {"NVIDIA H100 80GB HBM3": 4.0},
+        "instance_types": {"p5.48xlarge": {"gpus": 8, "hourly": 55.04}}, "capacity_types": {"spot": 0.35},
+        "commitments": [{"name": "h100-1yr", "model": "NVIDIA H100 80GB HBM3", "gpus": 8, "hourly": 2.1,
+                         "start": "2026-01-01T00:00:00Z", "end": "2027-01-01T00:00:00Z"}],
+        "on_prem": [{"model": "NVIDIA A100-SXM4-80GB", "capex_per_gpu": 17520, "years": 4,
+                     "energy_price_kwh": 0.12, "pue": 1.5}]}
+    out = render({"pricing": {"document": document}})
+    (cm,) = [o for o in out.of_kind("ConfigMap") if "pricing.yaml" in o.get("data", {})]
+    pricing = parse_pricing(cm["data"]["pricing.yaml"], "pricing.yaml")
+    node = NodeFacts.from_labels("n1", "NVIDIA H100 80GB HBM3",
+                                 labels={"node.kubernetes.io/instance-type": "p5.48xlarge"}, pool=None)
+    assert pricing.rate(node, at=1.8e9).list_per_gpu_hour == pytest.approx(55.04 / 8)
+    with pytest.raises(Exception, match="pricing_typo"):
+        render({"pricing": {"document": {"currency": "USD", "pricing_typo": 1}}})
