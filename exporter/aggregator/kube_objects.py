@@ -12,7 +12,9 @@ from typing import Any
 GPU_RESOURCE_RE = re.compile(r"^(nvidia\.com/(gpu|gpu\.shared|mig-.+)|amd\.com/gpu|gpu\.intel\.com/.+)$")
 QUOTA_KEYS = ("requests.nvidia.com/gpu", "limits.nvidia.com/gpu", "requests.nvidia.com/gpu.shared",
               "nvidia.com/gpu")
-PENDING_REASONS = ("insufficient_gpu", "node_affinity", "taint", "quota", "other")
+#: Bounded: the scheduler's message classified (classify_pending), and dra_unallocated (kubestate: a GPU
+#: ResourceClaim of the pod has no allocation).
+PENDING_REASONS = ("insufficient_gpu", "node_affinity", "taint", "quota", "dra_unallocated", "other")
 
 def parse_quantity(text: Any) -> float:
     """Kubernetes quantity -> number (only the forms GPU counts take: integers, m, k/Ki)."""

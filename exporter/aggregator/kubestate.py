@@ -1,7 +1,7 @@
 """What the aggregator knows from the Kubernetes API, reduced to what accounting needs.
 
 Pods (GPU holders, pending GPU pods, agent pods), nodes (pool and GPU model), namespaces, GPU
-quotas and the events behind pending reasons and quota rejections.
+quotas, the events behind pending reasons and quota rejections, and DRA claims (``dra_claims``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.aggregator.dra_claims import DRA_KIND_NAMES, DraState, pod_claim_names
 from exporter.aggregator.kube_objects import (
     GPU_RESOURCE_RE,
     PENDING_REASONS,
@@ -54,6 +55,7 @@ class PodInfo:
     pod_ip: str
     pending_message: str
     created: str
+    claims: tuple[str, ...] = ()  # DRA ResourceClaims it uses, by name in its namespace
 
 
 @dataclass(slots=True)
@@ -80,6 +82,7 @@ class KubeState:
     volcano_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # queue -> (capability, allocated)
     kueue_cluster_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # cq -> (nominal, usage)
     kueue_local_queues: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, lq) -> cluster queue
+    dra: DraState = field(default_factory=DraState)
     on_pod_deleted: Callable[[PodInfo], None] | None = None
 
     # -- lookups -------------------------------------------------------------------------------------
@@ -127,11 +130,13 @@ class KubeState:
         return out
 
     def pending_gpu_pods(self) -> list[PodInfo]:
-        return [p for p in self.pods.values() if p.phase == "Pending" and not p.node and p.gpus > 0]
+        """Unscheduled pods requesting GPUs as a resource or through a (known) DRA GPU claim."""
+        return [p for p in self.pods.values() if p.phase == "Pending" and not p.node
+                and (p.gpus > 0 or self.dra.gpu_claims(p.namespace, p.claims))]
 
     def pending_reasons(self, pod: PodInfo) -> list[str]:
         msg = pod.pending_message or self.scheduling_messages.get((pod.namespace, pod.name), "")
-        return classify_pending(msg) if msg else ["other"]
+        return self.dra.with_claim_reason(pod.namespace, pod.claims, classify_pending(msg) if msg else ["other"])
 
     def quota_by_namespace(self) -> dict[str, tuple[float, float]]:
         """Tightest GPU quota per namespace: (hard, used) of the quota with the least headroom."""
@@ -146,10 +151,12 @@ class KubeState:
 
     # -- watch handler -------------------------------------------------------------------------------
     def handle(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
-        if etype == "LISTED":
+        if kind in DRA_KIND_NAMES:
+            self.dra.handle(kind, etype, obj)
+        elif etype == "LISTED":
             self._relisted(kind, obj["items"])
-            return
-        getattr(self, f"_on_{kind}")(etype, obj)
+        else:
+            getattr(self, f"_on_{kind}")(etype, obj)
 
     def _relisted(self, kind: str, items: list[dict[str, Any]]) -> None:
         if kind == "pods":
@@ -201,10 +208,11 @@ class KubeState:
             amounts = {**(res.get("requests") or {}), **(res.get("limits") or {})}
             gpus += sum(parse_quantity(v) for k, v in amounts.items() if GPU_RESOURCE_RE.match(k))
         labels = meta.get("labels") or {}
-        if gpus <= 0 and not self._is_agent(labels):
+        phase, claims = status.get("phase", ""), pod_claim_names(spec, status)
+        waits_for_claims = bool(claims) and phase == "Pending" and not spec.get("nodeName")
+        if gpus <= 0 and not self._is_agent(labels) and not waits_for_claims:
             self.pods.pop(key, None)
             return
-        phase = status.get("phase", "")
         if phase in ("Succeeded", "Failed"):
             info = self.pods.pop(key, None)
             if info is not None:
@@ -219,7 +227,7 @@ class KubeState:
             namespace=key[0], name=key[1], uid=meta.get("uid", ""), node=spec.get("nodeName") or "", phase=phase,
             gpus=gpus, workload=wname, workload_kind=wkind, priority_class=spec.get("priorityClassName") or "",
             labels=labels, pod_ip=status.get("podIP") or "", pending_message=pending_msg,
-            created=meta.get("creationTimestamp") or "")
+            created=meta.get("creationTimestamp") or "", claims=claims)
 
     @staticmethod
     def _keep_labels(table: dict[str, dict[str, str]], etype: str, obj: dict[str, Any]) -> None:

@@ -60,6 +60,7 @@ class AggregatorCollector(Collector):
         yield from held_gauges(m.gauges, currency=m.pricing.currency)
         yield price_gauges(m.pricing)
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
+        yield from dra_families(m.kube)
         yield from health(m)
 
 
@@ -238,6 +239,19 @@ def quota_and_queue(kube: KubeState, *, now: float, team_label: str) -> Iterator
     for ns, nrej in sorted(kube.quota_rejections().items()):
         rejections.add_metric([ns], nrej)
     yield from (quota, headroom, queue, pending, oldest, info, rejections)
+
+
+def dra_families(kube: KubeState) -> Iterator[Family]:
+    """DRA GPU claims by state and the GPU devices nodes publish; empty where resource.k8s.io is not served."""
+    claims = GaugeMetricFamily("gpucost_dra_claims", "DRA ResourceClaims for GPUs by namespace; pending = no "
+                               "allocation yet", labels=["namespace", "state"])
+    for c in kube.dra.claim_counts():
+        claims.add_metric([c.namespace, c.state], c.claims)
+    devices = GaugeMetricFamily("gpucost_dra_published_devices", "GPU devices the NVIDIA DRA driver publishes "
+                                "in ResourceSlices, by node and type (gpu, mig, vfio, other)", labels=["node", "type"])
+    for d in kube.dra.published_devices():
+        devices.add_metric([d.node, d.type], d.devices)
+    yield from (claims, devices)
 
 
 def health(m: MetricsInputs) -> Iterator[Family]:

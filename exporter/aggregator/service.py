@@ -23,7 +23,7 @@ from exporter.aggregator.ledger import Ledger, LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
 from exporter.aggregator.pricing_source import PricingSource
 from exporter.clients.agents import AgentPuller, PullResult
-from exporter.clients.kube import CORE_KINDS, Watcher, make_api_client, served_custom_kinds
+from exporter.clients.kube import CORE_KINDS, DRA_KINDS, QUEUE_KINDS, Watcher, make_api_client, served_custom_kinds
 from exporter.clock import Clock, RealClock
 from exporter.config import AggregatorSettings
 from exporter.logs import get_logger
@@ -100,9 +100,9 @@ class Aggregator:
                       "unknown: no agent is pulled (discovery is limited to one namespace)")
         if self.settings.kubeconfig is not None or os.environ.get("KUBERNETES_SERVICE_HOST"):
             self._api_client = await make_api_client(self.settings.kubeconfig)
-            queues = await served_custom_kinds(self._api_client)
+            queues = await served_custom_kinds(self._api_client, QUEUE_KINDS + DRA_KINDS)
             if queues:
-                log.info("queue_kinds_served", kinds=[s.kind for s in queues])
+                log.info("optional_kinds_served", kinds=[s.kind for s in queues])
             self.watcher = Watcher(self._api_client, self.kube.handle, specs=CORE_KINDS + queues,
                                    watch_timeout=self.settings.watch_timeout)
             self._spawn(self.watcher.run(), "kube-watch")

@@ -46,6 +46,12 @@ QUEUE_KINDS = (
     WatchSpec("localqueues", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta1"),
 )
 
+#: DRA (resource.k8s.io/v1, GA in 1.34): claims and slices, watched where the API serves them.
+DRA_KINDS = (
+    WatchSpec("resourceclaims", "list_cluster_custom_object", group="resource.k8s.io", version="v1"),
+    WatchSpec("resourceslices", "list_cluster_custom_object", group="resource.k8s.io", version="v1"),
+)
+
 CORE_KINDS = (
     WatchSpec("pods", "list_pod_for_all_namespaces"),
     WatchSpec("nodes", "list_node"),

@@ -45,6 +45,6 @@ def test_demo_serves_the_contract() -> None:
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-    assert "gpu-cost-exporter demo: simulated cluster 'default.yaml' with 5 GPU nodes" in out
+    assert "gpu-cost-exporter demo: simulated cluster 'default.yaml' with 7 GPU nodes" in out
     assert re.search(r"^ai-training\s+\d", out, re.M) and "__unallocated__" in out
     assert proc.returncode == 0

@@ -330,6 +330,11 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
       pretrain holds 8 H200s (6 committed at 3.00, list 5.00: 0.75 x 3.00 + 0.25 x 5.00 = 3.50) for 2 h
       = 16 GPU-h, list 80.00, cost 56.00 -> 32 GPU-h, list 190.08, cost 94.528; nothing unused.
       Every other namespace pays list: ai-training list_cost = cost = 48.00.
+    * ai-shared (added with DRA and HAMi; fully held, so the figures above stay): rag-0's ResourceClaim holds
+      the DRA node's one A100 (gpu-0) for 2 h = 2 GPU-h, used 2 x 0.6 = 1.2; asr-0 and tts-0 share the HAMi
+      node's A100 with 50 % cores each (memory 20480 MiB is under half the framebuffer, so max(mem, cores)
+      = 0.5 each) for 2 h = 1 + 1 GPU-h; the GPU is busy 0.3 + 0.2 = 0.5 -> 1 GPU-h split 1:1 = 0.5 used each
+      -> 4 GPU-h, used 2.2, cost = list = 4 x 2.50 = 10.00; unallocated on both nodes 0.
     """
     import sqlite3
 
@@ -362,3 +367,7 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     assert round(16 * 55.04 / 8 * 0.35 + 16 * 3.50, 4) == 94.528
     assert abs(rows["ai-training"]["list_cost"] - 48.0) < pinned
     assert "__unused_commitment__" not in rows
+    shared = rows["ai-shared"]
+    assert abs(shared["allocated_gpu_hours"] - (2 + 0.5 * 2 + 0.5 * 2)) < pinned
+    assert abs(shared["used_gpu_hours"] - (2 * 0.6 + (0.3 + 0.2) * 2)) < pinned
+    assert abs(shared["cost"] - 4 * 2.50) < pinned and abs(shared["list_cost"] - 10.0) < pinned

@@ -106,7 +106,7 @@ async def test_kubernetes_asyncio_list_and_watch_with_410_and_bookmarks(peers: S
         serve = next(p for p in pods.items if p.metadata.name == "llm-serve-6c9f7-abcde")
         assert serve.metadata.owner_references[0].kind == "ReplicaSet"
         nodes = await v1.list_node(label_selector="nvidia.com/gpu.present=true")
-        assert len(nodes.items) == 5  # training, inference, dev, and the research pool's spot H100s and H200s
+        assert len(nodes.items) == 7  # training, inference, dev, research's spot H100s and H200s, shared DRA + HAMi
         assert nodes.items[0].metadata.labels["nvidia.com/gpu.count"] == "8"
         rv = pods.metadata.resource_version
 

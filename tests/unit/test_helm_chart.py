@@ -110,10 +110,12 @@ def test_secure_by_default() -> None:
     assert "readOnly: true" in mount
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
-    # cluster reads; the Lease only for HA; the agent's own-node pod reads only with agent.watchPods
-    assert verbs == ["get, list, watch"] * 3 + ["get, create, update", "get, list, watch"]
-    assert re.findall(r"resources: \[(.*?)\]", rbac) == ["pods, nodes, namespaces, resourcequotas, events", "queues",
-                                                          "clusterqueues, localqueues", "leases", "pods"]
+    # cluster reads; the Lease only for HA; the agent's reads each behind its value (watchPods, sharing, dra)
+    assert verbs == ["get, list, watch"] * 4 + ["get, create, update", "get, list, watch", "get", "get", "list",
+                                                "get"]
+    assert re.findall(r"resources: \[(.*?)\]", rbac) == [
+        "pods, nodes, namespaces, resourcequotas, events", "queues", "clusterqueues, localqueues",
+        "resourceclaims, resourceslices", "leases", "pods", "pods", "nodes", "resourceslices", "resourceclaims"]
     assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()
     assert "api_url_file" in am and "https://hooks" not in am

@@ -88,29 +88,31 @@ def test_aggregator_discovers_only_this_releases_agents_in_its_namespace(release
 
 
 def test_agent_pod_watch_is_on_by_default_with_read_only_pod_rbac() -> None:
-    """GPUCOST_WATCH_PODS=true, the ServiceAccount token mounted, and one ClusterRole: get/list/watch pods."""
+    """GPUCOST_WATCH_PODS=true, the ServiceAccount token mounted, and one ClusterRole: get/list/watch pods
+    (beside the sharing and DRA grants, see test_helm_sharing_rbac.py); with every API read off, no role."""
     rendered = render({})
     pod = rendered.pod("DaemonSet")
     assert env_of(pod["containers"][0])["GPUCOST_WATCH_PODS"] == "true" and pod["automountServiceAccountToken"] is True
     role = rendered.named("ClusterRole", f"{FULL}-agent")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]} in role["rules"]
     binding = rendered.named("ClusterRoleBinding", f"{FULL}-agent")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{FULL}-agent", "namespace": NAMESPACE}]
-    off = render({"agent": {"watchPods": False}})
+    off = render({"agent": {"watchPods": False, "sharing": {"enabled": False}, "dra": {"enabled": False}}})
     assert "GPUCOST_WATCH_PODS" not in env_of(off.pod("DaemonSet")["containers"][0])
     assert off.pod("DaemonSet")["automountServiceAccountToken"] is False
     assert f"{FULL}-agent" not in {r["metadata"]["name"] for r in off.of_kind("ClusterRole")}
 
 
 def test_aggregator_may_read_every_kind_it_watches() -> None:
-    """The aggregator's ClusterRole covers each kind its watcher lists: the five core kinds and the GPU
-    queue kinds (a refused watch never syncs, and an unsynced aggregator never reports ready)."""
-    from exporter.clients.kube import CORE_KINDS, QUEUE_KINDS
+    """The aggregator's ClusterRole covers each kind its watcher lists: the five core kinds, the GPU
+    queue kinds and the DRA kinds (a refused watch never syncs, and an unsynced aggregator never reports
+    ready)."""
+    from exporter.clients.kube import CORE_KINDS, DRA_KINDS, QUEUE_KINDS
 
     role = render({}).named("ClusterRole", f"{FULL}-aggregator")
     granted = {(group, resource) for rule in role["rules"] if {"get", "list", "watch"} <= set(rule["verbs"])
                for group in rule["apiGroups"] for resource in rule["resources"]}
-    watched = {(spec.group or "", spec.kind) for spec in CORE_KINDS + QUEUE_KINDS}
+    watched = {(spec.group or "", spec.kind) for spec in CORE_KINDS + QUEUE_KINDS + DRA_KINDS}
     assert watched == granted
 
 

@@ -126,10 +126,11 @@ def test_cli_unknown_flag_and_missing_scenario(capsys: pytest.CaptureFixture[str
 
 
 def test_default_scenario_is_valid() -> None:
-    """The built-in scenario loads: four pools (research: spot and committed GPUs), a pending pod, a
-    quota rejection."""
+    """The built-in scenario loads: five pools (research: spot and committed GPUs; shared: DRA and HAMi), a
+    pending pod, a quota rejection."""
     s = load_scenario(REPO / "exporter" / "sim" / "scenarios" / "default.yaml")
-    assert {n.labels["gpu.platform/pool"] for n in s.nodes} == {"training", "inference", "dev", "research"}
+    assert {n.labels["gpu.platform/pool"] for n in s.nodes} == {"training", "inference", "dev", "research", "shared"}
+    assert any(n.dra for n in s.nodes) and any(n.sharing == "hami" for n in s.nodes)
     assert any(p.node is None for p in s.pods)
     assert any(e.type == "quota_rejection" for e in s.events)
 

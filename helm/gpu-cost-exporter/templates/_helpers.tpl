@@ -56,6 +56,12 @@ app.kubernetes.io/component: aggregator
 {{- default (printf "%s-agent-token" (include "gce.fullname" .)) .Values.agentAuth.existingSecret -}}
 {{- end -}}
 
+{{/* Whether the agent reads the API at all (pod watch, shared-GPU context, DRA): only then is its
+ServiceAccount token mounted and its ClusterRole rendered. */}}
+{{- define "gce.agentReadsApi" -}}
+{{- if or .Values.agent.watchPods .Values.agent.sharing.enabled .Values.agent.dra.enabled }}true{{ else }}false{{ end }}
+{{- end -}}
+
 {{- define "gce.agentTokenDir" -}}/var/run/gpu-cost-exporter/agent-token{{- end -}}
 
 {{/* Agent TLS: an existing Secret, or the one the cert-manager Certificate writes. */}}
