@@ -7,9 +7,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from exporter.aggregator.booking import NodePrice
 from exporter.aggregator.kubestate import KubeState
 from exporter.model.books import UsageAmounts
 from exporter.model.pricing import Pricing
+from exporter.model.pricing_labels import NodeFacts
 from exporter.model.usage import UsageSnapshot
 
 OVERFLOW = "__overflow__"
@@ -76,15 +78,27 @@ class HeldNow:
     overflow_pods: dict[str, int]
 
 
+def hourly_rate(*, node: str, model: str | None, mig_profile: str | None, kube: KubeState, pricing: Pricing,
+                now: float, booked: Mapping[str, NodePrice]) -> float:
+    """What one GPU-hour of a holder's device costs now, as booking prices it: the node's last booked
+    rate (commitments blended in) for a whole GPU of the node's model, else the rules of the pricing
+    document in force (instance type, capacity type, pool, MIG listed price, owned hardware's capital)."""
+    price = booked.get(node)
+    if price is not None and not mig_profile and price.gpu_model == model:
+        return price.rate.effective_per_gpu_hour
+    pool = kube.pool_of(node) or None
+    facts = NodeFacts.from_labels(node, model, labels=kube.nodes.get(node, {}), pool=pool)
+    return pricing.rate(facts, at=now, mig_profile=mig_profile).effective_per_gpu_hour
+
+
 def held_now(latest: Mapping[str, UsageSnapshot], *, kube: KubeState, pricing: Pricing, now: float,
              idle_threshold: float, idle_since: dict[tuple[str, str], float], max_pods_per_namespace: int,
-             pod_gone: Callable[[str, str], bool]) -> HeldNow:
+             pod_gone: Callable[[str, str], bool], booked: Mapping[str, NodePrice] | None = None) -> HeldNow:
     """GPUs held now per namespace and per pod, from the latest snapshots. ``idle_since`` (pod -> when it
     went below the idle threshold) is the one piece of memory across ticks; it is updated in place."""
     alloc: dict[str, float] = {}
     pods: dict[tuple[str, str], _PodAcc] = {}
     for node, snap in latest.items():
-        pool = kube.pool_of(node)
         for h in snap.holders:
             if not h.active or pod_gone(h.namespace, h.pod):
                 continue
@@ -94,7 +108,8 @@ def held_now(latest: Mapping[str, UsageSnapshot], *, kube: KubeState, pricing: P
             if h.utilization is not None:
                 acc.used += h.fraction * h.utilization
                 acc.measured += h.fraction
-            acc.hourly += h.fraction * pricing.price(h.gpu_model, h.mig_profile, pool).per_gpu_hour
+            acc.hourly += h.fraction * hourly_rate(node=node, model=h.gpu_model, mig_profile=h.mig_profile, kube=kube,
+                                                   pricing=pricing, now=now, booked=booked or {})
     gauges: dict[tuple[str, str], PodGauge] = {}
     for key, a in pods.items():
         util = a.used / a.measured if a.measured > 0 else None

@@ -305,7 +305,8 @@ class Aggregator:
     def _refresh_held(self) -> None:
         held = held_now(self.latest, kube=self.kube, pricing=self.pricing.current, now=self.clock.now(),
                         idle_threshold=self.settings.idle_threshold, idle_since=self.idle_since,
-                        max_pods_per_namespace=self.settings.max_pods_per_namespace, pod_gone=self._pod_gone)
+                        max_pods_per_namespace=self.settings.max_pods_per_namespace, pod_gone=self._pod_gone,
+                        booked=self.books.node_prices if self.books else None)
         self.gauges.allocated_gpus = held.allocated_gpus
         self.gauges.pods, self.gauges.overflow_pods = held.pods, held.overflow_pods
 
