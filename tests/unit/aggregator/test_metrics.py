@@ -1,15 +1,12 @@
-"""The aggregator's fast /metrics renderer says exactly what prometheus-client would say."""
+"""The aggregator's collector: which series it emits, and the inputs the renderer tests share."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-
 from exporter.aggregator.booking import Books
 from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.gauges import AgentHealth, Gauges, PodGauge, fold_overflow
+from exporter.aggregator.gauges import AgentHealth, Gauges, PodGauge
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
@@ -45,40 +42,6 @@ def inputs(*, breakdown_series: bool = False) -> MetricsInputs:
                          now=RealClock().now(), kube_up=True, pricing_reload_errors=0,
                          snapshots_rejected=Counter({"node_mismatch": 3}), team_label="gpu.platform/team",
                          breakdown_series=breakdown_series)
-
-
-def _samples(text: str) -> list[tuple[str, list[tuple[str, str]], float]]:
-    return sorted((s.name, sorted(s.labels.items()), s.value) for f in text_string_to_metric_families(text)
-                  for s in f.samples if not s.name.endswith("_created"))
-
-
-def test_fast_renderer_matches_prometheus_client() -> None:
-    """Same samples, labels (escaped) and values as generate_latest, twice (the label cache is warm)."""
-    collector = AggregatorCollector(inputs)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    expected = _samples(generate_latest(registry).decode())
-    renderer = ExpositionRenderer()
-    for _ in range(2):
-        got = _samples(renderer.render(list(collector.collect())).decode())
-        assert got == expected
-    assert any(("pod", HOSTILE) in s[1] for s in got)
-    assert ("gpucost_quota_gpus", [("namespace", "team-a"), ("source", "resourcequota"), ("type", "used")], 3.0) in got
-    assert ("gpucost_unobserved_gpu_seconds_total", [("gpu_model", "NVIDIA L4"), ("node", "n1"), ("pool", "pool")],
-            60.0) in got
-    assert ("gpucost_agent_snapshots_rejected_total", [("reason", "node_mismatch")], 3.0) in got
-
-
-def test_cardinality_guard_folds_cheapest_pods() -> None:
-    """With a limit of 3 pods per namespace, the two most expensive keep their series and the rest fold
-    into one __overflow__ pod whose GPUs and cost are the sum of what it replaced."""
-    pods = {("ns", f"p{i}"): PodGauge("wl", 1.0, "M", 0.5, float(i), float(i)) for i in range(6)}
-    pods[("other", "x")] = PodGauge("wl", 1.0, "M", 0.5, 0.0, 1.0)
-    out, folded = fold_overflow(pods, 3)
-    assert set(out) == {("ns", "p5"), ("ns", "p4"), ("ns", "__overflow__"), ("other", "x")}
-    assert folded == {"ns": 4}
-    over = out[("ns", "__overflow__")]
-    assert (over.gpus, over.hourly_cost, over.idle_seconds) == (4.0, 0 + 1 + 2 + 3, 3.0)
 
 
 def test_breakdown_series_only_when_enabled() -> None:
