@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from exporter.aggregator.booking import Books
 from exporter.aggregator.exposition import ExpositionRenderer
 from exporter.aggregator.gauges import AgentHealth, Gauges, PodGauge
@@ -20,6 +22,7 @@ from exporter.model.books import (
     NamespaceKey,
     NamespaceTotals,
 )
+from tests.unit.aggregator.pricing_books import COMMITTED, H100, T0, cluster, snap
 
 HOSTILE = 'we"ird\\pod\nname'
 
@@ -54,3 +57,25 @@ def test_breakdown_series_only_when_enabled() -> None:
             "2.0") in text
     assert 'gpucost_breakdown_allocated_gpu_seconds_total{namespace="team-a",pool="spot",priority_class="gpu-batch"}' \
         in text
+
+
+def test_metrics_show_list_cost_energy_unused_commitments_and_node_prices() -> None:
+    """After one priced hour (test 1's cluster): list cost 6.88 + 6.88 = 13.76 for ns, cost 2.10 + 2.408
+    = 4.508, the unused commitment 8.40, and each node's effective price."""
+    books = Books(LedgerState())
+    k = cluster(od={"node.kubernetes.io/instance-type": "p5.48xlarge"},
+                spot={"node.kubernetes.io/instance-type": "p5.48xlarge", "karpenter.sh/capacity-type": "spot"})
+    books.apply(books.prepare([snap("od", 1, T0, held=0.0), snap("spot", 1, T0, held=0.0)], k, COMMITTED, now=T0))
+    books.apply(books.prepare([snap("od", 2, T0 + 3600, held=3600.0, energy_j=10.0),
+                               snap("spot", 2, T0 + 3600, held=3600.0, energy_j=5.0)], k, COMMITTED, now=T0 + 3600))
+    collector = AggregatorCollector(lambda: MetricsInputs(
+        is_leader=True, books=books, gauges=Gauges(), kube=k, pricing=COMMITTED, now=T0 + 3600, kube_up=True,
+        pricing_reload_errors=0, snapshots_rejected=Counter(), team_label="team", breakdown_series=False))
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in collector.collect() for s in f.samples}
+    assert samples[("gpucost_list_cost_total", (("currency", "USD"), ("namespace", "ns")))] == pytest.approx(13.76)
+    assert samples[("gpucost_cost_total", (("currency", "USD"), ("namespace", "ns")))] == pytest.approx(4.508)
+    assert samples[("gpucost_energy_joules_total", (("namespace", "ns"),))] == 15.0
+    assert samples[("gpucost_unused_commitment_cost_total",
+                    (("commitment", "h100-1yr"), ("currency", "USD"), ("gpu_model", H100)))] == pytest.approx(8.40)
+    assert samples[("gpucost_node_gpu_hourly_price", (("capacity_type", "spot"), ("gpu_model", H100), ("node", "spot"),
+                                                      ("pricing_source", "instance_type")))] == pytest.approx(2.408)
