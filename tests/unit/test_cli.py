@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from exporter.cli import main
+from tests.unit.model.test_pricing_schema import HEAD, _commitment
 from tests.unit.sim.test_scenario import BASE
 
 
@@ -41,3 +42,13 @@ def test_cli_unknown_flag_and_missing_scenario(capsys: pytest.CaptureFixture[str
     assert info.value.code == 2
     assert main(["simulate", "--scenario", str(tmp_path / "none.yaml"), "--ledger", str(tmp_path / "l.db")]) == 2
     assert "none.yaml: cannot read" in capsys.readouterr().err
+
+
+def test_aggregator_exits_2_on_an_invalid_version_2_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI refuses a bad commitment at start: exit 2, one stderr line with file and field, no ledger."""
+    bad = tmp_path / "pricing.yaml"
+    bad.write_text(HEAD + _commitment(gpus="0"))
+    assert main(["aggregator", "--pricing-file", str(bad), "--ledger", str(tmp_path / "l.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{bad}: field commitments[0].gpus:" in err[0]
+    assert not (tmp_path / "l.db").exists()
