@@ -11,7 +11,6 @@ import psycopg
 import pytest
 
 from exporter.aggregator.ledger import (
-    MIGRATIONS,
     SCHEMA_VERSION,
     Ledger,
     LedgerError,
@@ -152,6 +151,7 @@ async def test_old_quota_events_fold_into_totals(ledger_target: LedgerTarget) ->
 async def test_version_1_ledger_is_migrated(tmp_path: Path) -> None:
     """A SQLite ledger written by schema 1 opens: the new tables exist, old quota events get a seen time,
     and existing rows belong to the cluster ``default`` (PostgreSQL ledgers begin at schema 3)."""
+    from exporter.aggregator.ledger import MIGRATIONS
 
     path = tmp_path / "l.db"
     conn = sqlite3.connect(path, isolation_level=None)
