@@ -1,13 +1,16 @@
-"""Shared fixtures: paths, scenario writers and a structlog reset."""
+"""Shared fixtures: paths, scenario writers, a running simulated cluster and a structlog reset."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import structlog
+
+from tests.sim_fixture import SimClusterFactory, SimHandle, running_sim_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 #: Real DCGM Exporter captures, each with its source in SOURCES.md next to it.
@@ -29,3 +32,17 @@ def _write_scenario(tmp_path: Path) -> Callable[[str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture(name="sim_cluster")
+def _sim_cluster(tmp_path: Path) -> Iterator[SimClusterFactory]:
+    """Start `gpu-cost-exporter sim-cluster` on a scenario (YAML text) in the test's temp dir, ready to use;
+    everything spawned through the handle's `cluster` is killed when the test ends."""
+    started: list[SimHandle] = []
+    with ExitStack() as stack:
+        def start(scenario: str) -> SimHandle:
+            handle = stack.enter_context(running_sim_cluster(tmp_path / f"sim-{len(started)}", scenario))
+            started.append(handle)
+            return handle
+
+        yield start

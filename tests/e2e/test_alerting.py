@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -23,7 +22,8 @@ import yaml
 
 from exporter.sim.runner import free_port
 from tests.conftest import REPO
-from tests.procs import Cluster, get, wait
+from tests.procs import get, wait
+from tests.sim_fixture import SimClusterFactory
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")  # Debian's name first
 BINARIES = ("prometheus", "promtool", "amtool")
@@ -138,14 +138,11 @@ def _dashboard_exprs() -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture(name="stack")
-def _stack() -> Iterator[dict[str, Any]]:
-    tmp = Path(tempfile.mkdtemp(prefix="gce-e2e-"))
-    (tmp / "s.yaml").write_text(SCENARIO)
-    c = Cluster(tmp)
+def _stack(sim_cluster: SimClusterFactory) -> Iterator[dict[str, Any]]:
+    sim = sim_cluster(SCENARIO)
+    tmp, c = sim.workdir, sim.cluster
     slack = SlackStandIn()
     try:
-        c.spawn("sim", ["sim-cluster", "--scenario", str(tmp / "s.yaml"), "--workdir", str(tmp)])
-        wait(lambda: (tmp / "ready").exists())
         agents = {}
         for n in ("n-h100", "n-a100"):
             env = c.agent_env(n, GPUCOST_TICK="1s")
@@ -188,7 +185,6 @@ def _stack() -> Iterator[dict[str, Any]]:
                 proc.wait(timeout=20)
         c.close()
         slack.server.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
-from tests.procs import Cluster, get, wait
+from tests.procs import get, wait
+from tests.sim_fixture import SimClusterFactory
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")]
@@ -35,13 +35,10 @@ events: [{{type: quota_rejection, namespace: team-a, at: 1s, requested: 4}}]
 
 
 @pytest.fixture(name="aggregator_url")
-def _aggregator_url() -> Iterator[str]:
-    tmp = Path(tempfile.mkdtemp(prefix="gce-ui-"))
-    (tmp / "s.yaml").write_text(SCENARIO)
-    c = Cluster(tmp)
+def _aggregator_url(sim_cluster: SimClusterFactory) -> Iterator[str]:
+    sim = sim_cluster(SCENARIO)
+    c = sim.cluster
     try:
-        c.spawn("sim", ["sim-cluster", "--scenario", str(tmp / "s.yaml"), "--workdir", str(tmp)])
-        wait(lambda: (tmp / "ready").exists())
         c.spawn("agent", ["agent"], c.agent_env("n-h100", GPUCOST_TICK="1s"))
         env = {**c.aggregator_env(), "GPUCOST_TICK": "1s"}
         c.spawn("aggregator", ["aggregator"], env)
@@ -51,7 +48,6 @@ def _aggregator_url() -> Iterator[str]:
         yield url
     finally:
         c.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.slow

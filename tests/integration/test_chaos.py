@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import signal
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,7 +21,8 @@ import pytest
 
 from exporter.sim.scenario import parse_scenario
 from tests.conftest import REPO
-from tests.procs import Cluster, get, usage, wait
+from tests.procs import get, usage, wait
+from tests.sim_fixture import SimClusterFactory
 
 NODES = 8
 START, END = 20.0, 65.0  # every pod holds its GPUs within [START, END] scenario seconds
@@ -48,16 +47,13 @@ def _scenario() -> str:
 
 
 @pytest.mark.slow
-def test_chaos_conserves_gpu_seconds() -> None:
+def test_chaos_conserves_gpu_seconds(sim_cluster: SimClusterFactory) -> None:
     rng = random.Random(7)
-    tmp = Path(tempfile.mkdtemp(prefix="gce-chaos-"))
     text = _scenario()
-    (tmp / "s.yaml").write_text(text)
+    sim = sim_cluster(text)
+    tmp, c = sim.workdir, sim.cluster
     scenario = parse_scenario(text, "chaos.yaml")
-    c = Cluster(tmp)
     try:
-        c.spawn("sim", ["sim-cluster", "--scenario", str(tmp / "s.yaml"), "--workdir", str(tmp)])
-        wait(lambda: (tmp / "ready").exists())
         t0 = (tmp / "ready").stat().st_mtime  # scenario time 0, exactly (sim-cluster sets it)
         # a cap above an agent's restart time under load: a SIGKILLed agent that kept its state resumes
         # and charges the gap to what it sees then (the same pods), instead of booking it unobserved
@@ -113,7 +109,6 @@ def test_chaos_conserves_gpu_seconds() -> None:
         conn.close()
     finally:
         c.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
     # Conservation, per node and hour: every second of the node's books is in exactly one bucket.
     for (node, hour), secs in per_hour.items():

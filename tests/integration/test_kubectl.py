@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.procs import wait
+from tests.sim_fixture import running_sim_cluster
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (.ci/run installs it)")
@@ -69,19 +68,8 @@ class Kubectl:
 @pytest.fixture(scope="module", name="kubectl")
 def _kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
     tmp = tmp_path_factory.mktemp("kubectl")
-    (tmp / "scenario.yaml").write_text(SCENARIO)
-    workdir = tmp / "sim"
-    log = (tmp / "sim-cluster.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "exporter", "sim-cluster", "--scenario", str(tmp / "scenario.yaml"),
-                             "--workdir", str(workdir)], stdout=log, stderr=log)
-    try:
-        wait(lambda: (workdir / "ready").exists() or proc.poll() is not None, timeout=60)
-        assert proc.poll() is None, (tmp / "sim-cluster.log").read_text()
-        yield Kubectl(workdir / "kubeconfig", tmp)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
+    with running_sim_cluster(tmp / "sim", SCENARIO) as sim:  # one cluster for the module: kubectl only reads
+        yield Kubectl(sim.kubeconfig, tmp)
 
 
 def _rows(text: str) -> list[list[str]]:

@@ -5,17 +5,15 @@ complete books."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import sqlite3
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from exporter.sim.runner import free_port
-from tests.procs import Cluster, get, usage, wait
+from tests.procs import get, usage, wait
+from tests.sim_fixture import SimClusterFactory
 
 SCENARIO = """
 tick: 1s
@@ -30,13 +28,10 @@ def _ready(listen: str) -> bool:
 
 
 @pytest.mark.slow
-def test_failover_to_standby() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="gce-ha-"))
-    (tmp / "s.yaml").write_text(SCENARIO)
-    c = Cluster(tmp)
+def test_failover_to_standby(sim_cluster: SimClusterFactory) -> None:
+    sim = sim_cluster(SCENARIO)
+    tmp, c = sim.workdir, sim.cluster
     try:
-        c.spawn("sim", ["sim-cluster", "--scenario", str(tmp / "s.yaml"), "--workdir", str(tmp)])
-        wait(lambda: (tmp / "ready").exists())
         agent = c.agent_env("n0", GPUCOST_TICK="1s")
         c.spawn("agent", ["agent"], agent)
         replicas = {}
@@ -76,7 +71,6 @@ def test_failover_to_standby() -> None:
         conn.close()
     finally:
         c.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     assert failover_s < 10
     # The new leader's ledger is complete from the agent's first tick: it booked all along as a standby
     # (without acknowledging), so it holds at least what the agent had counted before its final pull,

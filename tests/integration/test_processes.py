@@ -9,14 +9,13 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.procs import Cluster, get, usage, wait
+from tests.sim_fixture import SimClusterFactory
 
 SCENARIO = """
 tick: 1s
@@ -40,15 +39,8 @@ events:
 
 
 @pytest.fixture(name="cluster")
-def _cluster() -> Iterator[Cluster]:
-    workdir = Path(tempfile.mkdtemp(prefix="gce-proc-"))
-    (workdir / "s.yaml").write_text(SCENARIO)
-    c = Cluster(workdir)
-    c.spawn("sim", ["sim-cluster", "--scenario", str(workdir / "s.yaml"), "--workdir", str(workdir)])
-    wait(lambda: (workdir / "ready").exists())
-    yield c
-    c.close()
-    shutil.rmtree(workdir, ignore_errors=True)
+def _cluster(sim_cluster: SimClusterFactory) -> Cluster:
+    return sim_cluster(SCENARIO).cluster
 
 
 def _ledger_totals(path: Path) -> dict[str, float]:

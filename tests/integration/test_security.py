@@ -10,9 +10,7 @@ import signal
 import sqlite3
 import ssl
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ import yaml
 
 from exporter.sim.runner import free_port
 from tests.procs import Cluster, get, wait
+from tests.sim_fixture import SimClusterFactory
 
 SCENARIO = """
 tick: 1s
@@ -30,10 +29,8 @@ pods: [{name: p, namespace: team-a, node: n0, gpus: 1, utilization: 0.5}]
 
 
 @pytest.fixture(name="tmp")
-def _tmp() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="gce-sec-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def _tmp(tmp_path: Path) -> Path:
+    return tmp_path
 
 
 def _self_signed(tmp: Path) -> tuple[Path, Path]:
@@ -47,16 +44,15 @@ def _self_signed(tmp: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_token_tls_and_no_secret_in_logs(tmp: Path) -> None:
-    (tmp / "s.yaml").write_text(SCENARIO)
+def test_token_tls_and_no_secret_in_logs(sim_cluster: SimClusterFactory) -> None:
+    sim = sim_cluster(SCENARIO)
+    tmp = sim.workdir
     cert, key = _self_signed(tmp)
     token = secrets.token_urlsafe(24)
     token_file = tmp / "token"
     token_file.write_text(token + "\n")
-    c = Cluster(tmp)
+    c = sim.cluster
     try:
-        c.spawn("sim", ["sim-cluster", "--scenario", str(tmp / "s.yaml"), "--workdir", str(tmp)])
-        wait(lambda: (tmp / "ready").exists())
         tls = {"GPUCOST_TLS_CERT_FILE": str(cert), "GPUCOST_TLS_KEY_FILE": str(key), "GPUCOST_LOG_LEVEL": "debug"}
         agent_env = c.agent_env("n0", GPUCOST_TICK="1s", GPUCOST_USAGE_TOKEN_FILE=str(token_file), **tls)
         c.spawn("agent", ["agent"], agent_env)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.kubestate import classify_pending
 from exporter.aggregator.status_page import render_status
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
@@ -13,17 +12,6 @@ from exporter.sim.scenario import load_scenario
 from tests.conftest import REPO
 
 START = 1_800_000_000.0
-
-
-def test_classify_pending_messages() -> None:
-    """Scheduler messages map to reasons; a message with several reasons counts under each."""
-    msg = ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
-           "affinity/selector. preemption: 0/3 nodes are available: 3 No preemption victims found.")
-    assert classify_pending(msg) == ["insufficient_gpu", "node_affinity"]
-    assert classify_pending("0/2 nodes are available: 2 node(s) had untolerated taint {nvidia.com/gpu: present}.") \
-        == ["taint"]
-    assert classify_pending("pods \"x\" is forbidden: exceeded quota: gpu-quota") == ["quota"]
-    assert classify_pending("0/1 nodes are available: 1 Insufficient memory.") == ["other"]
 
 
 async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:

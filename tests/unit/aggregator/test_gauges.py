@@ -1,10 +1,11 @@
-"""The held-now gauges price a holder's GPU as booking does (version-2 rules), not by model alone."""
+"""The held-now gauges: a holder's GPU priced as booking prices it (version-2 rules, not by model alone),
+and the cardinality guard that folds the cheapest pods into one overflow series."""
 
 from __future__ import annotations
 
 import pytest
 
-from exporter.aggregator.gauges import hourly_rate
+from exporter.aggregator.gauges import PodGauge, fold_overflow, hourly_rate
 from exporter.aggregator.kubestate import KubeState
 from exporter.model.pricing import parse_pricing
 
@@ -38,3 +39,15 @@ def test_hourly_rate_follows_instance_type_capacity_type_and_mig_price() -> None
     mig = hourly_rate(node="plain", model="NVIDIA A100-SXM4-80GB", mig_profile="1g.10gb", kube=k, pricing=PRICING,
                       now=1.8e9, booked={})
     assert mig * (1 / 7) == pytest.approx(0.45)
+
+
+def test_cardinality_guard_folds_cheapest_pods() -> None:
+    """With a limit of 3 pods per namespace, the two most expensive keep their series and the rest fold
+    into one __overflow__ pod whose GPUs and cost are the sum of what it replaced."""
+    pods = {("ns", f"p{i}"): PodGauge("wl", 1.0, "M", 0.5, float(i), float(i)) for i in range(6)}
+    pods[("other", "x")] = PodGauge("wl", 1.0, "M", 0.5, 0.0, 1.0)
+    out, folded = fold_overflow(pods, 3)
+    assert set(out) == {("ns", "p5"), ("ns", "p4"), ("ns", "__overflow__"), ("other", "x")}
+    assert folded == {"ns": 4}
+    over = out[("ns", "__overflow__")]
+    assert (over.gpus, over.hourly_cost, over.idle_seconds) == (4.0, 0 + 1 + 2 + 3, 3.0)

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.unit.helm_render import (
+from tests.unit.repo.helm_render import (
     CERT_MANAGER,
     CHART,
     FULL,

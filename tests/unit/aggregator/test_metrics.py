@@ -1,15 +1,14 @@
-"""The aggregator's fast /metrics renderer says exactly what prometheus-client would say."""
+"""The aggregator's collector: which series it emits, and the inputs the renderer tests share."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+import pytest
 
 from exporter.aggregator.booking import Books
 from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.gauges import AgentHealth, Gauges, PodGauge, fold_overflow
+from exporter.aggregator.gauges import AgentHealth, Gauges, PodGauge
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
@@ -23,6 +22,7 @@ from exporter.model.books import (
     NamespaceKey,
     NamespaceTotals,
 )
+from tests.unit.aggregator.pricing_books import COMMITTED, H100, T0, cluster, snap
 
 HOSTILE = 'we"ird\\pod\nname'
 
@@ -47,40 +47,6 @@ def inputs(*, breakdown_series: bool = False) -> MetricsInputs:
                          breakdown_series=breakdown_series)
 
 
-def _samples(text: str) -> list[tuple[str, list[tuple[str, str]], float]]:
-    return sorted((s.name, sorted(s.labels.items()), s.value) for f in text_string_to_metric_families(text)
-                  for s in f.samples if not s.name.endswith("_created"))
-
-
-def test_fast_renderer_matches_prometheus_client() -> None:
-    """Same samples, labels (escaped) and values as generate_latest, twice (the label cache is warm)."""
-    collector = AggregatorCollector(inputs)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    expected = _samples(generate_latest(registry).decode())
-    renderer = ExpositionRenderer()
-    for _ in range(2):
-        got = _samples(renderer.render(list(collector.collect())).decode())
-        assert got == expected
-    assert any(("pod", HOSTILE) in s[1] for s in got)
-    assert ("gpucost_quota_gpus", [("namespace", "team-a"), ("source", "resourcequota"), ("type", "used")], 3.0) in got
-    assert ("gpucost_unobserved_gpu_seconds_total", [("gpu_model", "NVIDIA L4"), ("node", "n1"), ("pool", "pool")],
-            60.0) in got
-    assert ("gpucost_agent_snapshots_rejected_total", [("reason", "node_mismatch")], 3.0) in got
-
-
-def test_cardinality_guard_folds_cheapest_pods() -> None:
-    """With a limit of 3 pods per namespace, the two most expensive keep their series and the rest fold
-    into one __overflow__ pod whose GPUs and cost are the sum of what it replaced."""
-    pods = {("ns", f"p{i}"): PodGauge("wl", 1.0, "M", 0.5, float(i), float(i)) for i in range(6)}
-    pods[("other", "x")] = PodGauge("wl", 1.0, "M", 0.5, 0.0, 1.0)
-    out, folded = fold_overflow(pods, 3)
-    assert set(out) == {("ns", "p5"), ("ns", "p4"), ("ns", "__overflow__"), ("other", "x")}
-    assert folded == {"ns": 4}
-    over = out[("ns", "__overflow__")]
-    assert (over.gpus, over.hourly_cost, over.idle_seconds) == (4.0, 0 + 1 + 2 + 3, 3.0)
-
-
 def test_breakdown_series_only_when_enabled() -> None:
     """Pool x priority-class series appear only with breakdown_series (bounded cardinality by default)."""
     text = ExpositionRenderer().render(list(AggregatorCollector(inputs).collect())).decode()
@@ -91,3 +57,25 @@ def test_breakdown_series_only_when_enabled() -> None:
             "2.0") in text
     assert 'gpucost_breakdown_allocated_gpu_seconds_total{namespace="team-a",pool="spot",priority_class="gpu-batch"}' \
         in text
+
+
+def test_metrics_show_list_cost_energy_unused_commitments_and_node_prices() -> None:
+    """After one priced hour (test 1's cluster): list cost 6.88 + 6.88 = 13.76 for ns, cost 2.10 + 2.408
+    = 4.508, the unused commitment 8.40, and each node's effective price."""
+    books = Books(LedgerState())
+    k = cluster(od={"node.kubernetes.io/instance-type": "p5.48xlarge"},
+                spot={"node.kubernetes.io/instance-type": "p5.48xlarge", "karpenter.sh/capacity-type": "spot"})
+    books.apply(books.prepare([snap("od", 1, T0, held=0.0), snap("spot", 1, T0, held=0.0)], k, COMMITTED, now=T0))
+    books.apply(books.prepare([snap("od", 2, T0 + 3600, held=3600.0, energy_j=10.0),
+                               snap("spot", 2, T0 + 3600, held=3600.0, energy_j=5.0)], k, COMMITTED, now=T0 + 3600))
+    collector = AggregatorCollector(lambda: MetricsInputs(
+        is_leader=True, books=books, gauges=Gauges(), kube=k, pricing=COMMITTED, now=T0 + 3600, kube_up=True,
+        pricing_reload_errors=0, snapshots_rejected=Counter(), team_label="team", breakdown_series=False))
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in collector.collect() for s in f.samples}
+    assert samples[("gpucost_list_cost_total", (("currency", "USD"), ("namespace", "ns")))] == pytest.approx(13.76)
+    assert samples[("gpucost_cost_total", (("currency", "USD"), ("namespace", "ns")))] == pytest.approx(4.508)
+    assert samples[("gpucost_energy_joules_total", (("namespace", "ns"),))] == 15.0
+    assert samples[("gpucost_unused_commitment_cost_total",
+                    (("commitment", "h100-1yr"), ("currency", "USD"), ("gpu_model", H100)))] == pytest.approx(8.40)
+    assert samples[("gpucost_node_gpu_hourly_price", (("capacity_type", "spot"), ("gpu_model", H100), ("node", "spot"),
+                                                      ("pricing_source", "instance_type")))] == pytest.approx(2.408)

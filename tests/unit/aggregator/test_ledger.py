@@ -3,15 +3,32 @@ on failure, compaction that keeps the totals."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger, LedgerError, NodeCounterMark, QuotaEvent, TickWrite
-from exporter.model.books import AgentMark, CounterMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.aggregator.ledger import (
+    SCHEMA_VERSION,
+    Ledger,
+    LedgerError,
+    LedgerState,
+    NodeCounterMark,
+    QuotaEvent,
+    TickWrite,
+)
+from exporter.model.books import (
+    AgentMark,
+    CounterMark,
+    NamespaceKey,
+    NamespaceTotals,
+    UsageAmounts,
+    UsageKey,
+)
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
+from tests.unit.aggregator.pricing_books import version_2_ledger
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
 
@@ -152,3 +169,37 @@ async def test_version_1_ledger_is_migrated(tmp_path: Path) -> None:
     assert await ledger.query("SELECT cluster, uid, count FROM quota_events") == [("default", "u1", 3)]
     assert (await ledger.load_state()).quota_events == {"u1": ("ns", 3)}
     await ledger.close()
+
+
+def test_version_2_ledger_migrates_with_list_cost_equal_to_cost(tmp_path: Path) -> None:
+    """A ledger written at schema version 2 (before clusters and list prices) opens at the current version:
+    every booked row's list cost is its cost, and each namespace's energy total is the energy of its kept rows."""
+    path = tmp_path / "v2.db"
+    conn = version_2_ledger(path)
+    conn.execute("INSERT INTO usage VALUES (3600, 'ns', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
+                 "3600, 1800, 0, 1800, 4.0, 2.0, 500.0)")
+    conn.execute("INSERT INTO unallocated VALUES (3600, 'n1', 'pool', 'M', 'USD', 7200, 8.0)")
+    conn.execute("INSERT INTO unobserved VALUES (3600, 'n1', 'pool', 'M', 'USD', 60, 0.5)")
+    conn.execute("INSERT INTO totals VALUES ('ns', 'USD', 3600, 1800, 0, 4.0, 2.0)")
+    conn.execute("INSERT INTO unallocated_totals VALUES ('n1', 'pool', 'M', 'USD', 7200, 8.0)")
+    conn.close()
+    ledger = Ledger(path)
+
+    async def reopen() -> LedgerState:
+        await ledger.open()
+        try:
+            return await ledger.load_state()
+        finally:
+            await ledger.close()
+
+    state = asyncio.run(reopen())
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert db.execute("SELECT cost, list_cost FROM usage").fetchall() == [(4.0, 4.0)]
+    assert db.execute("SELECT cost, list_cost FROM unallocated").fetchall() == [(8.0, 8.0)]
+    assert db.execute("SELECT cost, list_cost FROM unobserved").fetchall() == [(0.5, 0.5)]
+    db.close()
+    assert state.totals[NamespaceKey("ns", "USD")].list_cost == 4.0
+    assert state.totals[NamespaceKey("ns", "USD")].energy_j == 500.0
+    assert next(iter(state.unallocated_totals.values())).list_cost == 8.0
+    assert state.commitment_marks == {} and state.node_billing == {}

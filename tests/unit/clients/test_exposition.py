@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.agent.dcgm_devices import build_devices, parse_name_table
 from exporter.clients.exposition import parse_exposition
+from tests.conftest import DCGM_FIXTURES
 
 
 def test_escapes_nan_inf_timestamps_and_bad_lines() -> None:
@@ -128,41 +128,6 @@ def test_huge_body_is_linear_and_bounded() -> None:
     junk = ("x" * 1000 + "\n") * 5000 + 'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1"} 150\n' * 5000
     r = parse_exposition(junk)
     assert r.errors == 5000 and len(r.samples) == 5000
-
-
-def test_name_table_units_and_ranges() -> None:
-    """Classic names convert %, MiB and mJ; 4.9 names are ratios, bytes and joules; extras come from settings."""
-    text = (
-        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="M"} 42\n'
-        'DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",modelName="M"} 2\n'
-        'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",UUID="GPU-a",modelName="M"} 5000\n'
-        'DCGM_FI_DEV_GPU_UTIL_RATIO{gpu="1",UUID="GPU-b",modelName="M"} 0.25\n'
-        'DCGM_FI_DEV_FB_USED_BYTES{gpu="1",UUID="GPU-b",modelName="M"} 1024\n'
-        'DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL{gpu="1",UUID="GPU-b",modelName="M"} 7\n'
-        'MY_UTIL_PERMILLE{gpu="2",UUID="GPU-c",modelName="M"} 500\n'
-    )
-    table = {**build_devices.__globals__["DEFAULT_NAME_TABLE"], **parse_name_table("MY_UTIL_PERMILLE=util:0.001")}
-    devs = build_devices(parse_exposition(text).samples, table)
-    a, b, c = devs[("GPU-a", "")], devs[("GPU-b", "")], devs[("GPU-c", "")]
-    assert a.util == pytest.approx(0.42) and a.fb_used == 2 * 1048576 and a.energy == pytest.approx(5.0)
-    assert (b.util, b.fb_used, b.energy) == (0.25, 1024, 7)
-    assert c.util == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="bad metric-name entry"):
-        parse_name_table("X=bogus")
-
-
-def test_gr_engine_preferred_and_mig_instances_separate() -> None:
-    """GR engine activity wins over GPU_UTIL; MIG instances are separate devices; pod labels are kept."""
-    text = (
-        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",modelName="M"} 90\n'
-        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-a",modelName="M"} 0.3\n'
-        'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="1",UUID="GPU-b",modelName="M",GPU_I_PROFILE="1g.10gb",GPU_I_ID="7",'
-        'exported_namespace="ns",exported_pod="p",exported_container="c"} 0.6\n'
-    )
-    devs = build_devices(parse_exposition(text).samples)
-    assert devs[("GPU-a", "")].utilization_raw == 0.3
-    mig = devs[("GPU-b", "7")]
-    assert (mig.mig_profile, mig.utilization_raw, mig.pods) == ("1g.10gb", 0.6, {("ns", "p", "c")})
 
 
 # -- property: whatever prometheus-client parses, ours parses to the same samples ---------------------
@@ -289,24 +254,15 @@ def test_property_name_filter_keeps_exactly_the_named_samples(text: str) -> None
                                                                        for s in full if s.name in names]
 
 
-@pytest.mark.parametrize(("name", "help_text", "expected"), [
-    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE_RATIO", "", ("gr_engine", 1.0)),
-    ("DCGM_FI_DEV_GPU_UTIL_PERCENT", "", ("util", 0.01)),
-    ("DCGM_FI_DEV_GPU_UTILIZATION", "GPU utilization (in %).", ("util", 0.01)),
-    ("DCGM_FI_DEV_FB_USED_MIB", "", ("fb_used", 1048576.0)),
-    ("DCGM_FI_DEV_FB_FREE_CAPACITY", "Framebuffer free (in bytes).", ("fb_free", 1.0)),
-    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_MILLIJOULES", "", ("energy", 0.001)),
-    ("DCGM_FI_DEV_BOARD_POWER", "Power draw (in W).", ("power", 1.0)),
-    ("DCGM_FI_DEV_GPU_TEMP_C", "GPU temperature (in °C).", ("temp", 1.0)),
-    ("DCGM_FI_DEV_POWER_MGMT_LIMIT_WATTS", "", None),  # a limit, not a draw
-    ("DCGM_FI_DEV_GPU_TEMP_LIMIT_CELSIUS", "", None),
-    ("DCGM_FI_DEV_GPU_UTIL_SAMPLES", "(in %)", None),
-    ("DCGM_FI_DEV_GPU_UTIL_X", "no unit given", None),  # a unit is never guessed
-    ("DCGM_FI_DEV_SM_CLOCK_HZ", "", None),
-    ("my_gpu_util_ratio", "", None),
-])
-def test_infer_renamed_fields(name: str, help_text: str, expected: tuple[str, float] | None) -> None:
-    """Renamed DCGM fields are recognised by stem, their unit by suffix or HELP; never guessed."""
-    from exporter.agent.dcgm_devices import infer_name_entry
-
-    assert infer_name_entry(name, help_text) == expected
+def test_every_fixture_parses_like_prometheus_client() -> None:
+    """Every captured file parses with no errors and to the same samples as prometheus-client."""
+    paths = sorted(DCGM_FIXTURES.glob("*.txt"))
+    assert len(paths) == 7  # every capture listed in SOURCES.md
+    for path in paths:
+        text = path.read_text()
+        ours = parse_exposition(text)
+        assert ours.errors == 0, path.name
+        # prometheus-client appends _total to counters that lack it; DCGM's counters lack it.
+        theirs = [(s.name.removesuffix("_total"), s.labels, s.value)
+                  for f in text_string_to_metric_families(text) for s in f.samples]
+        assert [(s.name.removesuffix("_total"), s.labels, s.value) for s in ours.samples] == theirs, path.name

@@ -1,14 +1,11 @@
-"""Invalid version-2 pricing documents: one line naming file and field; a running daemon keeps the last good one."""
+"""Invalid version-2 pricing documents: one line naming file and field; the design's example is valid."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from exporter.aggregator.pricing_source import PricingSource, load_pricing_file
-from exporter.cli import main
 from exporter.model.pricing import PricingError, parse_pricing
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "pricing_v2_example.yaml"
@@ -87,61 +84,3 @@ def test_the_design_example_is_valid() -> None:
     """The example document of the pricing design loads as it is written."""
     p = parse_pricing(FIXTURE.read_text(), "pricing.yaml")
     assert p.doc.is_v2 and [c.name for c in p.doc.commitments] == ["h100-1yr"]
-
-
-def test_aggregator_exits_2_on_an_invalid_version_2_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The CLI refuses a bad commitment at start: exit 2, one stderr line with file and field, no ledger."""
-    bad = tmp_path / "pricing.yaml"
-    bad.write_text(HEAD + _commitment(gpus="0"))
-    assert main(["aggregator", "--pricing-file", str(bad), "--ledger", str(tmp_path / "l.db")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"{bad}: field commitments[0].gpus:" in err[0]
-    assert not (tmp_path / "l.db").exists()
-
-
-def _write(path: Path, text: str, mtime: float) -> None:
-    path.write_text(text)
-    os.utime(path, (mtime, mtime))
-
-
-def test_a_directory_of_dated_documents(tmp_path: Path) -> None:
-    """Files in a directory are the versions; a clash names the later file; hidden entries are skipped."""
-    (tmp_path / "prices").mkdir()
-    _write(tmp_path / "prices" / "2026-11.yaml", 'default_price: 1\nmodels: {A: 4.0}\n'
-           'effective_from: "2026-11-01T00:00:00Z"\n', 1000)
-    _write(tmp_path / "prices" / "2026-12.json", '{"default_price": 1, "models": {"A": 3.0}, '
-           '"effective_from": "2026-12-01T00:00:00Z"}', 1000)
-    _write(tmp_path / "prices" / ".hidden.yaml", "not: [valid\n", 1000)
-    _write(tmp_path / "prices" / "README.txt", "notes\n", 1000)
-    p = load_pricing_file(tmp_path / "prices")
-    assert [pl.doc.models["A"] for pl in p.book.lists] == [4.0, 3.0]
-    _write(tmp_path / "prices" / "2026-13.yaml", 'default_price: 1\neffective_from: "2026-12-01T00:00:00Z"\n', 1000)
-    with pytest.raises(PricingError, match=r"2026-13\.yaml: field effective_from: .* already taken by .*2026-12\.json"):
-        load_pricing_file(tmp_path / "prices")
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(PricingError, match="no pricing documents"):
-        load_pricing_file(tmp_path / "empty")
-
-
-def test_reload_keeps_the_last_good_version_2_document(tmp_path: Path) -> None:
-    """A valid v2 edit is picked up; a bad commitment is refused, counted, and the previous prices stay."""
-    path = tmp_path / "pricing.yaml"
-    _write(path, HEAD, 1000)
-    source = PricingSource(path)
-    _write(path, HEAD + 'instance_types: {p5.48xlarge: {gpus: 8, hourly: 55.04}}\n', 2000)
-    assert source.maybe_reload() is True
-    assert source.current.doc.instance_types["p5.48xlarge"].hourly == 55.04
-    _write(path, HEAD + _commitment(gpus="0"), 3000)
-    assert source.maybe_reload() is False and source.reload_errors == 1
-    assert source.current.doc.instance_types["p5.48xlarge"].hourly == 55.04
-
-
-def test_reload_watches_every_file_of_a_directory(tmp_path: Path) -> None:
-    """Editing one file of a pricing directory reloads the whole set."""
-    _write(tmp_path / "a.yaml", 'default_price: 1\nmodels: {A: 4.0}\neffective_from: "2026-11-01T00:00:00Z"\n', 1000)
-    source = PricingSource(tmp_path)
-    assert source.maybe_reload() is False
-    _write(tmp_path / "b.yaml", 'default_price: 1\nmodels: {A: 3.0}\neffective_from: "2026-12-01T00:00:00Z"\n', 1000)
-    assert source.maybe_reload() is True and len(source.current.book.lists) == 2
-    _write(tmp_path / "b.yaml", 'default_price: 1\nmodels: {A: 2.0}\neffective_from: "2026-12-01T00:00:00Z"\n', 2000)
-    assert source.maybe_reload() is True and source.current.doc.models["A"] == 2.0

@@ -229,7 +229,7 @@ def test_pricing_values_take_a_whole_version_2_document() -> None:
     an instance type (55.04 / 8 = 6.88 per GPU-hour), spot, a commitment and owned hardware."""
     from exporter.model.pricing import parse_pricing
     from exporter.model.pricing_labels import NodeFacts
-    from tests.unit.helm_render import render
+    from tests.unit.repo.helm_render import render
 
     document = {
         "currency": "USD", "default_price": 1.0, "models": {"NVIDIA H100 80GB HBM3": 4.0},

@@ -1,18 +1,15 @@
-"""The meter's exact boundaries, conservation buckets and state migration, with the arithmetic by hand."""
+"""The meter: exact pod boundaries, the conservation buckets, capacity without DCGM, and the cumulative
+counters of whole GPUs and MIG, with the arithmetic by hand."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
 from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.lifecycle import PodLifetimes, finished_at
 from exporter.agent.meter import Meter
-from exporter.agent.state import dump_meter, load_meter
 from exporter.clients.podresources import ContainerDevices
-from exporter.model.holding import PodLifetime, free_capacity, request_fraction
+from exporter.model.holding import PodLifetime
 
 H100 = "NVIDIA H100 80GB HBM3"
 DCGM = {(u, ""): DcgmDevice(gpu_uuid=u, index=str(i), model=H100, gr_engine=0.5)
@@ -29,6 +26,12 @@ def tick(m: Meter, now: float, held: list[ContainerDevices] | None,
 def total(m: Meter) -> float:
     return (sum(h.usage.allocated for h in m.holders.values()) + sum(m.unallocated.values())
             + sum(m.unobserved.values()))
+
+
+def dev(uuid: str, util: float | None, gi: str | None = None, profile: str | None = None,
+        pods: set[tuple[str, str, str]] | None = None, energy: float | None = None) -> DcgmDevice:
+    return DcgmDevice(gpu_uuid=uuid, index="0", model=H100, gpu_instance_id=gi, mig_profile=profile,
+                      gr_engine=util, pods=pods or set(), energy=energy)
 
 
 def test_pod_starting_mid_interval_pays_from_its_start_time() -> None:
@@ -92,14 +95,6 @@ def test_pod_living_between_two_ticks_is_unmeasured_on_unlisted_devices() -> Non
     assert m.unallocated[H100] == pytest.approx(2 * 30 - 10)
 
 
-def test_request_fractions() -> None:
-    """Whole GPU 1; MIG 3g.40gb on an H100 3/7, 2g.12gb on an A30 2/4; a replica of 4 1/4."""
-    assert request_fraction("nvidia.com/gpu", model=H100, replicas=1) == 1.0
-    assert request_fraction("nvidia.com/mig-3g.40gb", model=H100, replicas=1) == pytest.approx(3 / 7)
-    assert request_fraction("nvidia.com/mig-2g.12gb", model="NVIDIA A30", replicas=1) == pytest.approx(2 / 4)
-    assert request_fraction("nvidia.com/gpu.shared", model=H100, replicas=4) == 0.25
-
-
 def test_cap_excess_and_lost_pod_resources_go_to_unobserved() -> None:
     """Tick 0, then 100 s later with cap 60: 60 s charged (p 60, unallocated 60), 40 s x 2 GPUs = 80
     unobserved. Then pod-resources unreachable beyond the cap for 30 s: 2 x 30 = 60 more unobserved.
@@ -125,57 +120,43 @@ def test_capacity_from_allocatable_when_dcgm_never_answered() -> None:
     assert m.unallocated == {"unknown": pytest.approx(15.0)}
 
 
-def test_free_capacity_edge_cases() -> None:
-    """8 GPUs x 10 s = 80. Held 30 of H100 + 20 of an unknown model: unallocated 80 - 30 - 20 = 30.
-    Held 100 > 80: unallocated 0, oversubscribed 20 (30 + 0 ... = 100 - 80), identity kept:
-    held + unallocated - oversubscribed = 80."""
-    f = free_capacity({H100: 8.0}, {H100: 30.0, "unknown": 20.0}, 10.0)
-    assert f.unallocated == {H100: pytest.approx(30.0)} and f.oversubscribed == 0.0
-    f = free_capacity({H100: 8.0}, {H100: 70.0, "unknown": 30.0}, 10.0)
-    assert f.unallocated == {H100: 0.0} and f.oversubscribed == pytest.approx(20.0)
-    assert 100.0 + 0.0 - f.oversubscribed == pytest.approx(80.0)
+def test_meter_whole_gpu_dcgm_down_and_cap() -> None:
+    """Ticks at 0, 15, 30 (DCGM down), 100 (cap 60): allocated 15+15+60, used 15x0.4, unmeasured 15."""
+    dcgm = {("GPU-a", ""): dev("GPU-a", 0.4, energy=1000.0)}
+    held = [ContainerDevices("ns", "p", "c", "nvidia.com/gpu", ("GPU-a",))]
+    m = Meter(node="n")
+    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
+    dcgm[("GPU-a", "")].energy = 1300.0
+    m.tick(15.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
+    m.tick(30.0, attribute(held, None, None, {}, m.inventory), None, cap=60)
+    stats = m.tick(100.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
+    u = m.holders["ns/p/c/GPU-a"].usage
+    assert u.allocated == pytest.approx(90.0)
+    assert u.used == pytest.approx(15 * 0.4 + 60 * 0.4)
+    assert u.unmeasured == pytest.approx(15.0)
+    assert u.energy_j == pytest.approx(300.0)
+    assert stats.capped_seconds == pytest.approx(10.0) and m.capped_seconds_total == pytest.approx(10.0)
 
 
-def test_version_1_state_is_migrated_not_reset() -> None:
-    """A version-1 file keeps its epoch and counters; started_at becomes its last tick; unobserved 0."""
-    v1 = {"version": 1, "node": "n", "epoch": "e1", "seq": 7, "last_tick": 105.0, "capped_seconds_total": 3.0,
-          "holders": [["ns", "p", "c", "GPU-a", "GPU-a", H100, None, 1.0, 90.0, 45.0, 0.0, 12.0, True, 105.0]],
-          "unallocated": {H100: 90.0}, "energy_last": {}, "mig_known": {}, "inventory": {"GPU-a": H100}}
-    m = load_meter(v1, "n")
-    assert (m.epoch, m.seq, m.last_tick, m.started_at) == ("e1", 7, 105.0, 105.0)
-    assert m.holders["ns/p/c/GPU-a"].usage.as_tuple() == (90.0, 45.0, 0.0, 12.0)
-    assert dict(m.unobserved) == {} and dict(m.unallocated) == {H100: 90.0}
-    again = load_meter(dump_meter(m), "n")
-    assert dump_meter(again) == dump_meter(m) and dump_meter(m)["version"] == 2
+def test_meter_unallocated_counts_uncarved_and_unheld() -> None:
+    """GPU p carved 3g.40gb x2 (one held) + 1 slice uncarved; GPU q unheld: 60 s -> 60 x (2 - 3/7)."""
+    dcgm = {("GPU-p", "1"): dev("GPU-p", 0.5, "1", "3g.40gb", {("ns", "s", "c")}),
+            ("GPU-p", "2"): dev("GPU-p", 0.0, "2", "3g.40gb"), ("GPU-q", ""): dev("GPU-q", 0.0)}
+    held = [ContainerDevices("ns", "s", "c", "nvidia.com/mig-3g.40gb", ("MIG-1",))]
+    m = Meter(node="n")
+    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=120)
+    m.tick(60.0, attribute(held, dcgm, None, dict(m.mig_known), {}), dcgm, cap=120)
+    assert m.unallocated[H100] == pytest.approx(60 * (2 - 3 / 7))
 
 
-def test_watch_events_give_start_finish_and_requests() -> None:
-    """startTime and the last container's finishedAt (only once all terminated); GPU requests summed."""
-    pod: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "p"},
-           "spec": {"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "1"}}},
-                                   {"name": "b", "resources": {"requests": {"nvidia.com/mig-1g.10gb": "1"}}}]},
-           "status": {"phase": "Running", "startTime": "2027-01-15T08:00:00Z", "containerStatuses": [
-               {"state": {"terminated": {"finishedAt": "2027-01-15T08:00:30Z"}}},
-               {"state": {"running": {}}}]}}
-    lives = PodLifetimes()
-    lives.on_event("ADDED", pod, now=0.0)
-    life = lives.pods[("ns", "p")]
-    assert life.finished is None and life.requests == {"nvidia.com/gpu": 2, "nvidia.com/mig-1g.10gb": 1}
-    assert life.container == "a"
-    pod["status"]["containerStatuses"][1] = {"state": {"terminated": {"finishedAt": "2027-01-15T08:00:42Z"}}}
-    pod["status"]["phase"] = "Succeeded"
-    assert life.start is not None and finished_at(pod["status"]) == life.start + 42
-    lives.on_event("MODIFIED", pod, now=0.0)
-    assert ("ns", "p") in lives.finished and lives.pods[("ns", "p")].end == life.start + 42
-
-
-def test_deleted_while_running_ends_when_the_deletion_was_seen() -> None:
-    """No finishedAt: the pod's end is when DELETED arrived (a deletionTimestamp not after the start,
-    as some servers send, is ignored)."""
-    pod = {"metadata": {"namespace": "ns", "name": "p", "deletionTimestamp": "2027-01-15T08:00:00Z"},
-           "spec": {"containers": []}, "status": {"startTime": "2027-01-15T08:00:00Z"}}
-    lives = PodLifetimes()
-    lives.on_event("DELETED", pod, now=1_800_000_123.0)
-    assert lives.pods[("ns", "p")].end == 1_800_000_123.0
-    lives.prune(1_800_000_200.0)
-    assert lives.pods == {}
+def test_meter_marks_gone_holders_inactive_and_drops_after_ack() -> None:
+    """A pod that disappears keeps its counters until acknowledged and past retention."""
+    dcgm = {("GPU-a", ""): dev("GPU-a", 1.0)}
+    held = [ContainerDevices("ns", "p", "c", "nvidia.com/gpu", ("GPU-a",))]
+    m = Meter(node="n")
+    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
+    m.tick(15.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
+    m.tick(30.0, attribute([], dcgm, None, {}, {}), dcgm, cap=60)
+    assert m.holders["ns/p/c/GPU-a"].active is False
+    assert m.drop_acknowledged(100.0, acked_until=None, retention=60, safety=1000) == 0
+    assert m.drop_acknowledged(100.0, acked_until=20.0, retention=60, safety=1000) == 1

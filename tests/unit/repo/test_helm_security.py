@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.helm_render import (
+from tests.unit.repo.helm_render import (
     CERT_MANAGER,
     CHART,
     FULL,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.helm_render import FULL, render
+from tests.unit.repo.helm_render import FULL, render
 
 OFF = {"watchPods": False, "sharing": {"enabled": False}, "dra": {"enabled": False}}
 

@@ -1,4 +1,4 @@
-"""Attribution (who holds which device) and the meter (cumulative counters), table-tested by hand."""
+"""Attribution (who holds which device, at which fraction), table-tested by hand."""
 
 from __future__ import annotations
 
@@ -75,59 +75,9 @@ def test_resolver_is_used_first() -> None:
     assert res.assignments[0].dcgm_key == ("GPU-p", "9")
 
 
-def test_meter_whole_gpu_dcgm_down_and_cap() -> None:
-    """Ticks at 0, 15, 30 (DCGM down), 100 (cap 60): allocated 15+15+60, used 15x0.4, unmeasured 15."""
-    dcgm = {("GPU-a", ""): dev("GPU-a", 0.4, energy=1000.0)}
-    held = [ContainerDevices("ns", "p", "c", "nvidia.com/gpu", ("GPU-a",))]
-    m = Meter(node="n")
-    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    dcgm[("GPU-a", "")].energy = 1300.0
-    m.tick(15.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    m.tick(30.0, attribute(held, None, None, {}, m.inventory), None, cap=60)
-    stats = m.tick(100.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    u = m.holders["ns/p/c/GPU-a"].usage
-    assert u.allocated == pytest.approx(90.0)
-    assert u.used == pytest.approx(15 * 0.4 + 60 * 0.4)
-    assert u.unmeasured == pytest.approx(15.0)
-    assert u.energy_j == pytest.approx(300.0)
-    assert stats.capped_seconds == pytest.approx(10.0) and m.capped_seconds_total == pytest.approx(10.0)
-
-
-def test_meter_unallocated_counts_uncarved_and_unheld() -> None:
-    """GPU p carved 3g.40gb x2 (one held) + 1 slice uncarved; GPU q unheld: 60 s -> 60 x (2 - 3/7)."""
-    dcgm = {("GPU-p", "1"): dev("GPU-p", 0.5, "1", "3g.40gb", {("ns", "s", "c")}),
-            ("GPU-p", "2"): dev("GPU-p", 0.0, "2", "3g.40gb"), ("GPU-q", ""): dev("GPU-q", 0.0)}
-    held = [ContainerDevices("ns", "s", "c", "nvidia.com/mig-3g.40gb", ("MIG-1",))]
-    m = Meter(node="n")
-    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=120)
-    m.tick(60.0, attribute(held, dcgm, None, dict(m.mig_known), {}), dcgm, cap=120)
-    assert m.unallocated[H100] == pytest.approx(60 * (2 - 3 / 7))
-
-
-def test_meter_marks_gone_holders_inactive_and_drops_after_ack() -> None:
-    """A pod that disappears keeps its counters until acknowledged and past retention."""
-    dcgm = {("GPU-a", ""): dev("GPU-a", 1.0)}
-    held = [ContainerDevices("ns", "p", "c", "nvidia.com/gpu", ("GPU-a",))]
-    m = Meter(node="n")
-    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    m.tick(15.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    m.tick(30.0, attribute([], dcgm, None, {}, {}), dcgm, cap=60)
-    assert m.holders["ns/p/c/GPU-a"].active is False
-    assert m.drop_acknowledged(100.0, acked_until=None, retention=60, safety=1000) == 0
-    assert m.drop_acknowledged(100.0, acked_until=20.0, retention=60, safety=1000) == 1
-
-
 def test_unreadable_mig_profile_counts_one_slice() -> None:
     """A MIG resource whose profile cannot be read (found by fuzzing) is one slice, not a crash."""
     held = [ContainerDevices("ns", "p", "c", "nvidia.com/mig-bogus", ("MIG-z",))]
     res = attribute(held, {("GPU-p", "1"): dev("GPU-p", 0.5, "1", "1g.10gb")}, None, {}, {})
     (a,) = res.assignments
     assert a.fraction == pytest.approx(1 / 7) and a.mig_profile is None and res.unresolved == ["MIG-z"]
-
-
-def test_nvml_resolver_absent_without_library_or_driver() -> None:
-    """Without nvidia-ml-py or a driver the NVML resolver is simply unavailable (None), never an error."""
-    from exporter.agent.nvml import load_nvml_resolver
-
-    resolver = load_nvml_resolver()
-    assert resolver is None or callable(resolver)

@@ -1,0 +1,36 @@
+"""Device IDs and GPU fractions (whole, replica, MIG), with hand-computed answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.model.devices import DeviceKind, gpu_slices, mig_fraction, mig_profile_from_resource, parse_device_id
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind", "physical", "replica"),
+    [
+        ("GPU-5f0e2c1a-0000-1111-2222-333344445555", DeviceKind.GPU, "GPU-5f0e2c1a-0000-1111-2222-333344445555", None),
+        ("GPU-abc::3", DeviceKind.REPLICA, "GPU-abc", 3),
+        ("MIG-1234-5678", DeviceKind.MIG, "MIG-1234-5678", None),
+        ("MIG-1234::1", DeviceKind.MIG, "MIG-1234", 1),
+        ("amd-gpu-0", DeviceKind.OTHER, "amd-gpu-0", None),
+    ],
+)
+def test_parse_device_id(raw: str, kind: DeviceKind, physical: str, replica: int | None) -> None:
+    """Every device-plugin ID form maps to its kind and physical identity."""
+    d = parse_device_id(raw)
+    assert (d.kind, d.physical, d.replica) == (kind, physical, replica)
+
+
+def test_mig_fractions() -> None:
+    """3g.40gb on a 7-slice H100 is 3/7; 2g.12gb on a 4-slice A30 is 2/4."""
+    assert mig_fraction("3g.40gb", "NVIDIA H100 80GB HBM3") == pytest.approx(3 / 7)
+    assert mig_fraction("1g.10gb", "NVIDIA A100-SXM4-80GB") == pytest.approx(1 / 7)
+    assert mig_fraction("2g.12gb", "NVIDIA A30") == pytest.approx(2 / 4)
+    assert mig_fraction("1g.6gb", None) == pytest.approx(1 / 4)
+    assert gpu_slices("NVIDIA A30") == 4
+    assert mig_profile_from_resource("nvidia.com/mig-3g.40gb") == "3g.40gb"
+    assert mig_profile_from_resource("nvidia.com/gpu") is None
+    with pytest.raises(ValueError, match="not a MIG profile"):
+        mig_fraction("banana", None)

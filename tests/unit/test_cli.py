@@ -1,0 +1,54 @@
+"""The command line on bad input: one stderr line naming the file and field, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from exporter.cli import main
+from tests.unit.model.test_pricing_schema import HEAD, _commitment
+from tests.unit.sim.test_scenario import BASE
+
+
+def test_aggregator_exits_2_on_invalid_pricing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An invalid pricing file stops the aggregator at start with one line and exit code 2."""
+    bad = tmp_path / "pricing.yaml"
+    bad.write_text("default_price: -1\n")
+    assert main(["aggregator", "--pricing-file", str(bad), "--ledger", str(tmp_path / "l.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "default_price" in err[0]
+    assert not (tmp_path / "l.db").exists()
+
+
+def test_cli_bad_scenario_exit_2(write_scenario: Callable[[str], Path], tmp_path: Path) -> None:
+    """`simulate` with a bad scenario: one stderr line, exit 2, no ledger written."""
+    path = write_scenario(BASE + "pods: [{name: p, namespace: a, node: n0, gpus: 9}]")
+    ledger = tmp_path / "out.db"
+    proc = subprocess.run([sys.executable, "-m", "exporter", "simulate", "--scenario", str(path), "--ledger",
+                           str(ledger)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "pods[0].gpus" in proc.stderr
+    assert not ledger.exists()
+
+
+def test_cli_unknown_flag_and_missing_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Unknown flags and unreadable scenarios exit 2 with one line."""
+    with pytest.raises(SystemExit) as info:
+        main(["report", "--bogus"])
+    assert info.value.code == 2
+    assert main(["simulate", "--scenario", str(tmp_path / "none.yaml"), "--ledger", str(tmp_path / "l.db")]) == 2
+    assert "none.yaml: cannot read" in capsys.readouterr().err
+
+
+def test_aggregator_exits_2_on_an_invalid_version_2_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI refuses a bad commitment at start: exit 2, one stderr line with file and field, no ledger."""
+    bad = tmp_path / "pricing.yaml"
+    bad.write_text(HEAD + _commitment(gpus="0"))
+    assert main(["aggregator", "--pricing-file", str(bad), "--ledger", str(tmp_path / "l.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{bad}: field commitments[0].gpus:" in err[0]
+    assert not (tmp_path / "l.db").exists()
