@@ -178,3 +178,40 @@ def test_rows_sorted_by_savings_and_one_per_workload() -> None:
     serve = _workload("llm-serve", Placement(A100), [_device(0.08, 6.0)], price=3.00)
     rows = recommend_all([serve, notebook], [MIG_1G, L4_WHOLE], window_hours=WINDOW_H)
     assert [(r.workload, r.action) for r in rows] == [("notebook", Action.SCALE_TO_ZERO), ("llm-serve", Action.MIG)]
+
+
+def test_framebuffer_margin_pushes_to_the_next_profile() -> None:
+    """8.5 GiB x 1.2 = 10.2 GiB = 10.95e9 > 10e9: 1g.10gb is too small (without the margin 9.13e9 would fit);
+    2g.20gb holds it. After 0.90 x 730 = 657.00; savings 2190.00 - 657.00 = 1533.00."""
+    use = _workload("llm-serve", Placement(A100), [_device(0.08, 8.5)], price=3.00)
+    rec = recommend(use, [MIG_1G, MIG_2G, MIG_3G], window_hours=WINDOW_H)
+    assert rec is not None and rec.target.mig_profile == "2g.20gb"
+    assert rec.monthly_savings == pytest.approx(1533.00)
+
+
+def test_compute_headroom_pushes_to_the_next_profile() -> None:
+    """22 % -> p95 bucket 25 %: demand 0.25 x 312 = 78.0. 2g.20gb gives 2/7 x 312 = 89.14, 80 % = 71.31 < 78.0;
+    3g.40gb gives 133.71, 80 % = 106.97 >= 78.0. After 1.35 x 730 = 985.50; savings 1204.50."""
+    use = _workload("llm-serve", Placement(A100), [_device(0.22, 6.0)], price=3.00)
+    rec = recommend(use, [MIG_1G, MIG_2G, MIG_3G], window_hours=WINDOW_H)
+    assert rec is not None and rec.target.mig_profile == "3g.40gb"
+    assert rec.monthly_savings == pytest.approx(1204.50)
+
+
+def test_no_mig_or_smaller_gpu_without_memory_evidence() -> None:
+    """8 % on an A100 whose framebuffer was not measured: compute fits 1g.10gb and an L4, memory is unknown,
+    so neither is proposed (a time-sliced share would be, but none is offered)."""
+    use = _workload("llm-serve", Placement(A100), [_device(0.08, None)], price=3.00)
+    assert recommend(use, [MIG_1G, L4_WHOLE], window_hours=WINDOW_H) is None
+
+
+def test_time_sliced_replica_is_only_ever_scaled_to_zero() -> None:
+    """A 1/4 L4 replica's 8 % is its whole GPU's (shared): an 1/8 slice at 0.10 is not proposed. Idle (0 %),
+    it scales to zero: now 0.20 x 730 = 146.00."""
+    eighth = Offer(Placement(L4, replicas=8), 0.10)
+    busy = _workload("dev", Placement(L4, replicas=4), [_device(0.08, None)], price=0.20)
+    assert recommend(busy, [L4_SLICE, eighth], window_hours=WINDOW_H) is None
+    idle = _workload("dev", Placement(L4, replicas=4), [_device(0.0, None)], price=0.20)
+    rec = recommend(idle, [L4_SLICE, eighth], window_hours=WINDOW_H)
+    assert rec is not None and rec.action is Action.SCALE_TO_ZERO
+    assert rec.monthly_savings == pytest.approx(146.00)
