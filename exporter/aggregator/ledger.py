@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from exporter.aggregator.evidence import write_evidence
 from exporter.aggregator.ledger_backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
 from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader, redact
 from exporter.aggregator.ledger_rows import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
@@ -218,6 +219,7 @@ class Ledger:
         _accumulate(tx, "usage", UsageKey._fields, w.usage, cluster=cl)
         _accumulate(tx, "unallocated", CapacityKey._fields, w.unallocated, cluster=cl)
         _accumulate(tx, "unobserved", CapacityKey._fields, w.unobserved, cluster=cl)
+        write_evidence(tx, w.evidence, cluster=cl)
         for node in w.hwm_reset_nodes:
             tx.execute("DELETE FROM hwm WHERE cluster = ? AND node = ?", (cl, node))
         if w.hwm_deleted:
