@@ -54,8 +54,10 @@ def _placement(model: str, profile: str, kind: str, fraction: float) -> Placemen
 
 
 def _window(query: Query, cluster: str, window_s: float) -> tuple[float, float] | None:
-    (end,) = query("SELECT MAX(booked_ts) FROM agents WHERE cluster = ?", (cluster,))[0]
+    """(start, end): ``end`` the latest booked snapshot; ``start`` a window back, or where the books begin."""
+    end, since = query("SELECT MAX(booked_ts), MIN(since) FROM agents WHERE cluster = ?", (cluster,))[0]
     (first,) = query("SELECT MIN(hour) FROM usage WHERE cluster = ?", (cluster,))[0]
+    first = since if since is not None else first
     if end is None or first is None:
         return None
     return max(float(end) - window_s, float(first)), float(end)
