@@ -162,3 +162,22 @@ def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
     assert conn.execute("SELECT COUNT(*) FROM evidence").fetchone() == (0,)
+
+
+def test_evidence_upsert_adds_seconds_and_keeps_the_larger_peak(tmp_path: Path) -> None:
+    """Two commits on one hour x device: 30 s + 45 s at 3 % (bucket 5 %), peaks 5 GiB then 3 GiB then
+    unmeasured: 75 s in s_u005, peak 5 GiB (a maximum, so booking a peak again changes nothing)."""
+    from exporter.aggregator.evidence import EvidenceKey, EvidenceRow
+    from exporter.aggregator.ledger_rows import TickWrite
+    from exporter.model.recommend_evidence import UtilHistogram
+
+    ledger = Ledger(tmp_path / "l.db")
+    ledger.open_sync()
+    key = EvidenceKey(1_800_000_000, "lab", "p", "w", "n", H100, "", "gpu", "GPU-a")
+    for seconds, peak in ((30.0, 5 * 2**30), (45.0, 3 * 2**30), (0.0, None)):
+        w = TickWrite()
+        w.evidence[key] = EvidenceRow(1.0, UtilHistogram.of([(0.03, seconds)]), peak)
+        ledger.commit_sync(w)
+    ledger.backend.close()
+    row = sqlite3.connect(tmp_path / "l.db").execute("SELECT s_u005, s_u001, fb_peak_bytes FROM evidence").fetchall()
+    assert row == [(75.0, 0.0, 5 * 2**30)]
