@@ -34,6 +34,7 @@ PLACEHOLDERS = {
     "__DCGM_DOWN_FOR__": "dcgmDownFor",
     "__LEDGER_STALE_SECONDS__": "ledgerStaleSeconds",
     "__LEDGER_STALE_FOR__": "ledgerStaleFor",
+    "__RIGHTSIZING_MONTHLY_SAVINGS__": "rightSizingMonthlySavings",
     "__RUNBOOK_BASE__": "runbookBaseUrl",
 }
 

@@ -93,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also price the same GPU-hours by this pricing file or directory (what-if; "
                           "reprice_cost, reprice_list_cost columns); the ledger is not changed")
 
+    rec = sub.add_parser("recommend", help="right-sizing recommendations and their monthly savings from a ledger")
+    rec.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
+    rec.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
+    rec.add_argument("--cluster", default="default", help="the cluster whose rows to judge (default: default)")
+    rec.add_argument("--window", default="7d", help="evidence window ending at the latest booked time (default 7d)")
+    rec.add_argument("--min-evidence", default="24h", help="no row for a workload observed fewer hours (24h)")
+    rec.add_argument("--idle-threshold", type=float, default=0.05, help="p95 at or below this is idle (0.05)")
+    rec.add_argument("--format", default="table", choices=["table", "json", "csv"])
+
     exp = sub.add_parser("export", help="export a ledger window as FOCUS (FinOps cost and usage) CSV or Parquet")
     exp.add_argument("--ledger", type=Path, required=True)
     exp.add_argument("--format", required=True, choices=["focus-csv", "focus-parquet"])
@@ -177,6 +186,28 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recommend(args: argparse.Namespace) -> int:
+    from exporter.aggregator.ledger import LedgerError, open_reader
+    from exporter.aggregator.recommendations import recommendations, render
+    from exporter.model.recommend_types import RuleSettings
+
+    window = _duration(args.window, "--window") or 0.0
+    evidence = _duration(args.min_evidence, "--min-evidence") or 0.0
+    if window <= 0:
+        raise UsageError("--window: must be longer than 0")
+    if not 0 <= args.idle_threshold <= 1:
+        raise UsageError("--idle-threshold: must be between 0 and 1")
+    settings = RuleSettings(idle_threshold=args.idle_threshold, min_evidence_hours=evidence / 3600.0)
+    try:
+        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
+            _check_schema(query, args.ledger)
+            rows = recommendations(query, cluster=args.cluster, window_s=window, settings=settings)
+    except LedgerError as exc:
+        raise UsageError(str(exc)) from None
+    sys.stdout.write(render(rows, args.format))
+    return 0
+
+
 def _focus_command(args: argparse.Namespace) -> int:
     from exporter.export.commands import CommandError, export_window, run_export, run_price_list
     from exporter.export.focus_rows import FocusSettings
@@ -211,6 +242,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     cmd = args.command
     if cmd == "report":
         return _report(args)
+    if cmd == "recommend":
+        return _recommend(args)
     if cmd in ("export", "pricing"):
         return _focus_command(args)
     if cmd == "agent":

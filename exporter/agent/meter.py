@@ -57,6 +57,15 @@ class HolderState:
     #: used / allocated at its last charge (None: unmeasured): the nearest reading for the seconds
     #: between that tick and the pod's end.
     used_ratio: float | None = None
+    fb_peak_bytes: float | None = None  # peak framebuffer used in the clock hour ``fb_peak_hour``
+    fb_peak_hour: int | None = None
+
+    def note_framebuffer(self, used_bytes: float | None, at: float) -> None:
+        """Keep the hour's peak; a new hour starts again (unmeasured until a reading comes)."""
+        if self.fb_peak_hour != (hour := int(at // 3600) * 3600):
+            self.fb_peak_hour, self.fb_peak_bytes = hour, None
+        if used_bytes is not None and used_bytes >= 0:
+            self.fb_peak_bytes = used_bytes if self.fb_peak_bytes is None else max(self.fb_peak_bytes, used_bytes)
 
 
 @dataclass(slots=True)
@@ -206,9 +215,11 @@ class Meter:
         seen: set[str] = set()
         for members in groups.values():
             first = members[0]
-            raw = None
+            raw = fb_used = None
             if dcgm is not None and first.dcgm_key is not None and first.dcgm_key in dcgm:
                 raw = dcgm[first.dcgm_key].utilization_raw
+                alone = len(members) == 1 and first.kind in (DeviceKind.GPU, DeviceKind.MIG)  # its memory is its own
+                fb_used = dcgm[first.dcgm_key].fb_used if alone else None
             util, bad = clamp_utilization(raw)
             stats.bad_readings += int(bad)
             stats.unmeasured_devices += int(util is None)
@@ -242,6 +253,7 @@ class Meter:
                 state.active = True
                 state.last_active = window.end
                 state.utilization = util
+                state.note_framebuffer(fb_used, window.end)
                 seen.add(a.holder_key)
                 held[a.model or UNKNOWN_MODEL] += a.fraction * secs
         return seen

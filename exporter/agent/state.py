@@ -46,7 +46,7 @@ def dump_meter(meter: Meter) -> dict[str, Any]:
              "gpu_uuid": s.gpu_uuid, "model": s.model, "mig_profile": s.mig_profile, "fraction": s.fraction,
              "allocated": s.usage.allocated, "used": s.usage.used, "unmeasured": s.usage.unmeasured,
              "energy_j": s.usage.energy_j, "active": s.active, "last_active": s.last_active,
-             "used_ratio": s.used_ratio}
+             "used_ratio": s.used_ratio, "fb_peak_bytes": s.fb_peak_bytes, "fb_peak_hour": s.fb_peak_hour}
             for s in meter.holders.values()
         ],
         "unallocated": dict(meter.unallocated),
@@ -70,6 +70,7 @@ def _v1_holder(row: list[Any]) -> dict[str, Any]:
 def _holder(row: dict[str, Any]) -> HolderState:
     ns, pod, ctr, dev, uuid, model, profile = (row[k] for k in _HOLDER_FIELDS)
     ratio = row.get("used_ratio")
+    fb_peak, fb_hour = row.get("fb_peak_bytes"), row.get("fb_peak_hour")
     return HolderState(
         namespace=str(ns), pod=str(pod), container=str(ctr), device_id=str(dev), gpu_uuid=str(uuid),
         model=None if model is None else str(model), mig_profile=None if profile is None else str(profile),
@@ -77,7 +78,9 @@ def _holder(row: dict[str, Any]) -> HolderState:
         usage=Usage(allocated=float(row["allocated"]), used=float(row["used"]),
                     unmeasured=float(row["unmeasured"]), energy_j=float(row["energy_j"])),
         active=bool(row["active"]), last_active=float(row["last_active"]),
-        used_ratio=None if ratio is None else float(ratio))
+        used_ratio=None if ratio is None else float(ratio),
+        fb_peak_bytes=None if fb_peak is None else float(fb_peak),
+        fb_peak_hour=None if fb_hour is None else int(fb_hour))
 
 
 def load_meter(data: dict[str, Any], node: str) -> Meter:

@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from exporter.aggregator.commitment_books import book_unused
+from exporter.aggregator.evidence import book_evidence
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.priced_rows import (
@@ -285,12 +286,13 @@ class _NodeBooking:
         node_model = kube.model_of_node(node)
         for h in snap.holders:
             d = deltas.get(h.key())
-            if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
-                continue
             info = kube.pod(h.namespace, h.pod)
             workload = info.workload if info else h.pod
-            priority = info.priority_class if info else ""
             model = h.gpu_model or node_model or UNKNOWN
+            book_evidence(w.evidence, h, d, parts=parts, workload=workload, node=node, model=model)
+            if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
+                continue
+            priority = info.priority_class if info else ""
             facts = node_facts(kube, node, model)
             idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
             total = UsageAmounts()

@@ -43,6 +43,23 @@ def build_app(agg: AggregatorView) -> web.Application:
             return bad(str(exc))
         return web.json_response(rows, dumps=lambda o: json.dumps(o, allow_nan=False))
 
+    async def recommendations(req: web.Request) -> web.Response:
+        from exporter.aggregator.recommendations import as_dict
+        from exporter.model.durations import parse_duration
+        from exporter.model.recommend_types import RuleSettings
+
+        q = req.query
+        try:
+            window = parse_duration(q.get("window", "7d"))
+            evidence = parse_duration(q.get("min_evidence", "24h"))
+        except ValueError as exc:
+            return bad(str(exc))
+        if window <= 0 or any(len(v) > MAX_PARAM for v in q.values()):
+            return bad("window must be longer than 0; parameters at most 253 characters")
+        rules = RuleSettings(idle_threshold=agg.settings.idle_threshold, min_evidence_hours=evidence / 3600.0)
+        rows = await agg.ledger.run_recommendations(window_s=window, settings=rules, remember=False)
+        return web.json_response([as_dict(r) for r in rows], dumps=lambda o: json.dumps(o, allow_nan=False))
+
     async def keda(req: web.Request) -> web.Response:
         ns, wl = req.query.get("namespace", ""), req.query.get("workload", "")
         if not ns or len(ns) > MAX_PARAM or len(wl) > MAX_PARAM:
@@ -73,6 +90,7 @@ def build_app(agg: AggregatorView) -> web.Application:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/report", report)
     app.router.add_get("/api/v1/keda/utilization", keda)
+    app.router.add_get("/api/v1/recommendations", recommendations)
     app.router.add_get("/api/v1/focus", focus)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -10,18 +10,22 @@ cluster sharing it are fenced by a term checked inside each tick's transaction.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from exporter.aggregator.evidence import write_evidence
 from exporter.aggregator.ledger_backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
 from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader, redact
 from exporter.aggregator.ledger_rows import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
 from exporter.aggregator.ledger_sqlite import SqliteBackend, sqlite_reader
+from exporter.aggregator.recommendations import DEFAULT_WINDOW_S, recommendations
 from exporter.aggregator.report import Query, ReportRequest, report_rows
+from exporter.logs import get_logger
 from exporter.model.books import (
     AgentMark,
     BreakdownKey,
@@ -38,6 +42,9 @@ from exporter.model.books import (
     UsageKey,
     _Amounts,
 )
+from exporter.model.recommend_types import Recommendation, RuleSettings
+
+log = get_logger("aggregator")
 
 __all__ = [
     "MIGRATIONS",
@@ -111,6 +118,12 @@ class Ledger:
         self.up = False  # whether the last call reached the database
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self.commits = 0
+        #: Right-sizing rows as last computed (``gpucost_recommendation_monthly_savings``), refreshed after a
+        #: commit at most every ``recommend_every`` seconds, on the ledger's thread.
+        self.recommendations: tuple[Recommendation, ...] = ()
+        self.recommend_settings = RuleSettings()
+        self.recommend_every = 3600.0
+        self._recommended_at: float | None = None
 
     @property
     def may_book(self) -> bool:
@@ -218,6 +231,7 @@ class Ledger:
         _accumulate(tx, "usage", UsageKey._fields, w.usage, cluster=cl)
         _accumulate(tx, "unallocated", CapacityKey._fields, w.unallocated, cluster=cl)
         _accumulate(tx, "unobserved", CapacityKey._fields, w.unobserved, cluster=cl)
+        write_evidence(tx, w.evidence, cluster=cl)
         for node in w.hwm_reset_nodes:
             tx.execute("DELETE FROM hwm WHERE cluster = ? AND node = ?", (cl, node))
         if w.hwm_deleted:
@@ -266,6 +280,23 @@ class Ledger:
 
     async def commit(self, w: TickWrite) -> None:
         await self._run(self.commit_sync, w)
+        due = self._recommended_at is None or time.monotonic() - self._recommended_at >= self.recommend_every
+        if due:
+            try:
+                await self.run_recommendations()
+            except Exception as exc:  # recommendations are advice: a failure never fails the tick's commit
+                log.warning("recommendations_failed", error=repr(exc))
+
+    async def run_recommendations(self, *, window_s: float = DEFAULT_WINDOW_S,
+                                  settings: RuleSettings | None = None, remember: bool = True,
+                                  ) -> tuple[Recommendation, ...]:
+        """Right-sizing rows over the window ending at the latest booked time; ``remember``: for the metrics."""
+        rules = settings or self.recommend_settings
+        rows = tuple(await self._run(lambda: recommendations(self.query_sync, cluster=self.cluster,
+                                                             window_s=window_s, settings=rules)))
+        if remember:
+            self._recommended_at, self.recommendations = time.monotonic(), rows
+        return rows
 
     def compact_sync(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
         """Drop hourly rows older than the retention (totals keep the counters monotonic), and quota
@@ -276,7 +307,7 @@ class Ledger:
         def body(tx: Tx) -> int:
             self._check_term(tx)
             n = self.backend.drop_usage_before(tx, hour=before_hour, cluster=cl)
-            for table in ("unallocated", "unobserved", "unused_commitment"):
+            for table in ("unallocated", "unobserved", "unused_commitment", "evidence"):
                 n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
             if quota_events_before is not None:
                 tx.execute(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from exporter.aggregator.evidence import EvidenceKey, EvidenceRow
 from exporter.model.books import (
     AgentMark,
     BreakdownKey,
@@ -64,6 +65,7 @@ class TickWrite:
     unused_commitment_totals: dict[CommitmentTotalKey, CapacityAmounts] = field(default_factory=dict)
     commitment_marks: dict[str, float] = field(default_factory=dict)  # commitment -> booked until
     node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (instance type, capacity type)
+    evidence: dict[EvidenceKey, EvidenceRow] = field(default_factory=dict)  # right-sizing evidence per hour x device
 
     def empty(self) -> bool:
         return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls

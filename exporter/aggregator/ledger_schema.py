@@ -5,7 +5,8 @@ columns are ``money`` (REAL on SQLite, NUMERIC on PostgreSQL); GPU-seconds are `
 PRECISION). Schema 3 added the cluster column: older SQLite ledgers are rebuilt table by table and
 their rows keep the cluster ``default``. Schema 4 added list prices beside effective costs, namespaces'
 energy, commitments' unused part with its "booked until" marks, and the billing labels of nodes:
-booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing).
+booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing). Schema 5 added
+the right-sizing evidence (utilisation seconds per fixed bucket and framebuffer peaks, per hour x device).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DEFAULT_CLUSTER = "default"
 
 
@@ -90,8 +91,17 @@ _V4_TABLES: tuple[Table, ...] = (
     Table("commitment_marks", (("commitment", "text"),), (("booked_until", "real"),)),
     Table("node_billing", (("node", "text"),), (("instance_type", "text"), ("capacity_type", "text"))),
 )
+#: Schema 5: right-sizing evidence. ``s_uNNN`` = seconds with utilisation below NNN % (and at or above the
+#: previous bucket's bound); the bounds are ``recommend_evidence.BUCKET_UPPER_PERCENT``.
+EVIDENCE_BUCKETS = (1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100)
+_V5_TABLES: tuple[Table, ...] = (
+    Table("evidence", (("hour", "int"), ("namespace", "text"), ("pod", "text"), ("workload", "text"),
+                       ("node", "text"), ("gpu_model", "text"), ("mig_profile", "text"), ("device_kind", "text"),
+                       ("device", "text")),
+          (("fraction", "real"), *((f"s_u{b:03d}", "real") for b in EVIDENCE_BUCKETS), ("fb_peak_bytes", "real?"))),
+)
 TABLES: tuple[Table, ...] = (
-    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES)
+    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -208,4 +218,5 @@ def add_list_prices(d: Dialect) -> list[str]:
 def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
     """Statements taking a ledger from version ``v - 1`` to ``v``."""
     return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
-            3: lambda: add_cluster(d), 4: lambda: add_list_prices(d)}
+            3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
+            5: lambda: [create_table(d, t) for t in _V5_TABLES]}

@@ -19,6 +19,7 @@ from exporter.aggregator.gauges import Gauges
 from exporter.aggregator.kubestate import PENDING_REASONS, KubeState, parse_timestamp
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.pricing import Pricing
+from exporter.model.recommend_types import Recommendation
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -39,6 +40,7 @@ class MetricsInputs:
     team_label: str
     breakdown_series: bool
     ledger_up: bool = True
+    recommendations: tuple[Recommendation, ...] = ()
 
 
 class AggregatorCollector(Collector):
@@ -61,6 +63,7 @@ class AggregatorCollector(Collector):
         yield price_gauges(m.pricing)
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
         yield from dra_families(m.kube)
+        yield recommendation_savings(m.recommendations)
         yield from health(m)
 
 
@@ -280,3 +283,13 @@ def health(m: MetricsInputs) -> Iterator[Family]:
                             value=1.0 if m.kube_up else 0.0)
     yield CounterMetricFamily("gpucost_pricing_reload_errors_total", "pricing file reloads rejected as invalid",
                               value=m.pricing_reload_errors)
+
+
+def recommendation_savings(rows: tuple[Recommendation, ...]) -> GaugeMetricFamily:
+    """One series per workload with a right-sizing action (the one saving most), in the ledger's currency."""
+    g = GaugeMetricFamily("gpucost_recommendation_monthly_savings",
+                          "monthly (730 h) amount a right-sizing action would save, at the booked prices",
+                          labels=["namespace", "workload", "action"])
+    for r in rows:
+        g.add_metric([r.namespace, r.workload, str(r.action)], r.monthly_savings)
+    return g

@@ -6,14 +6,13 @@ import asyncio
 import contextlib
 import os
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from exporter.aggregator.booking import Books, NodeGone, Prepared
+from exporter.aggregator.booking import Books, Prepared
 from exporter.aggregator.gate import Admitted, SnapshotGate
 from exporter.aggregator.gauges import AgentHealth, Gauges, held_now, ratios
 from exporter.aggregator.http import build_app
@@ -22,6 +21,7 @@ from exporter.aggregator.leader import LeaderElector, take_over_ledger
 from exporter.aggregator.ledger import Ledger, LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
 from exporter.aggregator.pricing_source import PricingSource
+from exporter.aggregator.targets import AgentTargets, DeletedNodes, own_namespace, parse_selector
 from exporter.clients.agents import AgentPuller, PullResult
 from exporter.clients.kube import CORE_KINDS, DRA_KINDS, QUEUE_KINDS, Watcher, make_api_client, served_custom_kinds
 from exporter.clock import Clock, RealClock
@@ -36,25 +36,6 @@ from exporter.tlsconf import client_context, server_context
 log = get_logger("aggregator")
 
 
-SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
-def _own_namespace() -> str | None:
-    """This pod's namespace (where the chart puts the agents too), when running in a cluster."""
-    try:
-        return SA_NAMESPACE_FILE.read_text().strip() or None
-    except OSError:
-        return None
-
-
-def _parse_selector(text: str) -> dict[str, str]:
-    out = {}
-    for term in filter(None, (t.strip() for t in text.split(","))):
-        k, _, v = term.partition("=")
-        out[k.strip()] = v.strip()
-    return out
-
-
 class Aggregator:
     def __init__(self, settings: AggregatorSettings, clock: Clock | None = None,
                  pricing: PricingSource | None = None) -> None:
@@ -64,10 +45,11 @@ class Aggregator:
         self.ledger = Ledger(settings.ledger, cluster=settings.cluster_name(),
                              password_file=settings.ledger_password_file,
                              fenced=settings.is_postgres() and settings.leader_election)
-        self.kube = KubeState(pool_label=settings.pool_label, agent_selector=_parse_selector(settings.agent_selector),
-                              agent_namespace=settings.agent_namespace or _own_namespace(), now=self.clock.now)
+        self.kube = KubeState(pool_label=settings.pool_label, agent_selector=parse_selector(settings.agent_selector),
+                              agent_namespace=settings.agent_namespace or own_namespace(), now=self.clock.now)
         self.kube.on_pod_deleted = self._on_pod_deleted
         self.gate = SnapshotGate()
+        self.targets = AgentTargets(settings, self.kube, self.gate)
         self.puller = AgentPuller(settings.pull_timeout, settings.pull_concurrency,
                                   token=SecretFile(settings.agent_token_file) if settings.agent_token_file else None,
                                   ssl_context=client_context(settings.agent_ca_file),
@@ -77,7 +59,7 @@ class Aggregator:
         self.latest: dict[str, UsageSnapshot] = {}
         self.url_node: dict[str, str] = {}
         self.idle_since: dict[tuple[str, str], float] = {}
-        self._deleted: dict[str, NodeGone] = {}  # deleted from the API, books not yet closed (grace)
+        self._deleted = DeletedNodes(settings.node_prune_grace)  # books close after the grace
         self.watcher: Watcher | None = None
         self.is_leader = not settings.leader_election
         self.elector: LeaderElector | None = None
@@ -167,7 +149,7 @@ class Aggregator:
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
             pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
             team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series,
-            ledger_up=self.ledger.up)
+            ledger_up=self.ledger.up, recommendations=self.ledger.recommendations)
 
     @property
     def serving(self) -> bool:
@@ -194,18 +176,8 @@ class Aggregator:
         return True
 
     # -- targets -------------------------------------------------------------------------------------
-    def discovered(self) -> dict[str, str]:
-        """URL -> node of the agent pods in the configured namespace (the only URLs that may speak for a node)."""
-        port, scheme = self.settings.agent_port, self.settings.agent_scheme
-        return {f"{scheme}://{pod.pod_ip}:{port}": pod.node for pod in self.kube.agent_pods()}
-
     def agent_urls(self) -> list[str]:
-        return list(self.settings.agents) if self.settings.agents else list(self.discovered())
-
-    def _url_nodes(self) -> dict[str, str]:
-        if self.settings.agents:
-            return {url: node for node, url in self.gate.pins.items()}
-        return self.discovered()
+        return self.targets.urls()
 
     def _ack(self, url: str, url_nodes: dict[str, str]) -> float | None:
         if not self.is_leader or not self.ledger.up:
@@ -222,13 +194,13 @@ class Aggregator:
                 return  # a shared ledger: only the leader holding the current term books
             started = time.perf_counter()
             await asyncio.to_thread(self.pricing.maybe_reload)  # a stat, and a YAML parse when changed
-            url_nodes = self._url_nodes()
+            url_nodes = self.targets.url_nodes()
             targets = urls if urls is not None else self.agent_urls()
             results = await self.puller.pull_all({u: self._ack(u, url_nodes) for u in targets})
             self.pulls += len(results)
             admitted = self.gate.admit(results, expected=None if self.settings.agents else url_nodes,
                                        known_nodes=self._known_nodes())
-            gone = self._gone_nodes() if urls is None else []
+            gone = self._deleted.due(self.kube, now=self.clock.now()) if urls is None else []
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
             prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone, now=self.clock.now())
             for node, reason in prepared.rejected.items():
@@ -247,22 +219,6 @@ class Aggregator:
                 self.ticks += 1
             self._refresh_held()
             self.gauges.tick_duration = time.perf_counter() - started
-
-    def _gone_nodes(self) -> list[NodeGone]:
-        """Nodes deleted from the API longer than the grace ago and not back: their books close now.
-
-        The grace matters: a kubelet re-registers a node deleted by hand within seconds, with the same
-        agent and counters; pruning its marks at once would book those counters whole a second time."""
-        now = self.clock.now()
-        for d in self.kube.take_deleted_nodes():
-            self._deleted.setdefault(d.name, NodeGone(d.name, min(now, d.deleted_at) if d.deleted_at else now,
-                                                      d.gpus, d.gpu_model or "unknown"))
-        for name in [n for n in self._deleted if n in self.kube.nodes]:
-            del self._deleted[name]  # came back: its agent's counters carry on from the marks
-        due = [g for g in self._deleted.values() if now - g.deleted_at >= self.settings.node_prune_grace]
-        for g in due:
-            del self._deleted[g.node]
-        return due
 
     def _known_nodes(self) -> set[str] | None:
         """Nodes the API has now, or None when there is no synced node list to judge by."""
@@ -315,7 +271,7 @@ class Aggregator:
         if self.books is None:
             return
         self._refresh_held()  # the watch already removed the pod: the gauges lose it here
-        urls = [u for u, n in self._url_nodes().items() if n == pod.node]
+        urls = [u for u, n in self.targets.url_nodes().items() if n == pod.node]
         if urls:
             self._spawn(self.tick(urls), f"close-books-{pod.namespace}-{pod.name}")
 

@@ -37,6 +37,11 @@ class HolderCounters(BaseModel):
     unmeasured_s: float = Field(ge=0)
     energy_j: float = Field(default=0.0, ge=0)
     utilization: float | None = Field(default=None, ge=0, le=1)
+    #: Peak framebuffer bytes used during the clock hour starting at ``fb_peak_hour`` (epoch seconds), for
+    #: right-sizing. None where DCGM does not measure it per holder (time-sliced and other shared devices).
+    #: A maximum, not a counter: booking it twice changes nothing.
+    fb_peak_bytes: float | None = Field(default=None, ge=0)
+    fb_peak_hour: int | None = Field(default=None, ge=0)
 
     def key(self) -> str:
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"

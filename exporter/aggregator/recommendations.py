@@ -1,0 +1,181 @@
+"""Right-sizing recommendations from a ledger: the window's usage and evidence rows, pooled per workload.
+
+The window ends at the ledger's latest booked snapshot and spans ``window`` seconds back (or the ledger's
+history, if shorter: the cost pace is taken over the hours actually covered). What the cluster "offers"
+is what some workload held in the window, priced at what booking charged per device-hour for it. A
+workload seen on several device kinds is judged on the one it spent most on. A pod's GPU count is the
+most devices it held in any one hour.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.aggregator.evidence import BUCKET_COLUMNS
+from exporter.model.books import hour_of
+from exporter.model.recommend import recommend_all
+from exporter.model.recommend_evidence import UtilBucket, UtilHistogram
+from exporter.model.recommend_types import (
+    DeviceUse,
+    Offer,
+    Placement,
+    PodUse,
+    Recommendation,
+    RuleSettings,
+    WorkloadUse,
+)
+
+Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
+DEFAULT_WINDOW_S = 7 * 86400.0
+
+
+@dataclass(slots=True)
+class _Group:
+    """One (namespace, workload, placement)'s rows while they are being read."""
+
+    placement: Placement
+    cost: float = 0.0
+    device_hours: float = 0.0
+    currency: str = ""
+    hours: set[int] = field(default_factory=set)
+    devices: dict[str, dict[str, DeviceUse]] = field(default_factory=dict)  # pod -> device -> evidence
+    per_hour: dict[tuple[str, int], int] = field(default_factory=dict)  # (pod, hour) -> devices held
+
+
+def _placement(model: str, profile: str, kind: str, fraction: float) -> Placement:
+    replicas = round(1 / fraction) if kind == "replica" and fraction > 0 else None
+    return Placement(model, profile or None, 1, replicas)
+
+
+def _window(query: Query, cluster: str, window_s: float) -> tuple[float, float] | None:
+    """(start, end): ``end`` the latest booked snapshot; ``start`` a window back, or where the books begin."""
+    end, since = query("SELECT MAX(booked_ts), MIN(since) FROM agents WHERE cluster = ?", (cluster,))[0]
+    (first,) = query("SELECT MIN(hour) FROM usage WHERE cluster = ?", (cluster,))[0]
+    first = since if since is not None else first
+    if end is None or first is None:
+        return None
+    return max(float(end) - window_s, float(first)), float(end)
+
+
+def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[str, str], list[_Group]]:
+    buckets = ", ".join(f"SUM({c})" for c in BUCKET_COLUMNS)
+    ev = query(f"SELECT namespace, workload, pod, gpu_model, mig_profile, device_kind, device, MAX(fraction), "
+               f"MAX(fb_peak_bytes), COUNT(fb_peak_bytes), {buckets} FROM evidence WHERE cluster = ? AND hour >= ? "
+               f"AND hour < ? GROUP BY namespace, workload, pod, gpu_model, mig_profile, device_kind, device",
+               (cluster, hour_of(start), end))
+    held = query("SELECT namespace, workload, pod, gpu_model, mig_profile, hour, COUNT(*) FROM evidence "
+                 "WHERE cluster = ? AND hour >= ? AND hour < ? AND device_kind <> '' "
+                 "GROUP BY namespace, workload, pod, gpu_model, mig_profile, hour", (cluster, hour_of(start), end))
+    usage = query("SELECT namespace, workload, pod, gpu_model, mig_profile, currency, SUM(allocated_s), SUM(cost) "
+                  "FROM usage WHERE cluster = ? AND hour >= ? AND hour < ? "
+                  "GROUP BY namespace, workload, pod, gpu_model, mig_profile, currency", (cluster, hour_of(start), end))
+    groups: dict[tuple[str, str, str, str, str], _Group] = {}
+    pod_group: dict[tuple[str, str, str, str, str], _Group] = {}
+    for ns, wl, pod, model, profile, kind, device, fraction, peak, peaks, *secs in ev:
+        key = (ns, wl, model, profile, kind)
+        g = groups.setdefault(key, _Group(_placement(model, profile, kind, float(fraction))))
+        pod_group[(ns, wl, pod, model, profile)] = g
+        hist = UtilHistogram(tuple(UtilBucket(int(c[3:]), float(s or 0.0)) for c, s in zip(BUCKET_COLUMNS, secs,
+                                                                                          strict=True)))
+        fb = None if kind == "replica" or not peaks else int(peak)
+        g.devices.setdefault(pod, {})[device] = DeviceUse(hist, fb)
+    for ns, wl, pod, model, profile, hour, n in held:
+        owner = pod_group.get((ns, wl, pod, model, profile))
+        if owner is not None:
+            owner.per_hour[(pod, int(hour))] = int(n)
+            owner.hours.add(int(hour))
+    for ns, wl, pod, model, profile, currency, allocated, cost in usage:
+        target = pod_group.get((ns, wl, pod, model, profile))
+        if target is None or not target.placement.share:
+            continue
+        target.cost += float(cost)
+        target.device_hours += float(allocated) / 3600.0 / target.placement.share
+        target.currency = str(currency)
+    out: dict[tuple[str, str], list[_Group]] = defaultdict(list)
+    for (ns, wl, *_rest), g in groups.items():
+        out[(ns, wl)].append(g)
+    return out
+
+
+
+def _offers(groups: Iterable[_Group]) -> list[Offer]:
+    totals: dict[Placement, tuple[float, float]] = {}
+    for g in groups:
+        cost, hours = totals.get(g.placement, (0.0, 0.0))
+        totals[g.placement] = (cost + g.cost, hours + g.device_hours)
+    return [Offer(p, cost / hours) for p, (cost, hours) in totals.items() if hours > 0]
+
+
+def _use(ns: str, wl: str, g: _Group) -> WorkloadUse:
+    gpus = max(g.per_hour.values(), default=1)
+    placement = Placement(g.placement.gpu_model, g.placement.mig_profile, gpus, g.placement.replicas)
+    pods = tuple(PodUse(pod, tuple(devices.values())) for pod, devices in sorted(g.devices.items()))
+    return WorkloadUse(namespace=ns, workload=wl, placement=placement, pods=pods, allocated_device_hours=g.device_hours,
+                       booked_cost=g.cost, hours_observed=float(len(g.hours)), currency=g.currency)
+
+
+def recommendations(query: Query, *, cluster: str, window_s: float = DEFAULT_WINDOW_S,
+                    settings: RuleSettings | None = None) -> list[Recommendation]:
+    """Every workload's best action over the window ending at the ledger's latest booked time."""
+    span = _window(query, cluster, window_s)
+    if span is None:
+        return []
+    start, end = span
+    by_workload = _read(query, cluster, start, end)
+    offers = _offers(g for gs in by_workload.values() for g in gs)
+    uses = [_use(ns, wl, max(gs, key=lambda g: g.cost)) for (ns, wl), gs in sorted(by_workload.items())]
+    return recommend_all(uses, offers, window_hours=(end - start) / 3600.0, settings=settings)
+
+
+def as_dict(r: Recommendation) -> dict[str, Any]:
+    """The JSON shape of one recommendation (money rounded to cents)."""
+    def place(p: Placement) -> dict[str, Any]:
+        return {"gpu_model": p.gpu_model, "mig_profile": p.mig_profile, "gpus": p.gpus, "replicas": p.replicas}
+
+    ev = r.evidence
+    return {"namespace": r.namespace, "workload": r.workload, "action": str(r.action), "current": place(r.current),
+            "target": place(r.target),
+            "evidence": {"util_p50": ev.util_p50, "util_p95": ev.util_p95,
+                         "framebuffer_peak_bytes": ev.framebuffer_peak_bytes, "hours_observed": ev.hours_observed},
+            "monthly_cost_now": round(r.monthly_cost_now, 2), "monthly_cost_after": round(r.monthly_cost_after, 2),
+            "monthly_savings": round(r.monthly_savings, 2), "currency": r.currency, "reason": r.reason}
+
+
+_FLAT = ("namespace", "workload", "action", "current", "target", "util_p95", "fb_peak_gib", "monthly_cost_now",
+         "monthly_cost_after", "monthly_savings", "currency", "reason")
+
+
+def _flat(r: Recommendation) -> dict[str, Any]:
+    def place(p: Placement) -> str:
+        kind = p.mig_profile or (f"1/{p.replicas}" if p.replicas else "")
+        return f"{p.gpus}x {p.gpu_model}{' ' + kind if kind else ''}"
+
+    d = as_dict(r)
+    fb = r.evidence.framebuffer_peak_bytes
+    return {**{k: d[k] for k in ("namespace", "workload", "action", "monthly_cost_now", "monthly_cost_after",
+                                 "monthly_savings", "currency", "reason")},
+            "current": place(r.current), "target": place(r.target), "util_p95": r.evidence.util_p95,
+            "fb_peak_gib": "" if fb is None else f"{fb / 2**30:.1f}"}
+
+
+def render(rows: list[Recommendation], fmt: str) -> str:
+    """``json`` (full rows), ``csv`` or ``table`` (one flat line each)."""
+    if fmt == "json":
+        return json.dumps([as_dict(r) for r in rows], indent=2)
+    flat = [_flat(r) for r in rows]
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=_FLAT, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(flat)
+        return buf.getvalue()
+    widths = {k: max([len(k), *(len(str(f[k])) for f in flat)]) for k in _FLAT if k != "reason"}
+    lines = ["  ".join(k.ljust(w) for k, w in widths.items())]
+    lines += ["  ".join(str(f[k]).ljust(w) for k, w in widths.items()) for f in flat]
+    return "\n".join(lines) + ("\n" if flat else "\n(no recommendations)\n")
