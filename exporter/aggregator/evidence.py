@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 from exporter.aggregator.ledger_backend import Tx
@@ -55,10 +56,15 @@ def _put(table: dict[EvidenceKey, EvidenceRow], key: EvidenceKey, row: EvidenceR
     table[key] = row if old is None else old.merge(row)
 
 
+@lru_cache(maxsize=65536)
+def _device_kind(device_id: str) -> str:
+    return str(parse_device_id(device_id).kind)
+
+
 def book_evidence(table: dict[EvidenceKey, EvidenceRow], h: HolderCounters, d: CounterMark | None, *,
                   parts: Iterable[Slice], workload: str, node: str, model: str) -> None:
     """Add one holder's delta (spread over the hours like its usage) and its reported framebuffer peak."""
-    kind = str(parse_device_id(h.device_id).kind)
+    kind = _device_kind(h.device_id)
 
     def key(hour: int) -> EvidenceKey:
         return EvidenceKey(hour, h.namespace, h.pod, workload, node, model, h.mig_profile or "", kind, h.device_id)

@@ -9,6 +9,7 @@ than it was", the safe side when the answer is used to shrink a workload.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ class UtilHistogram:
 
     @classmethod
     def empty(cls) -> UtilHistogram:
-        return cls(tuple(UtilBucket(upper, 0.0) for upper in BUCKET_UPPER_PERCENT))
+        return _EMPTY  # immutable: one shared instance (booking asks for it per holder per tick)
 
     @classmethod
     def of(cls, samples: Iterable[tuple[float, float]]) -> UtilHistogram:
@@ -50,10 +51,10 @@ class UtilHistogram:
     def add(self, utilization: float, seconds: float) -> UtilHistogram:
         """This histogram with ``seconds`` more at ``utilization`` (a 0..1 ratio, clamped)."""
         percent = min(max(utilization, 0.0), 1.0) * 100.0
-        target = next((b.upper_percent for b in self.buckets if percent < b.upper_percent),
-                      self.buckets[-1].upper_percent)
-        return UtilHistogram(tuple(UtilBucket(b.upper_percent, b.seconds + seconds) if b.upper_percent == target
-                                   else b for b in self.buckets))
+        i = min(bisect_right(BUCKET_UPPER_PERCENT, percent), len(BUCKET_UPPER_PERCENT) - 1)
+        old = self.buckets[i]
+        return UtilHistogram((*self.buckets[:i], UtilBucket(old.upper_percent, old.seconds + seconds),
+                              *self.buckets[i + 1:]))
 
     def merge(self, other: UtilHistogram) -> UtilHistogram:
         """Both histograms' seconds together (hours of one holder, or pods of one workload)."""
@@ -90,3 +91,6 @@ class UtilHistogram:
         if unknown:
             raise ValueError(f"utilisation histogram: unknown bucket {unknown[0]}")
         return cls(tuple(UtilBucket(upper, seconds.get(upper, 0.0)) for upper in BUCKET_UPPER_PERCENT))
+
+
+_EMPTY = UtilHistogram(tuple(UtilBucket(upper, 0.0) for upper in BUCKET_UPPER_PERCENT))
