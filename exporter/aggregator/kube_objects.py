@@ -14,6 +14,15 @@ QUOTA_KEYS = ("requests.nvidia.com/gpu", "limits.nvidia.com/gpu", "requests.nvid
               "nvidia.com/gpu")
 PENDING_REASONS = ("insufficient_gpu", "node_affinity", "taint", "quota", "other")
 
+def parse_label_selector(text: str) -> dict[str, str]:
+    """An equality label selector (``a=b,c=d``) as a dict."""
+    out = {}
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        k, _, v = term.partition("=")
+        out[k.strip()] = v.strip()
+    return out
+
+
 def parse_quantity(text: Any) -> float:
     """Kubernetes quantity -> number (only the forms GPU counts take: integers, m, k/Ki)."""
     s = str(text).strip()

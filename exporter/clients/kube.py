@@ -23,6 +23,16 @@ from exporter.runtime import backoff_delays
 log = get_logger("kube")
 MAX_LINE = 16 << 20
 
+SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def own_namespace() -> str | None:
+    """This pod's namespace (where the chart puts the agents too), when running in a cluster."""
+    try:
+        return SA_NAMESPACE_FILE.read_text().strip() or None
+    except OSError:
+        return None
+
 
 class Expired(PeerError):
     """The watch's resourceVersion is too old (HTTP 410 Gone / ERROR event code 410)."""
