@@ -65,7 +65,7 @@ class Handover:
         for node in [n for n in books.marks if not self.shard.owns(n)]:
             del books.marks[node]
         for node in [n for n in gate.pins if not self.shard.owns(n)]:
-            del gate.pins[node]
+            self.foreign[gate.pins.pop(node)] = node  # pinned by another shard: never pulled from here
 
     async def load_gained(self, nodes: list[str], *, ledger: Ledger, books: Books, gate: SnapshotGate) -> None:
         """Load from the ledger the marks of owned nodes this shard has not booked since it last read them."""
