@@ -11,6 +11,8 @@ no-op and every node is owned.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
 
 from exporter.aggregator.booking import Books, NodeGone, NodeMarks
 from exporter.aggregator.gate import Admitted, SnapshotGate
@@ -56,6 +58,12 @@ class Handover:
             url, _snap = admitted.snapshots.pop(node)
             self.foreign[url] = node
             admitted.new_pins.pop(node, None)
+
+    def drop_foreign(self, agents: dict[str, Any]) -> None:
+        """Forget the health of URLs that turned out to speak for another shard's node (a pull that failed
+        before this shard knew whose agent it was is reported under the URL's host:port)."""
+        for url in self.foreign:
+            agents.pop(urlparse(url).netloc, None)
 
     def restored(self, books: Books, gate: SnapshotGate) -> None:
         """After the whole books were (re)loaded: keep only owned nodes' marks; reload each before booking it."""

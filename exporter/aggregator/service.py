@@ -231,6 +231,7 @@ class Aggregator:
                 self.gauges.last_commit = self.clock.now()
             self.books.apply(prepared)
             self._after_commit(prepared, admitted, results, url_nodes)
+            self.handover.drop_foreign(self.gauges.agents)
             if urls is None:
                 self.gauges.ns_utilization = ratios(prepared.ns_delta)
                 self.gauges.workload_utilization = ratios(prepared.workload_delta)
