@@ -103,7 +103,10 @@ def test_two_then_three_shards_book_exactly_what_the_agents_counted(cluster: Clu
     assert cluster.stop("agg2-1") == 0
     cluster.spawn("agg3-2", ["aggregator"], three[2])
     cluster.spawn("agg3-1", ["aggregator"], three[1])
-    time.sleep(3.0)
+    # Both claim n-0 until shard 0 restarts: wait until shard 2 books it and shard 0 has had a commit
+    # refused because n-0's mark moved under it (the guard this overlap needs).
+    wait(lambda: "n-0" in _metric_nodes(three[2]["GPUCOST_LISTEN"]), timeout=60.0)
+    wait(lambda: "shard_marks_moved" in (cluster.logs / "agg2-0.log").read_text(), timeout=60.0)
     assert cluster.stop("agg2-0") == 0
     cluster.spawn("agg3-0", ["aggregator"], three[0])
     time.sleep(3.0)
