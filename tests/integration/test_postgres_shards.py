@@ -92,7 +92,7 @@ def test_two_then_three_shards_book_exactly_what_the_agents_counted(cluster: Clu
     for i, env in two.items():
         cluster.spawn(f"agg2-{i}", ["aggregator"], env)
     for env in two.values():
-        wait(lambda env=env: get(f"http://{env['GPUCOST_LISTEN']}/readyz")[0] == 200)
+        wait(lambda env=env: get(f"http://{env['GPUCOST_LISTEN']}/readyz")[0] == 200, timeout=60.0)
     time.sleep(3.0)
     # each shard pulled only its own nodes' agents
     assert _metric_nodes(two[0]["GPUCOST_LISTEN"]) == {n for n in NODES if owner(n, 2) == 0}
