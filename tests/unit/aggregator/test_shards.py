@@ -83,3 +83,40 @@ def test_settings_refuse_bad_shards(monkeypatch: pytest.MonkeyPatch) -> None:
         AggregatorSettings(ledger=PG, shards=3)
     with pytest.raises(ValueError, match="needs a PostgreSQL ledger"):
         AggregatorSettings(ledger="/tmp/l.db", shards=2, shard_index=0)
+
+
+SHARDED_VALUES = {"aggregator": {"shards": 3, "postgres": {
+    "url": "postgresql://gpucost@db:5432/gpucost?sslmode=verify-full", "cluster": "prod-eu-1",
+    "passwordSecret": {"name": "ledger-db", "key": "password"}}}}
+
+
+def test_helm_shards_render_a_statefulset_of_shards_on_postgres() -> None:
+    """``aggregator.shards: 3`` renders one StatefulSet of 3 aggregators (no Deployment, no ledger PVC), each
+    with the shared ledger's URL, cluster, password file and the shard count; the index is the ordinal."""
+    import kubernetes_validate
+
+    from tests.unit.test_helm_chart import _render
+
+    _out, docs = _render(SHARDED_VALUES)
+    kinds = [d["kind"] for d in docs]
+    assert "Deployment" not in kinds and "PersistentVolumeClaim" not in kinds and kinds.count("StatefulSet") == 1
+    sts = next(d for d in docs if d["kind"] == "StatefulSet")
+    kubernetes_validate.validate(sts, "1.33", strict=True)
+    assert sts["spec"]["replicas"] == 3 and "volumeClaimTemplates" not in sts["spec"]
+    pod = sts["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["GPUCOST_SHARDS"] == "3" and "GPUCOST_SHARD_INDEX" not in env
+    assert env["GPUCOST_LEDGER"].startswith("postgresql://") and env["GPUCOST_CLUSTER"] == "prod-eu-1"
+    assert env["GPUCOST_LEDGER_PASSWORD_FILE"] == "/etc/gpu-cost-exporter-ledger/password"
+    secret = next(v for v in pod["volumes"] if v["name"] == "ledger-password")["secret"]
+    assert secret["secretName"] == "ledger-db" and secret["items"] == [{"key": "password", "path": "password"}]
+    # The ordinal a StatefulSet gives its pods is what the settings read as the shard index.
+    assert hostname_ordinal(f"{sts['metadata']['name']}-2") == 2
+
+
+def test_helm_shards_need_a_postgres_url() -> None:
+    """Sharded without a shared ledger is refused at render time, naming the value."""
+    from tests.unit.test_helm_chart import _render
+
+    with pytest.raises(Exception, match=r"aggregator\.postgres\.url is required"):  # Helm's own error type
+        _render({"aggregator": {"shards": 2}})
