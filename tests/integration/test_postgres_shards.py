@@ -6,6 +6,7 @@ claim the same nodes); at the end the ledger equals the agents' own counters to 
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -129,5 +130,44 @@ def test_two_then_three_shards_book_exactly_what_the_agents_counted(cluster: Clu
     ledger = _ledger(url)
     assert set(ledger) == {"team-a", "team-b"}
     assert agent_alloc["team-a"] > 3 * 9.0  # three 1-GPU pods for more than 9 s each: the run was real
+    for ns, seconds in agent_alloc.items():
+        assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
+
+
+def test_paused_leader_resumes_after_losing_the_lease_and_books_nothing(cluster: Cluster,
+                                                                         postgres: PgServer) -> None:
+    """Two replicas of one shard on one PostgreSQL ledger. The leader is paused (SIGSTOP); the standby
+    takes the Lease and the next fencing term and books on. The old leader resumes (SIGCONT) still
+    believing it leads (its next renewal is a minute away); its tick's commit is refused by the term, so
+    the ledger still equals the agents' own counters to the microsecond."""
+    url = postgres.database()
+    for n in NODES:
+        cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n))
+    ha = {"GPUCOST_LEADER_ELECTION": "true", "GPUCOST_LEASE_NAMESPACE": "default", "GPUCOST_LEASE_DURATION": "3s"}
+    old = {**_shard_env(cluster, postgres, url, index=0, count=1), **ha, "GPUCOST_LEASE_RENEW_PERIOD": "60s"}
+    new = {**_shard_env(cluster, postgres, url, index=0, count=1), **ha, "GPUCOST_LEASE_RENEW_PERIOD": "0.5s"}
+    leader = cluster.spawn("agg-old", ["aggregator"], old)
+    wait(lambda: get(f"http://{old['GPUCOST_LISTEN']}/readyz")[0] == 200, timeout=60.0)
+    time.sleep(1.0)
+    leader.send_signal(signal.SIGSTOP)
+    cluster.spawn("agg-new", ["aggregator"], new)
+    wait(lambda: get(f"http://{new['GPUCOST_LISTEN']}/readyz")[0] == 200, timeout=60.0)
+    time.sleep(1.0)
+    leader.send_signal(signal.SIGCONT)
+    wait(lambda: "ledger term is" in (cluster.logs / "agg-old.log").read_text(), timeout=30.0)
+    assert cluster.stop("agg-old") == 0
+    for n in NODES:
+        assert cluster.stop(f"agent-{n}") == 0
+        cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n, GPUCOST_TICK="1h"))
+    for n in NODES:
+        wait(lambda n=n: _ticked(cluster.agent_env(n)), timeout=60.0)
+    time.sleep(3.0)
+    agent_alloc: dict[str, float] = {}
+    for n in NODES:
+        for h in usage(cluster.agent_env(n))["holders"]:
+            agent_alloc[h["namespace"]] = agent_alloc.get(h["namespace"], 0.0) + h["allocated_s"]
+    assert cluster.stop("agg-new") == 0
+    ledger = _ledger(url)
+    assert set(ledger) == {"team-a", "team-b"} and agent_alloc["team-b"] > 3 * 2.0
     for ns, seconds in agent_alloc.items():
         assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
