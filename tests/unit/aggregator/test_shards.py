@@ -7,8 +7,13 @@ from collections import Counter
 
 import pytest
 
+from exporter.aggregator.ledger import Ledger, NodeCounterMark, StaleMarks, TickWrite
 from exporter.aggregator.shards import Shard, hostname_ordinal, owner
 from exporter.config import AggregatorSettings
+from exporter.model.books import AgentMark, CounterMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
+
+_FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
 
 NODES = [f"gpu-node-{i:04d}" for i in range(3000)]
 PG = "postgresql://gpucost@db:5432/gpucost"
@@ -120,3 +125,48 @@ def test_helm_shards_need_a_postgres_url() -> None:
 
     with pytest.raises(Exception, match=r"aggregator\.postgres\.url is required"):  # Helm's own error type
         _render({"aggregator": {"shards": 2}})
+
+
+async def test_ledger_refuses_a_tick_whose_node_marks_moved(ledger_target: LedgerTarget) -> None:
+    """Two aggregators of one cluster both book node n1 from the same mark: the first commit lands, the
+    second is refused whole (no usage row, no total) and names n1; the node's marks then reload from the
+    ledger. By hand: only the first 3600 s (cost 2.5) are in the books."""
+    first = Ledger(ledger_target.target, cluster="c", password_file=ledger_target.password_file, guard_marks=True)
+    second = Ledger(ledger_target.target, cluster="c", password_file=ledger_target.password_file, guard_marks=True)
+    await first.open()
+    await second.open()
+    try:
+        mark = AgentMark("epoch-1", 3600.0, 7)
+        for ledger in (first, second):
+            w = _usage(3600.0)
+            w.agents["n1"] = mark
+            w.hwm.append(NodeCounterMark("n1", "k", CounterMark(3600.0, 1800.0, 0.0, 0.0)))
+            if ledger is first:
+                await ledger.commit(w, {"n1": None})  # never booked before: no row expected
+            else:
+                with pytest.raises(StaleMarks, match="n1") as err:
+                    await ledger.commit(w, {"n1": None})
+                assert err.value.nodes == ["n1"]
+        rows = await first.query("SELECT SUM(allocated_s), SUM(cost) FROM usage WHERE cluster = ?", ("c",))
+        assert [tuple(float(v) for v in r) for r in rows] == [(3600.0, 2.5)]
+        loaded = await second.load_nodes(["n1", "n2"])
+        assert loaded.agents == {"n1": mark} and set(loaded.hwm["n1"]) == {"k"}
+        assert loaded.hwm["n1"]["k"].allocated_s == 3600.0
+        w = _usage(1800.0)
+        w.agents["n1"] = AgentMark("epoch-1", 5400.0, 8)
+        await second.commit(w, {"n1": loaded.agents["n1"]})  # from the reloaded mark: accepted
+        totals = await first.query("SELECT allocated_s FROM totals WHERE cluster = ?", ("c",))
+        assert [float(r[0]) for r in totals] == [5400.0]
+    finally:
+        await first.close()
+        await second.close()
+
+
+def _usage(seconds: float) -> TickWrite:
+    """``seconds`` GPU-seconds of team-a in the hour 0, at 2.5 per GPU-hour."""
+    w = TickWrite()
+    cost = seconds / 3600.0 * 2.5
+    w.usage[UsageKey(0, "team-a", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
+        allocated_s=seconds, used_s=seconds, idle_s=0.0, cost=cost, idle_cost=0.0)
+    w.totals[NamespaceKey("team-a", "USD")] = NamespaceTotals(allocated_s=seconds, used_s=seconds, cost=cost)
+    return w
