@@ -25,6 +25,8 @@ log = get_logger("handover")
 
 @dataclass(slots=True)
 class Handover:
+    """This aggregator's shard, which of its nodes' marks are current in memory, and foreign agents."""
+
     shard: Shard
     fresh: set[str] = field(default_factory=set)  # owned nodes whose in-memory marks are the ledger's
     foreign: dict[str, str] = field(default_factory=dict)  # static agent URL -> node another shard owns
