@@ -360,6 +360,62 @@ def bench_ledger_write(rows: int, ticks: int) -> dict[str, Any]:
     return out
 
 
+# -- shards: rendezvous hashing, and what checking node marks in each commit costs on PostgreSQL -----------
+def bench_shards(nodes: int, rows: int, ticks: int) -> dict[str, Any]:
+    """Balance and movement of rendezvous hashing over ``nodes`` names, the time to place them, and usage
+    rows per second committed to PostgreSQL with and without the per-node mark check sharded commits do."""
+    from collections import Counter
+
+    from exporter.aggregator.ledger import Ledger
+    from exporter.aggregator.shards import owner
+    from exporter.model.books import AgentMark
+
+    names = [f"gpu-node-{i:05d}" for i in range(nodes)]
+    t0 = time.perf_counter()
+    placed = {n: owner(n, 3) for n in names}
+    place_ms = (time.perf_counter() - t0) * 1000
+    per = Counter(placed.values())
+    out: dict[str, Any] = {
+        "nodes": nodes, "place_3_shards_ms": round(place_ms, 1),
+        "shard_sizes_3": [per[i] for i in range(3)],
+        "moved_2_to_3": round(sum(owner(n, 2) != placed[n] for n in names) / nodes, 4),
+        "moved_3_to_4": round(sum(placed[n] != owner(n, 4) for n in names) / nodes, 4)}
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.pg import PG_BIN, start_server
+
+    if not (PG_BIN / "initdb").exists():
+        return out
+    node_count = rows // 8
+
+    def measure(target: str, password_file: Path, guard: bool) -> float:
+        async def run() -> float:
+            ledger = Ledger(target, cluster="bench", password_file=password_file, guard_marks=guard)
+            await ledger.open()
+            writes = [_usage_tick(t, rows) for t in range(ticks)]
+            for t, w in enumerate(writes):
+                w.agents.update({f"node-{i}": AgentMark("e", float(t), t) for i in range(node_count)})
+            await ledger.commit(writes[0], {f"node-{i}": None for i in range(node_count)})
+            t0 = time.perf_counter()
+            for t, w in enumerate(writes[1:], start=1):
+                prev = {f"node-{i}": AgentMark("e", float(t - 1), t - 1) for i in range(node_count)}
+                await ledger.commit(w, prev if guard else None)
+            elapsed = time.perf_counter() - t0
+            await ledger.close()
+            return rows * (ticks - 1) / elapsed
+
+        return asyncio.run(run())
+
+    server = start_server()
+    try:
+        out["postgres_rows_per_s_unchecked"] = round(measure(server.database(), server.password_file, False))
+        out["postgres_rows_per_s_marks_checked"] = round(measure(server.database(), server.password_file, True))
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+    out["commit"] = f"{rows} usage rows and {node_count} node marks a tick, {ticks} ticks, loopback, fsync off"
+    return out
+
+
 # -- FOCUS export memory ---------------------------------------------------------------------------
 def _focus_ledger(path: Path, *, nodes: int, days: int, pods_per_node: int) -> int:
     """A month of a big cluster written straight into a Ledger file with SQL (booking would take hours)."""
@@ -447,7 +503,7 @@ def bench_focus_export(nodes: int, pods_per_node: int = 3) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under 3 minutes on 2 cores")
-    parser.add_argument("--only", choices=["ledger"], default=None, help="run one benchmark only")
+    parser.add_argument("--only", choices=["ledger", "shards"], default=None, help="run one benchmark only")
     parser.add_argument("--focus-only", action="store_true", help="only the FOCUS export memory figure")
     args = parser.parse_args()
     from exporter.logs import configure_logging
@@ -456,6 +512,9 @@ def main() -> int:
     quick = args.quick
     if args.only == "ledger":
         print(json.dumps(bench_ledger_write(2000, 6 if quick else 21), indent=2))
+        return 0
+    if args.only == "shards":
+        print(json.dumps(bench_shards(10_000, 2000, 6 if quick else 21), indent=2))
         return 0
     started = time.time()
     if args.focus_only:

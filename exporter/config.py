@@ -5,12 +5,14 @@ Only this module reads the environment; everything else receives a settings obje
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from exporter.aggregator.shards import Shard, hostname_ordinal
 from exporter.model.durations import parse_duration
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -154,6 +156,34 @@ class AggregatorSettings(_Base):
         default=False, description="also export allocated GPU-seconds and cost by namespace x pool x priority class")
     max_pods_per_namespace: int = Field(
         default=2000, ge=1, description="pod-level series per namespace before the rest fold into __overflow__")
+    shards: int = Field(
+        default=1, ge=1, le=1024, description="aggregators sharing one cluster's nodes (rendezvous hashing of node "
+        "names); more than 1 needs a PostgreSQL ledger")
+    shard_index: int | None = Field(
+        default=None, ge=0, description="this aggregator's shard, 0..shards-1 (default: the trailing ordinal of "
+        "the hostname, as a StatefulSet names its pods; else 0)")
+
+    @field_validator("shards")
+    @classmethod
+    def _shards_share_postgres(cls, v: int, info: ValidationInfo) -> int:
+        if v > 1 and not str(info.data.get("ledger", "")).startswith(("postgresql://", "postgres://")):
+            raise ValueError("more than one shard needs a PostgreSQL ledger (GPUCOST_LEDGER), which they share")
+        return v
+
+    @field_validator("shard_index")
+    @classmethod
+    def _shard_in_range(cls, v: int | None, info: ValidationInfo) -> int:
+        """Resolve the default from the hostname, and keep the index below the shard count."""
+        shards = int(info.data.get("shards", 1))
+        index = v if v is not None else (hostname_ordinal(socket.gethostname()) or 0) if shards > 1 else 0
+        if not 0 <= index < shards:
+            raise ValueError(f"shard index {index} (GPUCOST_SHARD_INDEX, else the hostname's ordinal) is not in "
+                             f"0..{shards - 1} (GPUCOST_SHARDS={shards})")
+        return index
+
+    def shard(self) -> Shard:
+        """This replica's shard."""
+        return Shard(self.shard_index or 0, self.shards)
 
     def is_postgres(self) -> bool:
         return str(self.ledger).startswith(("postgresql://", "postgres://"))

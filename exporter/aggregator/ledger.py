@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from exporter.aggregator.evidence import write_evidence
 from exporter.aggregator.ledger_backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
+from exporter.aggregator.ledger_nodes import NodeBooks, StaleMarks, check_marks, load_nodes
 from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader, redact
 from exporter.aggregator.ledger_rows import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
@@ -52,8 +53,10 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "LedgerState",
+    "NodeBooks",
     "NodeCounterMark",
     "QuotaEvent",
+    "StaleMarks",
     "StaleTerm",
     "TickWrite",
     "open_reader",
@@ -110,10 +113,12 @@ class Ledger:
     """Owns one backend on one worker thread; every call goes through ``_run`` (off the event loop)."""
 
     def __init__(self, target: str | Path, *, cluster: str = DEFAULT_CLUSTER, password_file: Path | None = None,
-                 fenced: bool = False) -> None:
+                 fenced: bool = False, fence_key: str | None = None, guard_marks: bool = False) -> None:
         self.backend = make_backend(target, password_file=password_file)
         self.cluster = cluster
         self.fenced = fenced  # replicas share this ledger: a commit needs the current term
+        self.fence_key = fence_key or cluster  # the ``fence`` row: the cluster's, or one shard's of it
+        self.guard_marks = guard_marks  # other aggregators book this cluster too: check marks before writing
         self.term: int | None = None
         self.up = False  # whether the last call reached the database
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
@@ -139,7 +144,7 @@ class Ledger:
         loop = asyncio.get_running_loop()
         try:
             out = await loop.run_in_executor(self._pool, fn, *args)
-        except (StaleTerm, LedgerError):
+        except (StaleTerm, StaleMarks, LedgerError):
             raise
         except Exception as exc:
             self.up = not _unreachable(exc)
@@ -165,7 +170,7 @@ class Ledger:
         def body(tx: Tx) -> int:
             term = (self._current_term(tx) or 0) + 1
             tx.execute("INSERT INTO fence (cluster, term, holder) VALUES (?, ?, ?) ON CONFLICT (cluster) "
-                       "DO UPDATE SET term = excluded.term, holder = excluded.holder", (self.cluster, term, holder))
+                       "DO UPDATE SET term = excluded.term, holder = excluded.holder", (self.fence_key, term, holder))
             return term
 
         self.term = self.backend.transaction(body)
@@ -175,8 +180,9 @@ class Ledger:
         return await self._run(self.acquire_term_sync, holder)
 
     def _current_term(self, tx: Tx) -> int | None:
-        """This cluster's fencing term, the row locked until the transaction ends."""
-        for (term,) in tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}", (self.cluster,)):
+        """This cluster's (or shard's) fencing term, the row locked until the transaction ends."""
+        for (term,) in tx.fetch(f"SELECT term FROM fence WHERE cluster = ?{self.backend.for_update}",
+                                (self.fence_key,)):
             return int(term)
         return None
 
@@ -186,7 +192,19 @@ class Ledger:
         current = self._current_term(tx)
         if self.term is None or current != self.term:
             held, self.term = self.term, None  # deposed: nothing more is booked until a new term is taken
-            raise StaleTerm(f"cluster {self.cluster}: ledger term is {current}, this replica held {held}")
+            raise StaleTerm(f"{self.fence_key}: ledger term is {current}, this replica held {held}")
+
+    def _check_marks(self, tx: Tx, expected: Mapping[str, AgentMark | None]) -> None:
+        if self.guard_marks:
+            check_marks(tx, expected, cluster=self.cluster, for_update=self.backend.for_update)
+
+    def load_nodes_sync(self, nodes: Iterable[str]) -> NodeBooks:
+        """The committed marks, pins and billing facts of ``nodes`` (the rest of the books stay as loaded)."""
+        wanted = sorted(set(nodes))
+        return self.backend.transaction(lambda tx: load_nodes(tx, wanted, cluster=self.cluster))
+
+    async def load_nodes(self, nodes: Iterable[str]) -> NodeBooks:
+        return await self._run(self.load_nodes_sync, list(nodes))
 
     # -- state ---------------------------------------------------------------------------------------
     def load_state_sync(self) -> LedgerState:
@@ -220,14 +238,16 @@ class Ledger:
     async def load_state(self) -> LedgerState:
         return await self._run(self.load_state_sync)
 
-    def commit_sync(self, w: TickWrite) -> None:
+    def commit_sync(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
+        """Write one tick; ``expected``: each booked node's mark the deltas were computed against."""
         self.backend.ensure_usage_partitions(k.hour for k in w.usage)
-        self.backend.transaction(lambda tx: self._write(tx, w))
+        self.backend.transaction(lambda tx: self._write(tx, w, expected or {}))
         self.commits += 1
 
-    def _write(self, tx: Tx, w: TickWrite) -> None:
+    def _write(self, tx: Tx, w: TickWrite, expected: Mapping[str, AgentMark | None]) -> None:
         cl = self.cluster
         self._check_term(tx)
+        self._check_marks(tx, expected)
         _accumulate(tx, "usage", UsageKey._fields, w.usage, cluster=cl)
         _accumulate(tx, "unallocated", CapacityKey._fields, w.unallocated, cluster=cl)
         _accumulate(tx, "unobserved", CapacityKey._fields, w.unobserved, cluster=cl)
@@ -278,8 +298,8 @@ class Ledger:
                            "count = excluded.count, seen_at = excluded.seen_at",
                            [(cl, e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
 
-    async def commit(self, w: TickWrite) -> None:
-        await self._run(self.commit_sync, w)
+    async def commit(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
+        await self._run(self.commit_sync, w, expected)
         due = self._recommended_at is None or time.monotonic() - self._recommended_at >= self.recommend_every
         if due:
             try:

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from exporter.aggregator.booking import Books, Prepared
 from exporter.aggregator.gate import Admitted, SnapshotGate
 from exporter.aggregator.gauges import AgentHealth, Gauges, held_now, ratios
+from exporter.aggregator.handover import Handover
 from exporter.aggregator.http import build_app
 from exporter.aggregator.kubestate import KubeState, PodInfo
 from exporter.aggregator.leader import LeaderElector, take_over_ledger
@@ -42,9 +43,12 @@ class Aggregator:
         self.settings = settings
         self.clock = clock or RealClock()
         self.pricing = pricing or PricingSource(settings.pricing_file)
+        self.shard = (handover := Handover(settings.shard())).shard
+        self.handover = handover
         self.ledger = Ledger(settings.ledger, cluster=settings.cluster_name(),
                              password_file=settings.ledger_password_file,
-                             fenced=settings.is_postgres() and settings.leader_election)
+                             fenced=settings.is_postgres() and settings.leader_election,
+                             fence_key=self.shard.fence_key(settings.cluster_name()), guard_marks=self.shard.sharded)
         self.kube = KubeState(pool_label=settings.pool_label, agent_selector=parse_selector(settings.agent_selector),
                               agent_namespace=settings.agent_namespace or own_namespace(), now=self.clock.now)
         self.kube.on_pod_deleted = self._on_pod_deleted
@@ -89,7 +93,8 @@ class Aggregator:
                                    watch_timeout=self.settings.watch_timeout)
             self._spawn(self.watcher.run(), "kube-watch")
             if self.settings.leader_election:
-                self.elector = LeaderElector(self._api_client, self.settings.lease_namespace, self.settings.lease_name,
+                self.elector = LeaderElector(self._api_client, self.settings.lease_namespace,
+                                             self.shard.lease_name(self.settings.lease_name),
                                              self.settings.lease_duration, self.settings.lease_renew_period,
                                              on_change=self._leadership_changed)
                 self._spawn(self.elector.run(), "leader-election")
@@ -110,6 +115,7 @@ class Aggregator:
         self.kube.quota_event_counts.update(state.quota_events)
         self.kube.quota_rejection_base.update(state.quota_rejection_base)
         self.gate.pins.update(state.agent_urls)
+        self.handover.restored(self.books, self.gate)
 
     def _leadership_changed(self, leader: bool) -> None:
         self.is_leader = leader
@@ -177,7 +183,7 @@ class Aggregator:
 
     # -- targets -------------------------------------------------------------------------------------
     def agent_urls(self) -> list[str]:
-        return self.targets.urls()
+        return self.handover.targets(self.targets.urls(), self.targets.url_nodes())
 
     def _ack(self, url: str, url_nodes: dict[str, str]) -> float | None:
         if not self.is_leader or not self.ledger.up:
@@ -195,24 +201,27 @@ class Aggregator:
             started = time.perf_counter()
             await asyncio.to_thread(self.pricing.maybe_reload)  # a stat, and a YAML parse when changed
             url_nodes = self.targets.url_nodes()
-            targets = urls if urls is not None else self.agent_urls()
+            targets = self.agent_urls() if urls is None else urls  # ``urls``: an owned node's agent
             results = await self.puller.pull_all({u: self._ack(u, url_nodes) for u in targets})
             self.pulls += len(results)
             admitted = self.gate.admit(results, expected=None if self.settings.agents else url_nodes,
                                        known_nodes=self._known_nodes())
-            gone = self._deleted.due(self.kube, now=self.clock.now()) if urls is None else []
+            gone = await self.handover.own(admitted, self._deleted.due(self.kube, now=self.clock.now())
+                                           if urls is None else [], ledger=self.ledger, books=self.books,
+                                           gate=self.gate)  # this shard's nodes, marks loaded
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
             prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone, now=self.clock.now())
             for node, reason in prepared.rejected.items():
                 self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
             prepared.write.agent_urls.update(
                 {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
-            if not prepared.write.empty():
-                await self.ledger.commit(prepared.write)  # StaleTerm: deposed, ``may_book`` is now false
+            if not self.handover.trim(prepared.write).empty():  # StaleTerm: deposed, may_book is now false
+                await self.handover.commit(prepared.write, ledger=self.ledger, books=self.books)
             if snapshots or not prepared.write.empty():
                 self.gauges.last_commit = self.clock.now()
             self.books.apply(prepared)
             self._after_commit(prepared, admitted, results, url_nodes)
+            self.handover.drop_foreign(self.gauges.agents)
             if urls is None:
                 self.gauges.ns_utilization = ratios(prepared.ns_delta)
                 self.gauges.workload_utilization = ratios(prepared.workload_delta)
@@ -272,7 +281,7 @@ class Aggregator:
             return
         self._refresh_held()  # the watch already removed the pod: the gauges lose it here
         urls = [u for u, n in self.targets.url_nodes().items() if n == pod.node]
-        if urls:
+        if urls and self.shard.owns(pod.node):
             self._spawn(self.tick(urls), f"close-books-{pod.namespace}-{pod.name}")
 
     # -- the daemon ----------------------------------------------------------------------------------
@@ -297,7 +306,8 @@ class Aggregator:
         install_stop_signals(stop)
         await self.start()
         await self.wait_synced(timeout=self.settings.tick)
-        scheduler = start_ticking(self._safe_tick, self.settings.tick, [(self.compact, 6 * 3600.0)])
+        compaction = [(self.compact, 6 * 3600.0)] if self.shard.primary else []  # shard 0: the cluster's rows
+        scheduler = start_ticking(self._safe_tick, self.settings.tick, compaction)
         try:
             await stop.wait()
         finally:

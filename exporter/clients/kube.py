@@ -23,7 +23,6 @@ from exporter.runtime import backoff_delays
 log = get_logger("kube")
 MAX_LINE = 16 << 20
 
-
 class Expired(PeerError):
     """The watch's resourceVersion is too old (HTTP 410 Gone / ERROR event code 410)."""
 

@@ -129,8 +129,22 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
               value: "0.0.0.0:{{ .root.Values.aggregator.port }}"
             - name: GPUCOST_TICK
               value: {{ .root.Values.aggregator.tick | quote }}
+            {{- if .shards }}
+            - name: GPUCOST_LEDGER
+              value: {{ required "aggregator.postgres.url is required with aggregator.shards > 1" .root.Values.aggregator.postgres.url | quote }}
+            - name: GPUCOST_CLUSTER
+              value: {{ required "aggregator.postgres.cluster is required with aggregator.shards > 1" .root.Values.aggregator.postgres.cluster | quote }}
+            {{- if .root.Values.aggregator.postgres.passwordSecret.name }}
+            - name: GPUCOST_LEDGER_PASSWORD_FILE
+              value: /etc/gpu-cost-exporter-ledger/password
+            {{- end }}
+            # The shard index is the pod's ordinal (its hostname), so only the count is set here.
+            - name: GPUCOST_SHARDS
+              value: {{ .root.Values.aggregator.shards | quote }}
+            {{- else }}
             - name: GPUCOST_LEDGER
               value: /var/lib/gpu-cost-exporter/ledger.db
+            {{- end }}
             - name: GPUCOST_PRICING_FILE
               value: /etc/gpu-cost-exporter/pricing.yaml
             - name: GPUCOST_POOL_LABEL
@@ -190,6 +204,11 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
             - name: pricing
               mountPath: /etc/gpu-cost-exporter
               readOnly: true
+            {{- if and .shards .root.Values.aggregator.postgres.passwordSecret.name }}
+            - name: ledger-password
+              mountPath: /etc/gpu-cost-exporter-ledger
+              readOnly: true
+            {{- end }}
             {{- if .root.Values.agentAuth.enabled }}
             # The whole Secret volume, never subPath: kubelet then updates the file when the Secret changes.
             - name: agent-token
@@ -202,7 +221,19 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
               readOnly: true
             {{- end }}
       volumes:
-        {{- if not .ha }}
+        {{- if .shards }}
+        - name: ledger
+          emptyDir: {}
+        {{- with .root.Values.aggregator.postgres.passwordSecret }}
+        {{- if .name }}
+        - name: ledger-password
+          secret:
+            secretName: {{ .name }}
+            items: [{key: {{ .key | quote }}, path: password}]
+            defaultMode: 0440
+        {{- end }}
+        {{- end }}
+        {{- else if not .ha }}
         - name: ledger
           {{- if .root.Values.aggregator.persistence.enabled }}
           persistentVolumeClaim:

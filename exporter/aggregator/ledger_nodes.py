@@ -1,0 +1,71 @@
+"""Per-node books in a ledger several aggregators write: load the marks of nodes a shard gains, and
+refuse a tick whose nodes another aggregator booked since their marks were read.
+
+Marks live in the ledger per node, so whichever shard books a node next must start from the marks the
+last one committed; checking them inside the tick's transaction (rows locked) keeps two aggregators that
+both believe they own a node (while the shard count changes) from booking the same GPU-seconds twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from exporter.aggregator.ledger_backend import Tx
+from exporter.model.books import AgentMark, CounterMark
+
+
+class StaleMarks(RuntimeError):
+    """Another aggregator booked some of this tick's nodes since their marks were read: nothing is written."""
+
+    def __init__(self, nodes: list[str]) -> None:
+        super().__init__(f"marks of {len(nodes)} node(s) moved in the ledger: {', '.join(sorted(nodes)[:5])}")
+        self.nodes = nodes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBooks:
+    """Where some nodes' books stand in the ledger: what a shard loads for the nodes it gains."""
+
+    agents: dict[str, AgentMark]
+    hwm: dict[str, dict[str, CounterMark]]
+    agent_urls: dict[str, str]
+    node_billing: dict[str, tuple[str, str]]
+
+
+def _where(nodes: list[str]) -> str:
+    return f"cluster = ? AND node IN ({', '.join('?' * len(nodes))})"
+
+
+def check_marks(tx: Tx, expected: Mapping[str, AgentMark | None], *, cluster: str, for_update: str) -> None:
+    """Raise ``StaleMarks`` unless every node's committed (epoch, seq) is the one in ``expected`` (None: no
+    row yet); the rows stay locked until the transaction ends."""
+    if not expected:
+        return
+    nodes = sorted(expected)
+    found = {node: (epoch, int(seq)) for node, epoch, seq in tx.fetch(
+        f"SELECT node, epoch, seq FROM agents WHERE {_where(nodes)}{for_update}", (cluster, *nodes))}
+    moved = []
+    for node in nodes:
+        mark = expected[node]
+        if found.get(node) != (None if mark is None else (mark.epoch, mark.seq)):
+            moved.append(node)
+    if moved:
+        raise StaleMarks(moved)
+
+
+def load_nodes(tx: Tx, nodes: list[str], *, cluster: str) -> NodeBooks:
+    """The committed marks, pins and billing facts of ``nodes``."""
+    out = NodeBooks({}, {}, {}, {})
+    if not nodes:
+        return out
+    where, p = _where(nodes), (cluster, *nodes)
+    names = CounterMark.columns()
+    for node, epoch, ts, seq in tx.fetch(f"SELECT node, epoch, booked_ts, seq FROM agents WHERE {where}", p):
+        out.agents[node] = AgentMark(epoch, float(ts), int(seq))
+    for node, key, *vals in tx.fetch(f"SELECT node, key, {', '.join(names)} FROM hwm WHERE {where}", p):
+        out.hwm.setdefault(node, {})[key] = CounterMark(**{n: float(v) for n, v in zip(names, vals, strict=True)})
+    out.agent_urls.update({node: url for node, url in tx.fetch(f"SELECT node, url FROM agent_urls WHERE {where}", p)})
+    out.node_billing.update({node: (it, ct) for node, it, ct in tx.fetch(
+        f"SELECT node, instance_type, capacity_type FROM node_billing WHERE {where}", p)})
+    return out

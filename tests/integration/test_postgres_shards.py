@@ -1,0 +1,176 @@
+"""Sharded aggregators on one PostgreSQL ledger, as real processes against ``sim-cluster``: two shards
+book the cluster, then the shard count goes to three the way a StatefulSet rolls (the highest ordinal
+first, so for a while shard 0 still runs with two shards while shard 2 already runs with three and both
+claim the same nodes); at the end the ledger equals the agents' own counters to the microsecond."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter.aggregator.shards import owner
+from tests.pg import PASSWORD, PgServer, postgres_fixture
+from tests.procs import Cluster, get, usage, wait
+
+_FIXTURES = (postgres_fixture,)  # used by name
+pytestmark = pytest.mark.slow
+
+NODES = [f"n-{i}" for i in range(6)]
+SCENARIO = "tick: 1s\nduration: 2h\nprices: {\"NVIDIA L4\": 0.8}\nnodes:\n" + "".join(
+    f"  - {{name: {n}, model: \"NVIDIA L4\", gpus: 2, labels: {{gpu.platform/pool: dev}}}}\n" for n in NODES) + \
+    "pods:\n" + "".join(
+    f"  - {{name: p{i}, namespace: team-{'ab'[i % 2]}, node: {n}, gpus: {1 + i % 2}, utilization: 0.5}}\n"
+    for i, n in enumerate(NODES))
+
+
+@pytest.fixture(name="cluster")
+def _cluster() -> Iterator[Cluster]:
+    workdir = Path(tempfile.mkdtemp(prefix="gce-shards-"))
+    (workdir / "s.yaml").write_text(SCENARIO)
+    c = Cluster(workdir)
+    c.spawn("sim", ["sim-cluster", "--scenario", str(workdir / "s.yaml"), "--workdir", str(workdir)])
+    wait(lambda: (workdir / "ready").exists())
+    yield c
+    c.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _free_listen() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def _shard_env(cluster: Cluster, postgres: PgServer, url: str, *, index: int, count: int) -> dict[str, str]:
+    return {**cluster.aggregator_env(), "GPUCOST_LEDGER": url, "GPUCOST_CLUSTER": "prod",
+            "GPUCOST_LEDGER_PASSWORD_FILE": str(postgres.password_file), "GPUCOST_LISTEN": _free_listen(),
+            "GPUCOST_SHARDS": str(count), "GPUCOST_SHARD_INDEX": str(index)}
+
+
+def _metric_nodes(listen: str) -> set[str]:
+    """Nodes this aggregator reports an agent for (``gpucost_agent_up{node=...}``): the ones it pulled."""
+    status, body = get(f"http://{listen}/metrics")
+    assert status == 200
+    return {line.split('node="', 1)[1].split('"', 1)[0] for line in body.decode().splitlines()
+            if line.startswith("gpucost_agent_up{")}
+
+
+def _ticked(env: dict[str, str]) -> bool:
+    """Whether a restarted agent serves its snapshot again (503 until its first tick)."""
+    token = Path(env["GPUCOST_USAGE_TOKEN_FILE"]).read_text().strip()
+    return get(f"http://{env['GPUCOST_LISTEN']}/v1/usage", {"Authorization": f"Bearer {token}"})[0] == 200
+
+
+def _ledger(url: str) -> dict[str, float]:
+    import psycopg
+
+    with psycopg.connect(url, password=PASSWORD) as pg:
+        rows: dict[str, float] = dict(pg.execute(
+            "SELECT namespace, SUM(allocated_s) FROM usage WHERE cluster = 'prod' GROUP BY namespace").fetchall())
+        totals: dict[str, float] = dict(pg.execute(
+            "SELECT namespace, allocated_s FROM totals WHERE cluster = 'prod'").fetchall())
+    assert rows.keys() == totals.keys()
+    for ns in rows:  # hourly rows and running totals were written in the same transactions
+        assert float(rows[ns]) == pytest.approx(float(totals[ns]), rel=1e-12, abs=1e-9)
+    return {ns: float(v) for ns, v in rows.items()}
+
+
+def test_two_then_three_shards_book_exactly_what_the_agents_counted(cluster: Cluster, postgres: PgServer) -> None:
+    """By hand: n-0 -> shard 0 of 2, shard 2 of 3; n-5 -> shard 1 of 2, shard 2 of 3; the rest stay."""
+    assert [(owner(n, 2), owner(n, 3)) for n in NODES] == [(0, 2), (0, 0), (0, 0), (1, 1), (0, 0), (1, 2)]
+    url = postgres.database()
+    for n in NODES:
+        cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n))
+    two = {i: _shard_env(cluster, postgres, url, index=i, count=2) for i in range(2)}
+    for i, env in two.items():
+        cluster.spawn(f"agg2-{i}", ["aggregator"], env)
+    for env in two.values():
+        wait(lambda env=env: get(f"http://{env['GPUCOST_LISTEN']}/readyz")[0] == 200, timeout=60.0)
+    time.sleep(3.0)
+    # each shard reports only its own nodes' agents (once every agent has answered: an agent not yet up
+    # is reported under its URL until a shard learns whose it is)
+    for i in range(2):
+        wait(lambda i=i: _metric_nodes(two[i]["GPUCOST_LISTEN"]) == {n for n in NODES if owner(n, 2) == i},
+             timeout=60.0)
+    # Roll to three shards, highest ordinal first: shard 1 restarts with 3, shard 2 starts; shard 0 still
+    # runs with 2 and books n-0, which shard 2 now books too.
+    three = {i: _shard_env(cluster, postgres, url, index=i, count=3) for i in range(3)}
+    assert cluster.stop("agg2-1") == 0
+    cluster.spawn("agg3-2", ["aggregator"], three[2])
+    cluster.spawn("agg3-1", ["aggregator"], three[1])
+    # Both claim n-0 until shard 0 restarts: wait until shard 2 books it and shard 0 has had a commit
+    # refused because n-0's mark moved under it (the guard this overlap needs).
+    wait(lambda: "n-0" in _metric_nodes(three[2]["GPUCOST_LISTEN"]), timeout=60.0)
+    wait(lambda: "shard_marks_moved" in (cluster.logs / "agg2-0.log").read_text(), timeout=60.0)
+    assert cluster.stop("agg2-0") == 0
+    cluster.spawn("agg3-0", ["aggregator"], three[0])
+    time.sleep(3.0)
+    for i in range(3):
+        wait(lambda i=i: _metric_nodes(three[i]["GPUCOST_LISTEN"]) == {n for n in NODES if owner(n, 3) == i},
+             timeout=60.0)
+    # Freeze the agents' counters (final tick and state flush, then a 1 h tick), let the shards book them.
+    for n in NODES:
+        assert cluster.stop(f"agent-{n}") == 0
+        cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n, GPUCOST_TICK="1h"))
+    for n in NODES:
+        wait(lambda n=n: _ticked(cluster.agent_env(n)), timeout=60.0)
+    time.sleep(3.0)
+    agent_alloc: dict[str, float] = {}
+    for n in NODES:
+        snap = usage(cluster.agent_env(n))
+        for h in snap["holders"]:
+            agent_alloc[h["namespace"]] = agent_alloc.get(h["namespace"], 0.0) + h["allocated_s"]
+    for i in range(3):
+        assert cluster.stop(f"agg3-{i}") == 0  # graceful: a final tick, exit 0
+    ledger = _ledger(url)
+    assert set(ledger) == {"team-a", "team-b"}
+    assert agent_alloc["team-a"] > 3 * 9.0  # three 1-GPU pods for more than 9 s each: the run was real
+    for ns, seconds in agent_alloc.items():
+        assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
+
+
+def test_paused_leader_resumes_after_losing_the_lease_and_books_nothing(cluster: Cluster,
+                                                                         postgres: PgServer) -> None:
+    """Two replicas of one shard on one PostgreSQL ledger. The leader is paused (SIGSTOP); the standby
+    takes the Lease and the next fencing term and books on. The old leader resumes (SIGCONT) still
+    believing it leads (its next renewal is a minute away); its tick's commit is refused by the term, so
+    the ledger still equals the agents' own counters to the microsecond."""
+    url = postgres.database()
+    for n in NODES:
+        cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n))
+    ha = {"GPUCOST_LEADER_ELECTION": "true", "GPUCOST_LEASE_NAMESPACE": "default", "GPUCOST_LEASE_DURATION": "3s"}
+    old = {**_shard_env(cluster, postgres, url, index=0, count=1), **ha, "GPUCOST_LEASE_RENEW_PERIOD": "60s"}
+    new = {**_shard_env(cluster, postgres, url, index=0, count=1), **ha, "GPUCOST_LEASE_RENEW_PERIOD": "0.5s"}
+    leader = cluster.spawn("agg-old", ["aggregator"], old)
+    wait(lambda: get(f"http://{old['GPUCOST_LISTEN']}/readyz")[0] == 200, timeout=60.0)
+    time.sleep(1.0)
+    leader.send_signal(signal.SIGSTOP)
+    cluster.spawn("agg-new", ["aggregator"], new)
+    wait(lambda: get(f"http://{new['GPUCOST_LISTEN']}/readyz")[0] == 200, timeout=60.0)
+    time.sleep(1.0)
+    leader.send_signal(signal.SIGCONT)
+    wait(lambda: "ledger term is" in (cluster.logs / "agg-old.log").read_text(), timeout=30.0)
+    assert cluster.stop("agg-old") == 0
+    for n in NODES:
+        assert cluster.stop(f"agent-{n}") == 0
+        cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n, GPUCOST_TICK="1h"))
+    for n in NODES:
+        wait(lambda n=n: _ticked(cluster.agent_env(n)), timeout=60.0)
+    time.sleep(3.0)
+    agent_alloc: dict[str, float] = {}
+    for n in NODES:
+        for h in usage(cluster.agent_env(n))["holders"]:
+            agent_alloc[h["namespace"]] = agent_alloc.get(h["namespace"], 0.0) + h["allocated_s"]
+    assert cluster.stop("agg-new") == 0
+    ledger = _ledger(url)
+    assert set(ledger) == {"team-a", "team-b"} and agent_alloc["team-b"] > 3 * 2.0
+    for ns, seconds in agent_alloc.items():
+        assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
