@@ -57,7 +57,7 @@ def build_app(agg: AggregatorView) -> web.Application:
         if window <= 0 or any(len(v) > MAX_PARAM for v in q.values()):
             return bad("window must be longer than 0; parameters at most 253 characters")
         rules = RuleSettings(idle_threshold=agg.settings.idle_threshold, min_evidence_hours=evidence / 3600.0)
-        rows = await agg.ledger.run_recommendations(window_s=window, settings=rules, remember=False)
+        rows = await agg.ledger.advice.compute(agg.ledger, window_s=window, settings=rules, remember=False)
         return web.json_response([as_dict(r) for r in rows], dumps=lambda o: json.dumps(o, allow_nan=False))
 
     async def keda(req: web.Request) -> web.Response:

@@ -10,7 +10,6 @@ cluster sharing it are fenced by a term checked inside each tick's transaction.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -24,7 +23,7 @@ from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader
 from exporter.aggregator.ledger_rows import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
 from exporter.aggregator.ledger_sqlite import SqliteBackend, sqlite_reader
-from exporter.aggregator.recommendations import DEFAULT_WINDOW_S, recommendations
+from exporter.aggregator.recommendations import Advice
 from exporter.aggregator.report import Query, ReportRequest, report_rows
 from exporter.logs import get_logger
 from exporter.model.books import (
@@ -43,7 +42,6 @@ from exporter.model.books import (
     UsageKey,
     _Amounts,
 )
-from exporter.model.recommend_types import Recommendation, RuleSettings
 
 log = get_logger("aggregator")
 
@@ -124,11 +122,8 @@ class Ledger:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self.commits = 0
         #: Right-sizing rows as last computed (``gpucost_recommendation_monthly_savings``), refreshed after a
-        #: commit at most every ``recommend_every`` seconds, on the ledger's thread.
-        self.recommendations: tuple[Recommendation, ...] = ()
-        self.recommend_settings = RuleSettings()
-        self.recommend_every = 3600.0
-        self._recommended_at: float | None = None
+        #: commit at most hourly, on the ledger's thread.
+        self.advice = Advice()
 
     @property
     def may_book(self) -> bool:
@@ -300,23 +295,11 @@ class Ledger:
 
     async def commit(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
         await self._run(self.commit_sync, w, expected)
-        due = self._recommended_at is None or time.monotonic() - self._recommended_at >= self.recommend_every
-        if due:
-            try:
-                await self.run_recommendations()
-            except Exception as exc:  # recommendations are advice: a failure never fails the tick's commit
-                log.warning("recommendations_failed", error=repr(exc))
+        await self.advice.after_commit(self)
 
-    async def run_recommendations(self, *, window_s: float = DEFAULT_WINDOW_S,
-                                  settings: RuleSettings | None = None, remember: bool = True,
-                                  ) -> tuple[Recommendation, ...]:
-        """Right-sizing rows over the window ending at the latest booked time; ``remember``: for the metrics."""
-        rules = settings or self.recommend_settings
-        rows = tuple(await self._run(lambda: recommendations(self.query_sync, cluster=self.cluster,
-                                                             window_s=window_s, settings=rules)))
-        if remember:
-            self._recommended_at, self.recommendations = time.monotonic(), rows
-        return rows
+    async def read(self, fn: Callable[[Query], T]) -> T:
+        """Run a read-only ``fn(query)`` on the ledger's thread (off the event loop)."""
+        return await self._run(lambda: fn(self.query_sync))
 
     def compact_sync(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
         """Drop hourly rows older than the retention (totals keep the counters monotonic), and quota

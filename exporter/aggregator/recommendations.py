@@ -12,12 +12,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from exporter.aggregator.evidence import BUCKET_COLUMNS
+from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.recommend import recommend_all
 from exporter.model.recommend_evidence import UtilBucket, UtilHistogram
@@ -32,6 +34,8 @@ from exporter.model.recommend_types import (
 )
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
+log = get_logger("aggregator.recommendations")
+T = TypeVar("T")
 DEFAULT_WINDOW_S = 7 * 86400.0
 
 
@@ -179,3 +183,39 @@ def render(rows: list[Recommendation], fmt: str) -> str:
     lines = ["  ".join(k.ljust(w) for k, w in widths.items())]
     lines += ["  ".join(str(f[k]).ljust(w) for k, w in widths.items()) for f in flat]
     return "\n".join(lines) + ("\n" if flat else "\n(no recommendations)\n")
+
+
+class LedgerReader(Protocol):
+    """What advice needs of the ledger: its cluster and a read on its own thread."""
+
+    cluster: str
+
+    async def read(self, fn: Callable[[Query], T]) -> T: ...
+
+
+@dataclass(slots=True)
+class Advice:
+    """Right-sizing rows as last computed for the metrics, refreshed at most every ``every`` seconds."""
+
+    settings: RuleSettings = field(default_factory=RuleSettings)
+    every: float = 3600.0
+    rows: tuple[Recommendation, ...] = ()
+    at: float | None = None
+
+    async def after_commit(self, ledger: LedgerReader) -> None:
+        if self.at is not None and time.monotonic() - self.at < self.every:
+            return
+        try:
+            await self.compute(ledger)
+        except Exception as exc:  # recommendations are advice: a failure never fails the tick's commit
+            log.warning("recommendations_failed", error=repr(exc))
+
+    async def compute(self, ledger: LedgerReader, *, window_s: float = DEFAULT_WINDOW_S,
+                      settings: RuleSettings | None = None, remember: bool = True) -> tuple[Recommendation, ...]:
+        """Rows over the window ending at the latest booked time; ``remember``: keep them for the metrics."""
+        rules = settings or self.settings
+        rows = tuple(await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster, window_s=window_s,
+                                                                 settings=rules)))
+        if remember:
+            self.at, self.rows = time.monotonic(), rows
+        return rows

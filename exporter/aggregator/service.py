@@ -155,7 +155,7 @@ class Aggregator:
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
             pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
             team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series,
-            ledger_up=self.ledger.up, recommendations=self.ledger.recommendations)
+            ledger_up=self.ledger.up, recommendations=self.ledger.advice.rows)
 
     @property
     def serving(self) -> bool:

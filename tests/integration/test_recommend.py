@@ -131,8 +131,8 @@ async def test_route_and_metric_on_a_running_aggregator(tmp_path: Path) -> None:
             "notebook": "scale_to_zero", "serve": "smaller_gpu"}
         assert bad.status == 400
         assert "gpucost_recommendation_monthly_savings" not in _series(agg)
-        agg.ledger.recommend_settings = RuleSettings(min_evidence_hours=0.0)
-        await agg.ledger.run_recommendations()
+        agg.ledger.advice.settings = RuleSettings(min_evidence_hours=0.0)
+        await agg.ledger.advice.compute(agg.ledger)
         text = _series(agg)
     finally:
         await pipe.close()
