@@ -70,9 +70,24 @@ class Cluster:
         return {**env_file(self.workdir / "aggregator.env"), "GPUCOST_TICK": "0.5s"}
 
     def stop(self, name: str, sig: int = signal.SIGTERM) -> int:
+        """Signal a daemon and wait for it; a non-zero exit after SIGTERM prints the end of its log, which
+        pytest shows beside the failing assertion."""
         proc = self.procs.pop(name)
         proc.send_signal(sig)
-        return proc.wait(timeout=20)
+        code = proc.wait(timeout=20)
+        if code != 0 and sig != signal.SIGKILL:
+            print(f"--- {name} exited {code}; the end of its log:\n{self.tail(name)}")
+        return code
+
+    def tail(self, name: str, lines: int = 40) -> str:
+        return "\n".join((self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
+
+    def running(self, name: str) -> bool:
+        """Still alive; when it has exited, its log's end is printed (a respawn that died on start)."""
+        code = self.procs[name].poll()
+        if code is not None:
+            print(f"--- {name} exited {code}; the end of its log:\n{self.tail(name)}")
+        return code is None
 
     def close(self) -> None:
         for name in list(self.procs):

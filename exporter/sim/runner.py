@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import math
 import os
+import random
 import secrets
 import shutil
 import socket
@@ -32,10 +33,37 @@ from exporter.sim.scenario import Scenario
 HOST = "127.0.0.1"
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    """A free loopback port below the kernel's ephemeral range.
+
+    A port the kernel hands out for ``bind(0)`` lies in the range it also draws outgoing connections'
+    local ports from: a daemon that restarts on its port (a SIGKILLed agent) could find it taken by
+    one of the many short connections on loopback meanwhile. Below that range only listeners live."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10000, low) if low > 10100 else 0
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            chosen = int(s.getsockname()[1])
+        _HANDED_OUT.add(chosen)
+        return chosen
+    raise OSError("no free loopback port below the ephemeral range")
 
 
 @dataclass(slots=True)

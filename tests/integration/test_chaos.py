@@ -83,6 +83,8 @@ def test_chaos_conserves_gpu_seconds(sim_cluster: SimClusterFactory) -> None:
                 c.stop("agent-n1", signal.SIGKILL)
                 (Path(agent_env["n1"]["GPUCOST_STATE_DIR"]) / "agent-state.json").unlink()
                 c.spawn("agent-n1", ["agent"], agent_env["n1"])
+        for name in ["aggregator", *(f"agent-{node}" for node in agent_env)]:
+            assert c.running(name), name  # every respawn came up and stayed up
         at(END + 4)
         # Freeze the agents' counters (SIGTERM: final tick and state flush; back with a 1 h tick), let the
         # aggregator book them, then stop it gracefully.
