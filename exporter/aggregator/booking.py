@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 
 from exporter.aggregator.commitment_books import book_unused
 from exporter.aggregator.evidence import book_evidence
@@ -293,7 +294,7 @@ class _NodeBooking:
             if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
                 continue
             priority = info.priority_class if info else ""
-            facts = node_facts(kube, node, model)
+            facts = rates.facts_of(node, model, partial(node_facts, kube, node, model))
             idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
             total = UsageAmounts()
             for part in parts:

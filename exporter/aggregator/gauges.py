@@ -98,6 +98,7 @@ def held_now(latest: Mapping[str, UsageSnapshot], *, kube: KubeState, pricing: P
     went below the idle threshold) is the one piece of memory across ticks; it is updated in place."""
     alloc: dict[str, float] = {}
     pods: dict[tuple[str, str], _PodAcc] = {}
+    rates: dict[tuple[str, str | None, str | None], float] = {}
     for node, snap in latest.items():
         for h in snap.holders:
             if not h.active or pod_gone(h.namespace, h.pod):
@@ -108,8 +109,12 @@ def held_now(latest: Mapping[str, UsageSnapshot], *, kube: KubeState, pricing: P
             if h.utilization is not None:
                 acc.used += h.fraction * h.utilization
                 acc.measured += h.fraction
-            acc.hourly += h.fraction * hourly_rate(node=node, model=h.gpu_model, mig_profile=h.mig_profile, kube=kube,
-                                                   pricing=pricing, now=now, booked=booked or {})
+            rate_key = (node, h.gpu_model, h.mig_profile)
+            hourly = rates.get(rate_key)
+            if hourly is None:  # one price per node, model and profile this tick
+                hourly = rates[rate_key] = hourly_rate(node=node, model=h.gpu_model, mig_profile=h.mig_profile,
+                                                       kube=kube, pricing=pricing, now=now, booked=booked or {})
+            acc.hourly += h.fraction * hourly
     gauges: dict[tuple[str, str], PodGauge] = {}
     for key, a in pods.items():
         util = a.used / a.measured if a.measured > 0 else None

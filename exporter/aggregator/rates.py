@@ -14,7 +14,7 @@ same coverage was applied to (see ``commitment_ledger``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from exporter.model.books import hour_of
@@ -87,6 +87,23 @@ class TickRates:
         self.fleet = tuple(fleet)
         self._coverage: dict[tuple[int, tuple[str, ...]], dict[str, Coverage]] = {}
         self._rates: dict[tuple[str, str, str | None, int, tuple[str, ...]], GpuRate] = {}
+        self._moments: dict[float, tuple[PriceList, tuple[str, ...]]] = {}
+        self._facts: dict[tuple[str, str], NodeFacts] = {}
+
+    def facts_of(self, node: str, model: str, make: Callable[[], NodeFacts]) -> NodeFacts:
+        """A node's billing facts for one model, made once per tick (labels hold still within a tick)."""
+        found = self._facts.get((node, model))
+        if found is None:
+            found = self._facts[(node, model)] = make()
+        return found
+
+    def _moment(self, at: float) -> tuple[PriceList, tuple[str, ...]]:
+        """The document and the commitments in force at ``at``; a tick asks for few distinct moments."""
+        found = self._moments.get(at)
+        if found is None:
+            prices = self.pricing.book.at(at)
+            found = self._moments[at] = (prices, tuple(sorted(c.name for c in in_force(prices, at))))
+        return found
 
     def eligible(self, prices: PriceList, model: str) -> float:
         """``n``: GPUs of ``model`` in the fleet that would take the blended rate under ``prices``."""
@@ -116,8 +133,7 @@ class TickRates:
 
     def rate(self, facts: NodeFacts, *, mig_profile: str | None, at: float) -> GpuRate:
         """The rate of a whole-GPU-equivalent hour on ``facts``' node for an interval starting at ``at``."""
-        prices = self.pricing.book.at(at)
-        active = tuple(sorted(c.name for c in in_force(prices, at)))
+        prices, active = self._moment(at)
         key = (facts.name, facts.gpu_model or "", mig_profile, id(prices), active)
         found = self._rates.get(key)
         if found is None:
