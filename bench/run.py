@@ -203,6 +203,78 @@ def bench_aggregator(nodes: int, ticks: int) -> dict[str, float]:
         server.wait(timeout=20)
 
 
+def _agg_ticks(settings: Any, ticks: int) -> list[float]:
+    """Seconds per tick of one aggregator (the first, which proves every URL's node, included first)."""
+    from exporter.aggregator.service import Aggregator
+
+    async def run() -> list[float]:
+        agg = Aggregator(settings)
+        await agg.start(serve_http=False)
+        times = []
+        for _ in range(ticks):
+            t0 = time.perf_counter()
+            await agg.tick()
+            times.append(time.perf_counter() - t0)
+        await agg.close()
+        return times
+
+    return asyncio.run(run())
+
+
+def bench_aggregator_scale(node_counts: tuple[int, ...], ticks: int, shards: int) -> dict[str, Any]:
+    """The aggregator tick per backend at each size, side by side in one run, and with ``shards`` shards
+    sharing one PostgreSQL ledger at the largest size (run one after another in this process: the slowest
+    shard's tick is what bounds the tick interval; on real hardware the shards run on their own cores)."""
+    from exporter.config import AggregatorSettings
+    from exporter.sim.runner import free_port
+    from tests.pg import PG_BIN, start_server
+
+    out: dict[str, Any] = {"ticks": ticks, "how": "agents simulated by one aiohttp server in a separate process; "
+                           "median of the ticks after the first; RSS of this process after each run (an upper "
+                           "bound: runs share the process)"}
+    server = start_server() if (PG_BIN / "initdb").exists() else None
+    try:
+        for nodes in node_counts:
+            port = free_port()
+            agents = subprocess.Popen([sys.executable, "-c", AGENTS_SERVER, str(nodes), str(port)])
+            try:
+                time.sleep(2.0)
+                urls = [f"http://127.0.0.1:{port}/a/{i}" for i in range(nodes)]
+                row: dict[str, Any] = {}
+                with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+                    targets: list[tuple[str, str, Path | None]] = [("sqlite", str(Path(tmp) / "l.db"), None)]
+                    if server is not None:
+                        targets.append(("postgres", server.database(), server.password_file))
+                    for backend, ledger, pw in targets:
+                        settings = AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=ledger,
+                                                      ledger_password_file=pw, cluster="bench", agents=urls,
+                                                      pull_concurrency=128, pull_timeout=60)
+                        times = _agg_ticks(settings, ticks)
+                        row[backend] = {"tick_s": round(statistics.median(times[1:]), 2),
+                                        "first_tick_s": round(times[0], 2), "rss_mb": round(rss_mb(), 1)}
+                    if server is not None and nodes == max(node_counts) and shards > 1:
+                        ledger = server.database()
+                        per_shard = []
+                        for i in range(shards):
+                            settings = AggregatorSettings(
+                                listen=f"127.0.0.1:{free_port()}", ledger=ledger,
+                                ledger_password_file=server.password_file, cluster="bench", agents=urls,
+                                shards=shards, shard_index=i, pull_concurrency=128, pull_timeout=60)
+                            times = _agg_ticks(settings, ticks)
+                            per_shard.append(round(statistics.median(times[1:]), 2))
+                        row[f"postgres_{shards}_shards"] = {"tick_s_per_shard": per_shard,
+                                                             "slowest_shard_tick_s": max(per_shard)}
+                out[str(nodes)] = row
+            finally:
+                agents.terminate()
+                agents.wait(timeout=30)
+    finally:
+        if server is not None:
+            server.stop()
+            shutil.rmtree(server.root, ignore_errors=True)
+    return out
+
+
 # -- /metrics rendering ------------------------------------------------------------------------------
 def bench_metrics_render(repeat: int) -> dict[str, float]:
     from collections import Counter as Tally
@@ -503,7 +575,8 @@ def bench_focus_export(nodes: int, pods_per_node: int = 3) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under 3 minutes on 2 cores")
-    parser.add_argument("--only", choices=["ledger", "shards"], default=None, help="run one benchmark only")
+    parser.add_argument("--only", choices=["ledger", "shards", "scale"], default=None,
+                        help="run one benchmark only (scale: 2,500 and 10,000 nodes per backend, 4 shards; ~10 min)")
     parser.add_argument("--focus-only", action="store_true", help="only the FOCUS export memory figure")
     args = parser.parse_args()
     from exporter.logs import configure_logging
@@ -512,6 +585,10 @@ def main() -> int:
     quick = args.quick
     if args.only == "ledger":
         print(json.dumps(bench_ledger_write(2000, 6 if quick else 21), indent=2))
+        return 0
+    if args.only == "scale":
+        sizes = (1000, 2500) if quick else (2500, 10_000)
+        print(json.dumps(bench_aggregator_scale(sizes, 3 if quick else 4, 4), indent=2))
         return 0
     if args.only == "shards":
         print(json.dumps(bench_shards(10_000, 2000, 6 if quick else 21), indent=2))
