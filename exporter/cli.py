@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
-from pydantic_settings import SettingsError
 
 from exporter import __version__
 from exporter.config import AgentSettings, AggregatorSettings
@@ -46,8 +45,6 @@ def _settings(model: type[Any], args: argparse.Namespace) -> Any:
     overrides = {k[len("setting_"):]: v for k, v in vars(args).items() if k.startswith("setting_") and v is not None}
     try:
         return model(**overrides)
-    except SettingsError as exc:
-        raise UsageError(str(exc)) from None
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])

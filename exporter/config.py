@@ -5,12 +5,12 @@ Only this module reads the environment; everything else receives a settings obje
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from exporter.aggregator.shards import Shard, hostname_ordinal
 from exporter.model.durations import parse_duration
@@ -24,15 +24,34 @@ def _split_list(value: object) -> object:
     return value
 
 
-CommaList = Annotated[list[str], NoDecode, BeforeValidator(_split_list)]
+CommaList = Annotated[list[str], BeforeValidator(_split_list)]
 # A path (SQLite) or a postgresql:// URL; always a str once validated (Path accepted for callers' ease).
 LedgerTarget = Annotated[str | Path, BeforeValidator(lambda v: str(v))]
 
 
-class _Base(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="GPUCOST_", extra="ignore", env_file=None, validate_default=True
-    )
+ENV_PREFIX = "GPUCOST_"
+
+
+class _Base(BaseModel):
+    """Fields from keyword arguments (flags), else ``GPUCOST_<NAME>`` (any case), else the default.
+
+    Plain pydantic with a small environment reader: a settings library would cost every agent pod ~6 MB
+    of memory for sources (dotenv, secrets managers, TOML) these daemons never read."""
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_environment(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+        merged = dict(data)
+        for name in cls.model_fields:
+            value = env.get(ENV_PREFIX + name.upper())
+            if name not in merged and value is not None:
+                merged[name] = value
+        return merged
 
     listen: str = Field(description="host:port the HTTP server listens on")
     tick: Duration = Field(default=15.0, description="interval between ticks (e.g. 15s)")
