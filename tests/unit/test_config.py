@@ -1,0 +1,39 @@
+"""Settings: flags, else ``GPUCOST_<NAME>`` in any case, else the default; a bad value names its variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.cli import main
+from exporter.config import AgentSettings, AggregatorSettings
+
+
+def test_environment_is_read_and_flags_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCOST_TICK", "30s")
+    monkeypatch.setenv("gpucost_dcgm_url", "http://dcgm:9400/metrics")  # any case, as the kubelet passes it
+    monkeypatch.setenv("GPUCOST_RESOURCE_NAMES", "amd.com/gpu, example.com/gpu")
+    monkeypatch.setenv("GPUCOST_WATCH_PODS", "true")
+    s = AgentSettings()
+    assert s.tick == 30.0
+    assert s.dcgm_url == "http://dcgm:9400/metrics"
+    assert s.resource_names == ["amd.com/gpu", "example.com/gpu"]
+    assert s.watch_pods is True
+    assert AgentSettings(tick=5.0).tick == 5.0  # a flag (keyword) wins over the environment
+
+
+def test_unset_environment_gives_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GPUCOST_TICK", "GPUCOST_LEDGER", "GPUCOST_AGENTS"):
+        monkeypatch.delenv(name, raising=False)
+    s = AggregatorSettings()
+    assert (s.tick, str(s.ledger), s.agents) == (15.0, "/var/lib/gpu-cost-exporter/ledger.db", [])
+
+
+def test_a_bad_environment_value_is_one_line_naming_the_variable(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GPUCOST_TICK", "-3s")
+    monkeypatch.setenv("GPUCOST_LEDGER", str(tmp_path / "l.db"))
+    assert main(["aggregator"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "GPUCOST_TICK" in err, err
