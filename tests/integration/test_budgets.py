@@ -98,16 +98,18 @@ async def test_budgets_end_to_end(tmp_path: Path) -> None:
     assert "<h2>Budgets</h2>" in page and "<td>ml</td><td>100.00 USD</td>" in page
 
     # The CLI on the ledger the run wrote: the same numbers, budgets given on the command line.
-    cli = [sys.executable, "-c", "import sys; from exporter.cli import main; sys.exit(main(sys.argv[1:]))",
-           "report", "--ledger", str(ledger)]
-    out = subprocess.run([*cli, "--budgets", "--budget", "ml=100", "--format", "json"], capture_output=True,
-                         text=True, check=True).stdout
-    rows = {r["namespace"]: r for r in json.loads(out)}
+    out = _cli("report", "--ledger", str(ledger), "--budgets", "--budget", "ml=100", "--format", "json")
+    rows = {r["namespace"]: r for r in json.loads(out.stdout)}
     assert rows["ml"]["forecast_month_cost"] == pytest.approx(ml["forecast_month_cost"])
     assert rows["ml"]["budget_crossing_day"] == "2026-12-10" and rows["dev"]["budget"] is None
-    month = subprocess.run([*cli, "--by", "namespace", "--since", "2026-12-01T00:00:00Z", "--format", "json"],
-                           capture_output=True, text=True, check=True).stdout
-    assert {r["namespace"]: r["cost"] for r in json.loads(month)}["ml"] == pytest.approx(ml["spent"])
-    bad_cli = subprocess.run([*cli, "--budget", "ml=lots"], capture_output=True, text=True)
+    month = _cli("report", "--ledger", str(ledger), "--by", "namespace", "--since", "2026-12-01T00:00:00Z",
+                 "--format", "json")
+    assert {r["namespace"]: r["cost"] for r in json.loads(month.stdout)}["ml"] == pytest.approx(ml["spent"])
+    bad_cli = _cli("report", "--ledger", str(ledger), "--budget", "ml=lots")
     assert bad_cli.returncode == 2 and bad_cli.stderr.strip() == (
         "gpu-cost-exporter: error: --budget ml: 'lots' is not a positive amount")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    main = "import sys; from exporter.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", main, *args], capture_output=True, text=True, check=False)
