@@ -98,7 +98,8 @@ def _iso(ts: float | None, fmt: str = "%Y-%m-%dT%H:%M:%SZ") -> str | None:
 def as_dict(f: Forecast) -> dict[str, Any]:
     """The JSON shape of one forecast row (money unrounded, as ``report`` keeps it)."""
     return {"namespace": f.namespace, "month": _iso(f.month.start, "%Y-%m"), "as_of": _iso(f.as_of),
-            "budget": f.budget, "spent": f.spent, "burn_per_hour": f.burn_per_hour, "hours_left": f.hours_left,
+            "budget": f.budget, "spent": f.spent, "burn_per_hour": f.burn_per_hour,
+            "burn_window_hours": f.burn_hours, "hours_left": f.hours_left,
             "forecast_month_cost": f.month_cost, "over_budget": f.over_budget,
             "budget_crossing_day": _iso(f.crossing_day, "%Y-%m-%d"), "currency": f.currency}
 
@@ -139,8 +140,9 @@ class LedgerReader(Protocol):
 
 @dataclass(slots=True)
 class MonthForecasts:
-    """Forecasts as last computed for the metrics and the status page, refreshed at most every ``every``
-    seconds of the aggregator's clock, after a commit."""
+    """Forecasts as last computed for the metrics and the status page, refreshed after a commit at most every
+    ``every`` seconds of the aggregator's clock; after every commit while the books are younger than that
+    (a fresh install's first forecasts would otherwise stand on its first seconds for minutes)."""
 
     window_s: float = DEFAULT_WINDOW_S
     every: float = 300.0
@@ -150,7 +152,8 @@ class MonthForecasts:
 
     async def after_commit(self, ledger: LedgerReader, *, budgets: Mapping[str, float], currency: str,
                            now: float) -> None:
-        if self.at is not None and now - self.at < self.every:
+        young = not self.rows or min(f.burn_hours for f in self.rows) * HOUR < self.every
+        if self.at is not None and not young and now - self.at < self.every:
             return
         try:
             await self.compute(ledger, budgets=budgets, currency=currency, now=now)

@@ -65,6 +65,7 @@ class Forecast:
     month: Month
     spent: float
     burn_per_hour: float
+    burn_hours: float  # booked hours the burn rate was averaged over
     hours_left: float
     month_cost: float
     budget: float | None
@@ -119,5 +120,5 @@ def forecast_month(*, namespace: str, currency: str, spent: float, burn: BurnRat
             spent=spent, burn_per_hour=rate, as_of=as_of, budget=budget, month=month)
         crossing = None if at is None else day_of(at)
     return Forecast(namespace=namespace, currency=currency, as_of=as_of, month=month, spent=spent,
-                    burn_per_hour=rate, hours_left=hours_left, month_cost=spent + rate * hours_left, budget=budget,
-                    crossing_day=crossing)
+                    burn_per_hour=rate, burn_hours=burn.hours, hours_left=hours_left,
+                    month_cost=spent + rate * hours_left, budget=budget, crossing_day=crossing)

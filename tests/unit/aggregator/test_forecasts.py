@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from exporter.aggregator.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource, parse_budget
-from exporter.aggregator.forecasts import as_dict, forecasts, render
+from exporter.aggregator.forecasts import MonthForecasts, as_dict, forecasts, render
 from exporter.aggregator.ledger import Ledger, TickWrite
 from exporter.aggregator.metrics import budget_families
 from exporter.aggregator.status_budgets import budgets_section
@@ -174,3 +174,26 @@ def test_metrics_and_status_table(query: Any) -> None:
     assert "<td>ml</td><td>1,000.00 USD</td><td>300.00 USD</td><td><span class=\"warn\">1,308.00 USD</span></td>" \
            "<td>2026-12-25</td>" in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+
+
+async def test_refresh_every_commit_while_the_books_are_young(tmp_path: Path) -> None:
+    """Books 60 s old (< the 300 s refresh): every commit refreshes, so a fresh install's forecast does not stand
+    on its first seconds. Books 2 h old: the next refresh waits 300 s of the aggregator's clock."""
+    path = tmp_path / "l.db"
+    _book(path, [_row(DEC_10, "ml", 1.0)], since=DEC_10, as_of=DEC_10 + 60)
+    ledger = Ledger(path)
+    await ledger.open()
+    holder = MonthForecasts(every=300.0)
+    try:
+        await holder.after_commit(ledger, budgets={}, currency="USD", now=DEC_10 + 60)
+        assert holder.rows[0].spent == 1.0 and holder.rows[0].burn_hours == pytest.approx(60 / H)
+        _book(path, [_row(DEC_10, "ml", 1.0)], since=DEC_10, as_of=DEC_10 + 2 * H)
+        await holder.after_commit(ledger, budgets={}, currency="USD", now=DEC_10 + 75)  # young: refreshed
+        assert holder.rows[0].spent == 2.0 and holder.rows[0].burn_hours == pytest.approx(2.0)
+        _book(path, [_row(DEC_10, "ml", 1.0)], since=DEC_10, as_of=DEC_10 + 2 * H)
+        await holder.after_commit(ledger, budgets={}, currency="USD", now=DEC_10 + 90)  # 2 h of books: waits
+        assert holder.rows[0].spent == 2.0
+        await holder.after_commit(ledger, budgets={}, currency="USD", now=DEC_10 + 75 + 300)
+        assert holder.rows[0].spent == 3.0
+    finally:
+        await ledger.close()

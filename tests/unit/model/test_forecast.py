@@ -35,7 +35,7 @@ def test_forecast_is_spent_plus_burn_times_hours_left() -> None:
                        as_of=DEC_11, budget=None)
     assert f is not None
     assert f.burn_per_hour == pytest.approx(2.0)  # 48.00 / 24 h
-    assert f.hours_left == pytest.approx(21 * 24)  # 504 h
+    assert f.hours_left == pytest.approx(21 * 24) and f.burn_hours == 24.0  # 504 h left; rate over 24 h
     assert f.month_cost == pytest.approx(300.0 + 2.0 * 504)  # 1308.00
     assert f.budget is None and f.crossing_day is None and f.over_budget is None
 
