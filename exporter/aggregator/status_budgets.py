@@ -16,7 +16,8 @@ HEAD = ("namespace", "monthly budget", "spent this month", "forecast for the mon
 
 
 def _money(v: float, currency: str) -> str:
-    return f"{v:,.2f} {escape(currency)}"
+    """Cents, or four decimals while amounts are still small (as the page's other tables)."""
+    return f"{v:,.2f} {escape(currency)}" if abs(v) >= 10 else f"{v:.4f} {escape(currency)}"
 
 
 def budgets_section(forecasts: tuple[Forecast, ...], *, budgets: Mapping[str, float], currency: str) -> str:

@@ -19,6 +19,9 @@ from exporter.aggregator.ledger import Ledger, TickWrite
 from exporter.aggregator.metrics import budget_families
 from exporter.aggregator.status_budgets import budgets_section
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
+from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
+
+_FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
 
 NOV_25 = 1795564800.0  # 2026-11-25T00:00:00Z
 NOV_30_23H = 1796079600.0  # 2026-11-30T23:00:00Z
@@ -37,9 +40,9 @@ def _row(hour: float, ns: str, cost: float, currency: str = "USD") -> tuple[Usag
     return key, UsageAmounts(allocated_s=3600.0, cost=cost, list_cost=cost)
 
 
-def _book(path: Path, rows: list[tuple[UsageKey, UsageAmounts]], *, since: float, as_of: float,
-          cluster: str = "default") -> None:
-    ledger = Ledger(path, cluster=cluster)
+def _book(path: Path | str, rows: list[tuple[UsageKey, UsageAmounts]], *, since: float, as_of: float,
+          cluster: str = "default", password_file: Path | None = None) -> None:
+    ledger = Ledger(path, cluster=cluster, password_file=password_file)
     ledger.open_sync()
     w = TickWrite()
     for key, amounts in rows:
@@ -197,3 +200,42 @@ async def test_refresh_every_commit_while_the_books_are_young(tmp_path: Path) ->
         assert holder.rows[0].spent == 3.0
     finally:
         await ledger.close()
+
+
+def test_forecast_on_sqlite_and_postgresql(ledger_target: LedgerTarget) -> None:
+    """The same books on both backends (NUMERIC money on PostgreSQL): 252 + 24 x 2 = 300.00 spent, 2.00/h,
+    300 + 2 x 504 = 1308.00, budget 1000 crossed on 12-25."""
+    rows = [_row(DEC_1, "ml", 252.0), *(_row(DEC_10 + k * H, "ml", 2.0) for k in range(24))]
+    _book(ledger_target.target, rows, since=NOV_25, as_of=DEC_11, password_file=ledger_target.password_file)
+    ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
+    ledger.open_sync()
+    try:
+        (ml,) = forecasts(ledger.query_sync, cluster="default", budgets={"ml": 1000.0})
+    finally:
+        ledger.backend.close()
+    assert ml.spent == pytest.approx(300.0) and ml.month_cost == pytest.approx(1308.0)
+    assert ml.crossing_day == DEC_25
+
+
+def test_bad_budgets_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The aggregator's setting, a budgets file and a flag: one line naming the setting, file or flag, exit 2."""
+    from exporter.cli import main
+
+    _book(tmp_path / "l.db", [_row(DEC_1, "ml", 252.0)], since=DEC_1, as_of=DEC_11)
+    bad_file = tmp_path / "budgets.yaml"
+    bad_file.write_text("budgets:\n  ml: lots\n")
+    cases = [
+        (["aggregator", "--budgets", "ml=lots"], "gpu-cost-exporter: error: setting budgets (GPUCOST_BUDGETS): "),
+        (["report", "--ledger", str(tmp_path / "l.db"), "--budgets-file", str(bad_file)],
+         f"gpu-cost-exporter: error: {bad_file}: ml: 'lots' is not a positive amount"),
+        (["report", "--ledger", str(tmp_path / "l.db"), "--budgets", "--forecast-window", "0s"],
+         "gpu-cost-exporter: error: --forecast-window: must be longer than 0"),
+    ]
+    for argv, line in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(line) and len(err.strip().splitlines()) == 1, err
+    good = tmp_path / "values.yaml"
+    good.write_text("budgets:\n  ml: 1000\n")  # the chart's values file
+    assert main(["report", "--ledger", str(tmp_path / "l.db"), "--budgets-file", str(good), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("ml,2026-12,1000.0,252.0,")
