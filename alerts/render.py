@@ -35,6 +35,7 @@ PLACEHOLDERS = {
     "__LEDGER_STALE_SECONDS__": "ledgerStaleSeconds",
     "__LEDGER_STALE_FOR__": "ledgerStaleFor",
     "__RIGHTSIZING_MONTHLY_SAVINGS__": "rightSizingMonthlySavings",
+    "__BUDGET_FORECAST_FOR__": "budgetForecastFor",
     "__RUNBOOK_BASE__": "runbookBaseUrl",
 }
 

@@ -89,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--reprice", type=Path, default=None, metavar="FILE",
                      help="also price the same GPU-hours by this pricing file or directory (what-if; "
                           "reprice_cost, reprice_list_cost columns); the ledger is not changed")
+    rep.add_argument("--budgets", action="store_true",
+                     help="the budgets view instead: per namespace this month's spend, burn rate, month-end forecast "
+                          "and budget crossing day, as of the ledger's latest booked time")
+    rep.add_argument("--budget", action="append", default=[], metavar="NS=AMOUNT",
+                     help="a namespace's monthly budget for --budgets (repeatable)")
+    rep.add_argument("--budgets-file", type=Path, default=None, metavar="FILE",
+                     help="YAML/JSON {namespace: amount} (or the chart's values with budgets:) for --budgets")
+    rep.add_argument("--forecast-window", default="24h", help="booked time the burn rate is averaged over (24h)")
 
     rec = sub.add_parser("recommend", help="right-sizing recommendations and their monthly savings from a ledger")
     rec.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
@@ -163,6 +171,8 @@ def _report(args: argparse.Namespace) -> int:
     from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.report import ReportError, build_report, parse_time, render
 
+    if args.budgets or args.budget or args.budgets_file:
+        return _budgets_report(args)
     what_if = _pricing_check(args.reprice) if args.reprice is not None else None
     if what_if is not None and "," in args.by:
         raise UsageError("--reprice takes one --by key")
@@ -178,6 +188,25 @@ def _report(args: argparse.Namespace) -> int:
                 rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
                                cluster=args.cluster)
     except (ReportError, LedgerError) as exc:
+        raise UsageError(str(exc)) from None
+    sys.stdout.write(render(rows, args.format))
+    return 0
+
+
+def _budgets_report(args: argparse.Namespace) -> int:
+    from exporter.aggregator.budgets import BudgetFileError, load_budgets
+    from exporter.aggregator.forecasts import forecasts, render
+    from exporter.aggregator.ledger import LedgerError, open_reader
+
+    window = _duration(args.forecast_window, "--forecast-window") or 0.0
+    if window <= 0:
+        raise UsageError("--forecast-window: must be longer than 0")
+    try:
+        budgets = load_budgets(path=args.budgets_file, pairs=args.budget)
+        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
+            _check_schema(query, args.ledger)
+            rows = forecasts(query, cluster=args.cluster, budgets=budgets, window_s=window)
+    except (BudgetFileError, LedgerError) as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(render(rows, args.format))
     return 0

@@ -5,6 +5,7 @@ Only this module reads the environment; everything else receives a settings obje
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
@@ -25,6 +26,33 @@ def _split_list(value: object) -> object:
 
 
 CommaList = Annotated[list[str], BeforeValidator(_split_list)]
+
+
+def _budget_map(value: object) -> object:
+    """``{"ns": 1500}`` as JSON (what the chart renders) or ``ns=1500,other=200``; amounts positive decimals."""
+    from exporter.aggregator.budgets import parse_budget
+
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            value = json.loads(text)
+        else:
+            pairs = [p.partition("=") for p in text.split(",") if p.strip()]
+            if any(not sep or not ns.strip() for ns, sep, _amount in pairs):
+                raise ValueError("expected a JSON object or namespace=amount,namespace=amount")
+            value = {ns.strip(): amount for ns, _sep, amount in pairs}
+    if not isinstance(value, dict):
+        raise ValueError("expected a mapping of namespace to monthly amount")
+    out: dict[str, float] = {}
+    for ns, raw in value.items():
+        amount = parse_budget(raw)
+        if amount is None or not str(ns):
+            raise ValueError(f"budget of {ns!r}: {raw!r} is not a positive amount")
+        out[str(ns)] = amount
+    return out
+
+
+BudgetMap = Annotated[dict[str, float], BeforeValidator(_budget_map)]
 # A path (SQLite) or a postgresql:// URL; always a str once validated (Path accepted for callers' ease).
 LedgerTarget = Annotated[str | Path, BeforeValidator(lambda v: str(v))]
 
@@ -175,6 +203,13 @@ class AggregatorSettings(_Base):
         default=False, description="also export allocated GPU-seconds and cost by namespace x pool x priority class")
     max_pods_per_namespace: int = Field(
         default=2000, ge=1, description="pod-level series per namespace before the rest fold into __overflow__")
+    budgets: BudgetMap = Field(
+        default_factory=dict, description="monthly GPU budget per namespace in the pricing currency, as JSON "
+        "{\"ns\": 1500} or ns=1500,other=200; overrides the namespace annotation gpu.platform/monthly-budget")
+    forecast_window: Duration = Field(
+        default=86400.0, description="booked time the month-end forecast's burn rate is averaged over (24h)")
+    forecast_refresh: Duration = Field(
+        default=300.0, description="how often (at most) budgets' forecasts are recomputed after a commit")
     shards: int = Field(
         default=1, ge=1, le=1024, description="aggregators sharing one cluster's nodes (rendezvous hashing of node "
         "names); more than 1 needs a PostgreSQL ledger")

@@ -33,6 +33,14 @@ def build_app(agg: AggregatorView) -> web.Application:
         q = req.query
         if any(len(v) > MAX_PARAM for v in q.values()):
             return bad("query parameter too long")
+        if q.get("view", "usage") not in ("usage", "budgets"):
+            return bad("view must be usage (default) or budgets")
+        if q.get("view") == "budgets":  # month-end forecasts per namespace (README "Budgets and forecast")
+            from exporter.aggregator.forecasts import as_dict
+
+            found = await agg.forecasts.compute(agg.ledger, budgets=agg.budgets(),
+                                                currency=agg.pricing.current.currency)
+            return web.json_response([as_dict(f) for f in found], dumps=lambda o: json.dumps(o, allow_nan=False))
         try:
             now = agg.clock.now()
             by = q.get("by", "namespace")  # one key or several: by=cluster,namespace

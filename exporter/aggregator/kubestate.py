@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.aggregator.budgets import BudgetAnnotations
 from exporter.aggregator.dra_claims import DRA_KIND_NAMES, DraState, pod_claim_names
 from exporter.aggregator.kube_objects import (
     GPU_RESOURCE_RE,
@@ -33,7 +34,6 @@ TOMBSTONES = 50_000
 @dataclass(frozen=True, slots=True)
 class DeletedNode:
     """A node the API no longer has: when it went (if the object said so) and the GPUs it had."""
-
     name: str
     deleted_at: float | None
     gpus: int
@@ -61,7 +61,6 @@ class PodInfo:
 @dataclass(slots=True)
 class KubeState:
     """Caches fed by the watcher; ``on_pod_deleted`` fires at once for GPU pods that go away."""
-
     pool_label: str = "gpu.platform/pool"
     agent_selector: dict[str, str] = field(default_factory=dict)
     #: Agents are discovered only in this namespace; None = nowhere (discovery needs a namespace).
@@ -71,6 +70,7 @@ class KubeState:
     tombstones: OrderedDict[tuple[str, str], PodInfo] = field(default_factory=OrderedDict)
     nodes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> labels
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    budget_annotations: BudgetAnnotations = field(default_factory=BudgetAnnotations)  # namespace -> raw value
     quotas: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # (ns, name) -> hard, used
     scheduling_messages: dict[tuple[str, str], str] = field(default_factory=dict)
     quota_event_counts: dict[str, EventCount] = field(default_factory=dict)  # uid -> (ns, count)
@@ -151,6 +151,7 @@ class KubeState:
 
     # -- watch handler -------------------------------------------------------------------------------
     def handle(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+        self.budget_annotations.handle(kind, etype, obj)
         if kind in DRA_KIND_NAMES:
             self.dra.handle(kind, etype, obj)
         elif etype == "LISTED":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -18,6 +18,7 @@ from exporter.aggregator.booking import Books
 from exporter.aggregator.gauges import Gauges
 from exporter.aggregator.kubestate import PENDING_REASONS, KubeState, parse_timestamp
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
+from exporter.model.forecast import Forecast
 from exporter.model.pricing import Pricing
 from exporter.model.recommend_types import Recommendation
 
@@ -41,6 +42,9 @@ class MetricsInputs:
     breakdown_series: bool
     ledger_up: bool = True
     recommendations: tuple[Recommendation, ...] = ()
+    budgets: Mapping[str, float] = field(default_factory=dict)
+    forecasts: tuple[Forecast, ...] = ()
+    budget_annotations_invalid: int = 0
 
 
 class AggregatorCollector(Collector):
@@ -64,6 +68,7 @@ class AggregatorCollector(Collector):
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
         yield from dra_families(m.kube)
         yield recommendation_savings(m.recommendations)
+        yield from budget_families(m.budgets, m.forecasts, invalid=m.budget_annotations_invalid)
         yield from health(m)
 
 
@@ -293,3 +298,24 @@ def recommendation_savings(rows: tuple[Recommendation, ...]) -> GaugeMetricFamil
     for r in rows:
         g.add_metric([r.namespace, r.workload, str(r.action)], r.monthly_savings)
     return g
+
+
+def budget_families(budgets: Mapping[str, float], forecasts: tuple[Forecast, ...], *,
+                    invalid: int) -> Iterator[Family]:
+    """Budgets now, and the month-end forecasts as last refreshed from the ledger (pricing currency)."""
+    budget = GaugeMetricFamily("gpucost_budget", "monthly GPU budget of the namespace in the pricing currency "
+                               "(annotation gpu.platform/monthly-budget, or the chart's budgets)", labels=["namespace"])
+    for ns, amount in sorted(budgets.items()):
+        budget.add_metric([ns], amount)
+    forecast = GaugeMetricFamily("gpucost_forecast_month_cost", "cost of the namespace's GPUs this calendar month "
+                                 "(UTC): spent so far + recent burn rate x hours left", labels=["namespace"])
+    crossing = GaugeMetricFamily("gpucost_forecast_budget_crossing_timestamp_seconds",
+                                 "00:00 UTC of the day the namespace's month-to-date cost reaches its budget at the "
+                                 "recent burn rate (absent: not this month)", labels=["namespace"])
+    for f in forecasts:
+        forecast.add_metric([f.namespace], f.month_cost)
+        if f.crossing_day is not None:
+            crossing.add_metric([f.namespace], f.crossing_day)
+    yield from (budget, forecast, crossing)
+    yield CounterMetricFamily("gpucost_budget_annotations_invalid", "namespace budget annotations ignored as not a "
+                              "positive amount (each namespace and value counted once)", value=invalid)

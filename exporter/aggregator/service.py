@@ -13,6 +13,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter.aggregator.booking import Books, Prepared
+from exporter.aggregator.budgets import BudgetSource
+from exporter.aggregator.forecasts import MonthForecasts
 from exporter.aggregator.gate import Admitted, SnapshotGate
 from exporter.aggregator.gauges import AgentHealth, Gauges, held_now, ratios
 from exporter.aggregator.handover import Handover
@@ -60,6 +62,8 @@ class Aggregator:
                                   server_hostname=settings.agent_tls_server_name or None)
         self.books: Books | None = None
         self.gauges = Gauges()
+        self.budget_source = BudgetSource(overrides=settings.budgets)
+        self.forecasts = MonthForecasts(window_s=settings.forecast_window, every=settings.forecast_refresh)
         self.latest: dict[str, UsageSnapshot] = {}
         self.url_node: dict[str, str] = {}
         self.idle_since: dict[tuple[str, str], float] = {}
@@ -155,7 +159,13 @@ class Aggregator:
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
             pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
             team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series,
-            ledger_up=self.ledger.up, recommendations=self.ledger.advice.rows)
+            ledger_up=self.ledger.up, recommendations=self.ledger.advice.rows, budgets=self.budgets(),
+            forecasts=self.forecasts.rows, budget_annotations_invalid=self.budget_source.invalid_total)
+
+    def budgets(self) -> dict[str, float]:
+        """Every namespace's monthly budget now: annotations, with the configured ones on top."""
+        current = self.budget_source.current(self.kube.budget_annotations.by_namespace)
+        return {ns: b.amount for ns, b in current.items()}
 
     @property
     def serving(self) -> bool:
@@ -226,6 +236,8 @@ class Aggregator:
                 self.gauges.ns_utilization = ratios(prepared.ns_delta)
                 self.gauges.workload_utilization = ratios(prepared.workload_delta)
                 self.ticks += 1
+                await self.forecasts.after_commit(self.ledger, budgets=self.budgets(),
+                                                  currency=self.pricing.current.currency, now=self.clock.now())
             self._refresh_held()
             self.gauges.tick_duration = time.perf_counter() - started
 

@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from exporter.aggregator.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED, UNUSED_COMMITMENT
+from exporter.aggregator.status_budgets import budgets_section
 from exporter.aggregator.view import AggregatorView
 
 STYLE = """
@@ -142,6 +143,7 @@ async def render_status(agg: AggregatorView) -> str:
         table(["namespace", "GPUs held", "quota used / hard", "utilisation", "cost today", "idle today",
                "cost this month", "idle this month", "saved by commitments and spot this month", "pending GPU pods"],
               rows, "No GPU usage booked yet."),
+        budgets_section(agg.forecasts.rows, budgets=agg.budgets(), currency=currency),
         "<h2>Pools</h2>",
         table(["pool", "GPUs", "held", "unallocated"], pool_rows, "No agent reported yet."),
         "<h2>Capacity nobody used</h2>",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from exporter.aggregator.forecasts import MonthForecasts
 from exporter.aggregator.gauges import Gauges
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import Ledger
@@ -24,5 +25,8 @@ class AggregatorView(Protocol):
     latest: dict[str, UsageSnapshot]
     pricing: PricingSource
     collector: AggregatorCollector
+    forecasts: MonthForecasts
 
     def health_report(self) -> dict[str, Any]: ...
+
+    def budgets(self) -> dict[str, float]: ...

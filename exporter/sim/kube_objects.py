@@ -38,11 +38,12 @@ def stable_uid(what: str) -> str:
 
 
 def namespace_object(ns: NamespaceSpec, *, created: float) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns.name, "uid": stable_uid(f"ns/{ns.name}"),
-                         "labels": {"kubernetes.io/metadata.name": ns.name, **ns.labels},
-                         "creationTimestamp": iso(created)},
-            "status": {"phase": "Active"}}
+    meta: dict[str, Any] = {"name": ns.name, "uid": stable_uid(f"ns/{ns.name}"),
+                            "labels": {"kubernetes.io/metadata.name": ns.name, **ns.labels},
+                            "creationTimestamp": iso(created)}
+    if ns.monthly_budget is not None:
+        meta["annotations"] = {"gpu.platform/monthly-budget": repr(ns.monthly_budget)}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta, "status": {"phase": "Active"}}
 
 
 def node_object(layout: NodeLayout, *, created: float) -> dict[str, Any]:

@@ -240,12 +240,15 @@ def parse_scenario(text: str, source: str) -> Scenario:
     for i, ns in enumerate(ctx.seq(raw.get("namespaces"), "namespaces")):
         where = f"namespaces[{i}]"
         ns = ctx.mapping(ns, where)
-        ctx.known_keys(ns, {"name", "labels", "gpu_quota"}, where)
-        q = ns.get("gpu_quota")
+        ctx.known_keys(ns, {"name", "labels", "gpu_quota", "monthly_budget"}, where)
+        q, budget = ns.get("gpu_quota"), ns.get("monthly_budget")
+        if budget is not None and ctx.number(budget, f"{where}.monthly_budget") <= 0:
+            raise ctx.fail(f"{where}.monthly_budget", f"expected an amount > 0, got {budget!r}")
         namespaces.append(NamespaceSpec(
             ctx.string(ns.get("name"), f"{where}.name"),
             {str(k): str(v) for k, v in ctx.mapping(ns.get("labels"), f"{where}.labels").items()},
-            ctx.integer(q, f"{where}.gpu_quota") if q is not None else None))
+            ctx.integer(q, f"{where}.gpu_quota") if q is not None else None,
+            None if budget is None else float(budget)))
     ns_names = {ns.name for ns in namespaces}
 
     pods: list[PodSpec] = []

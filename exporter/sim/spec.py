@@ -71,6 +71,7 @@ class NamespaceSpec:
     name: str
     labels: dict[str, str] = field(default_factory=dict)
     gpu_quota: int | None = None
+    monthly_budget: float | None = None  # served as the gpu.platform/monthly-budget annotation
 
 
 @dataclass(slots=True)

@@ -147,6 +147,10 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
             {{- end }}
             - name: GPUCOST_PRICING_FILE
               value: /etc/gpu-cost-exporter/pricing.yaml
+            {{- with .root.Values.budgets }}
+            - name: GPUCOST_BUDGETS
+              value: {{ toJson . | quote }}
+            {{- end }}
             - name: GPUCOST_POOL_LABEL
               value: {{ .root.Values.aggregator.poolLabel | quote }}
             - name: GPUCOST_IDLE_THRESHOLD
