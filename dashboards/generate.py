@@ -74,6 +74,12 @@ def dashboard(uid: str, title: str, panels: list[dict[str, Any]], description: s
     }
 
 
+SAVINGS_NOTE = ("Per 730-hour month at the prices booked over the recommendation window, in the ledger's "
+                "currency; refreshed hourly by the aggregator.")
+FORECAST_NOTE = ("In the pricing currency: spent this calendar month (UTC) plus the recent burn rate times the "
+                 "hours left. Budgets come from the namespace annotation gpu.platform/monthly-budget or the "
+                 "chart's values.")
+
 DASHBOARDS: dict[str, dict[str, Any]] = {
     "gpu-cost-overview": dashboard("gpucost-overview", "GPU cost overview", [
         panel("Cost in range", "stat", [(f"sum(increase(gpucost_cost_total{{{NS}}}[$__range]))", "cost")], w=6, h=4),
@@ -163,6 +169,35 @@ DASHBOARDS: dict[str, dict[str, Any]] = {
                 "{{namespace}}/{{pod}}")], unit="watt"),
         panel("DCGM reachable per node", "stat", [("gpucost_dcgm_up", "{{node}}")]),
     ], "Per-GPU DCGM readings joined to the pods that hold each device."),
+    "gpu-savings-budgets": dashboard("gpucost-savings", "Savings & budgets", [
+        panel("Monthly savings on offer", "stat",
+              [(f"sum(gpucost_recommendation_monthly_savings{{{NS}}}) or vector(0)", "savings")], w=6, h=4,
+              description=SAVINGS_NOTE),
+        panel("Right-sizing actions on offer", "stat",
+              [(f"count(gpucost_recommendation_monthly_savings{{{NS}}}) or vector(0)", "actions")], w=6, h=4),
+        panel("Namespaces forecast over budget", "stat",
+              [(f"count(gpucost_forecast_month_cost{{{NS}}} > on (namespace) gpucost_budget{{{NS}}}) or vector(0)",
+                "namespaces")], w=6, h=4, description=FORECAST_NOTE),
+        panel("Month-end forecast, all budgeted namespaces", "stat",
+              [(f"sum(gpucost_forecast_month_cost{{{NS}}} and on (namespace) gpucost_budget{{{NS}}})", "forecast"),
+               (f"sum(gpucost_budget{{{NS}}})", "budget")], w=6, h=4, description=FORECAST_NOTE),
+        panel("Monthly savings by namespace and action", "bargauge",
+              [(f"sort_desc(sum by (namespace, action) (gpucost_recommendation_monthly_savings{{{NS}}}))",
+                "{{namespace}} {{action}}")], description=SAVINGS_NOTE),
+        panel("Right-sizing actions, biggest saving first", "table",
+              [(f"sort_desc(gpucost_recommendation_monthly_savings{{{NS}}})", "")], instant=True,
+              description="Each workload's one action (the one that saves most); the reason and the target are "
+                          "on the status page and at /api/v1/recommendations."),
+        panel("Month-end forecast as a share of the budget", "bargauge",
+              [(f"sort_desc(gpucost_forecast_month_cost{{{NS}}} / on (namespace) gpucost_budget{{{NS}}})",
+                "{{namespace}}")], unit="percentunit", description=FORECAST_NOTE),
+        panel("Month-end forecast and budget per namespace", "timeseries",
+              [(f"gpucost_forecast_month_cost{{{NS}}}", "{{namespace}} forecast"),
+               (f"gpucost_budget{{{NS}}}", "{{namespace}} budget")], description=FORECAST_NOTE),
+        panel("Savings on offer over time by action", "timeseries",
+              [(f"sum by (action) (gpucost_recommendation_monthly_savings{{{NS}}})", "{{action}}")], w=24,
+              description=SAVINGS_NOTE),
+    ], "What right-sizing would save per month, and each namespace's budget against its month-end forecast."),
 }
 
 

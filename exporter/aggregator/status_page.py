@@ -12,6 +12,9 @@ from typing import Any
 
 from exporter.aggregator.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED, UNUSED_COMMITMENT
 from exporter.aggregator.status_budgets import budgets_section
+from exporter.aggregator.status_charts import render_trends
+from exporter.aggregator.status_savings import render_savings
+from exporter.aggregator.status_trends import read_trends
 from exporter.aggregator.view import AggregatorView
 
 STYLE = """
@@ -124,6 +127,10 @@ async def render_status(agg: AggregatorView) -> str:
                  f"<td class=warn>{_money(p.hourly_cost, currency)}/h</td></tr>" for (ns, pod), p in idle]
     rejections = [f"<tr><td>{escape(ts)}</td><td>{escape(ns)}</td><td style='text-align:left'>{escape(msg)}</td></tr>"
                   for ts, ns, msg in reversed(kube.recent_rejections[-10:])]
+    # Savings (as last computed for the metrics) and trends (the ledger's hourly rows): self-contained sections.
+    savings_html = render_savings(agg.ledger.advice.rows)
+    trends_html = render_trends(await agg.ledger.read(
+        lambda q: read_trends(q, cluster=agg.ledger.cluster, now=now)))
     agents_up = sum(1 for a in g.agents.values() if a.up)
     refresh = max(5, int(agg.settings.tick))
 
@@ -155,6 +162,8 @@ async def render_status(agg: AggregatorView) -> str:
         table(["priority class", "GPUs held"], prio_rows, "Nothing held."),
         "<h2>Top idle pods</h2>",
         table(["pod", "workload", "GPUs", "idle for", "wasted"], idle_rows, "No pod holds an idle GPU."),
+        savings_html,
+        trends_html,
         "<h2>Recent quota rejections</h2>",
         table(["time", "namespace", "message"], rejections, "None."),
         "</body></html>",

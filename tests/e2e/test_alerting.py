@@ -148,7 +148,8 @@ def _stack(sim_cluster: SimClusterFactory) -> Iterator[dict[str, Any]]:
             env = c.agent_env(n, GPUCOST_TICK="1s")
             agents[n] = env["GPUCOST_LISTEN"]
             c.spawn(f"agent-{n}", ["agent"], env)
-        agg_env = {**c.aggregator_env(), "GPUCOST_TICK": "1s"}
+        # a budget, so the "Savings & budgets" dashboard's budget and forecast panels have a namespace to show
+        agg_env = {**c.aggregator_env(), "GPUCOST_TICK": "1s", "GPUCOST_BUDGETS": "team-a=100"}
         c.spawn("aggregator", ["aggregator"], agg_env)
         dcgm = []
         for line in (c.logs / "sim.log").read_text().splitlines():
@@ -202,8 +203,11 @@ def test_idle_pod_alert_reaches_slack_then_resolves(stack: dict[str, Any]) -> No
 
     # While the idle pod still exists: every dashboard panel's expression returns data.
     time.sleep(3)
+    # Right-sizing needs 24 h of evidence by default, far more than this run: its panels must parse and run
+    # here, and their numbers are checked by promtool in test_alerts_dashboards.py::
+    # test_savings_and_budgets_dashboard_computes_by_hand.
     empty = [(d, t, e) for d, t, e in _dashboard_exprs() if not _prom_query(prom, e)]
-    assert empty == [], empty
+    assert [(d, t, e) for d, t, e in empty if "gpucost_recommendation_monthly_savings" not in e] == [], empty
 
     # KEDA: the Prometheus trigger's query and the metrics-api endpoint each return exactly one value.
     so = yaml.safe_load((REPO / "docs" / "keda" / "scaledobject-prometheus.yaml").read_text())

@@ -7,8 +7,11 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
@@ -79,3 +82,78 @@ def test_dashboards_are_current_grafana_json() -> None:
             for t in panel["targets"]:
                 for metric in re.findall(r"\b(gpucost_[a-z_]+|namespace:gpucost_[\w:]+)", t["expr"]):
                     assert metric in produced or metric in recorded, (path.name, metric)
+
+
+def _target(dashboard: str, title: str, ref: str = "A") -> str:
+    """A panel's query as Prometheus gets it with every variable set to "All"."""
+    d = json.loads((REPO / "dashboards" / f"{dashboard}.json").read_text())
+    panel = next(p for p in d["panels"] if p["title"] == title)
+    expr: str = next(t["expr"] for t in panel["targets"] if t["refId"] == ref)
+    return expr.replace("$namespace", ".*").replace("$pool", ".*").replace("$gpu_model", ".*")
+
+
+SAVINGS = "gpucost_recommendation_monthly_savings"
+SERIES = [  # what the aggregator exports: savings per workload (730-hour month), budgets and forecasts per namespace
+    (f'{SAVINGS}{{namespace="lab",workload="notebook",action="scale_to_zero"}}', 2920.0),  # 730 h x 4.00
+    (f'{SAVINGS}{{namespace="lab",workload="nb-2",action="scale_to_zero"}}', 1460.0),  # 730 h x 2.00
+    (f'{SAVINGS}{{namespace="lab",workload="serve",action="smaller_gpu"}}', 730.0),  # 730 h x (4.00 - 3.00)
+    (f'{SAVINGS}{{namespace="ml",workload="api",action="mig"}}', 500.0),
+    ('gpucost_budget{namespace="ai-training"}', 10000.0),
+    ('gpucost_forecast_month_cost{namespace="ai-training"}', 12500.0),
+    ('gpucost_budget{namespace="ai-dev"}', 5000.0),
+    ('gpucost_forecast_month_cost{namespace="ai-dev"}', 2000.0),
+    ('gpucost_forecast_month_cost{namespace="no-budget"}', 800.0),
+]
+
+
+def _sample(labels: str, value: float) -> dict[str, Any]:
+    return {"labels": labels, "value": value}
+
+
+def test_savings_and_budgets_dashboard_computes_by_hand(tmp_path: Path) -> None:
+    """The "Savings & budgets" panels' queries, evaluated by `promtool test rules` on known series."""
+    promtool = _tool("promtool")
+    dash = "gpu-savings-budgets"
+    cases = [
+        (_target(dash, "Monthly savings on offer"), [_sample("{}", 2920.0 + 1460.0 + 730.0 + 500.0)]),
+        (_target(dash, "Right-sizing actions on offer"), [_sample("{}", 4)]),
+        (_target(dash, "Monthly savings by namespace and action"), [
+            _sample('{namespace="lab",action="scale_to_zero"}', 2920.0 + 1460.0),
+            _sample('{namespace="lab",action="smaller_gpu"}', 730.0),
+            _sample('{namespace="ml",action="mig"}', 500.0)]),
+        (_target(dash, "Right-sizing actions, biggest saving first"),
+         [_sample(series, value) for series, value in SERIES if series.startswith(SAVINGS)]),
+        (_target(dash, "Savings on offer over time by action"), [
+            _sample('{action="scale_to_zero"}', 2920.0 + 1460.0), _sample('{action="smaller_gpu"}', 730.0),
+            _sample('{action="mig"}', 500.0)]),
+        # ai-training: 12,500 > 10,000; ai-dev within; no-budget has no budget to exceed
+        (_target(dash, "Namespaces forecast over budget"), [_sample("{}", 1)]),
+        (_target(dash, "Month-end forecast, all budgeted namespaces"), [_sample("{}", 12500.0 + 2000.0)]),
+        (_target(dash, "Month-end forecast, all budgeted namespaces", "B"), [_sample("{}", 10000.0 + 5000.0)]),
+        (_target(dash, "Month-end forecast as a share of the budget"), [
+            _sample('{namespace="ai-training"}', 12500.0 / 10000.0), _sample('{namespace="ai-dev"}', 2000.0 / 5000.0)]),
+        (_target(dash, "Month-end forecast and budget per namespace", "B"), [
+            _sample('gpucost_budget{namespace="ai-training"}', 10000.0),
+            _sample('gpucost_budget{namespace="ai-dev"}', 5000.0)]),
+    ]
+    nothing = [(_target(dash, "Monthly savings on offer"), [_sample("{}", 0.0)]),  # no action on offer: 0, not empty
+               (_target(dash, "Right-sizing actions on offer"), [_sample("{}", 0.0)])]
+    (tmp_path / "none.rules.yaml").write_text("groups: []\n")
+
+    def group(series: list[tuple[str, float]], tests: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+        return {"interval": "1m", "input_series": [{"series": s, "values": f"{v}x5"} for s, v in series],
+                "promql_expr_test": [{"expr": e, "eval_time": "2m", "exp_samples": x} for e, x in tests]}
+
+    spec = {"rule_files": ["none.rules.yaml"], "evaluation_interval": "1m",
+            "tests": [group(SERIES, cases), group([('gpucost_budget{namespace="ai-dev"}', 5000.0)], nothing)]}
+    (tmp_path / "dash_test.yaml").write_text(yaml.safe_dump(spec))
+    proc = subprocess.run([promtool, "test", "rules", "dash_test.yaml"], cwd=tmp_path, capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_savings_and_budgets_dashboard_is_shipped() -> None:
+    """Generated beside the others and into the chart, with the title the issue names."""
+    for folder in (REPO / "dashboards", REPO / "helm" / "gpu-cost-exporter" / "files" / "dashboards"):
+        d = json.loads((folder / "gpu-savings-budgets.json").read_text())
+        assert d["title"] == "Savings & budgets" and d["uid"] == "gpucost-savings"
