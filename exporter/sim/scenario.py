@@ -12,11 +12,13 @@ from typing import Any
 
 import yaml
 
-from exporter.model.devices import gpu_slices, profile_slices
+from exporter.model.devices import gpu_slices, mig_profile_from_resource, profile_slices
 from exporter.model.durations import parse_duration
 from exporter.model.pricing import PricingError
+from exporter.sim.hardware import framebuffer_mib
 from exporter.sim.layout import place_pods
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
+from exporter.sim.sizes import parse_bytes
 from exporter.sim.spec import (
     EVENT_TYPES,
     SHARING_MODES,
@@ -34,6 +36,9 @@ from exporter.sim.spec import (
 
 __all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec",
            "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
+
+MIB = 1048576
+
 
 class _Ctx:
     def __init__(self, source: str) -> None:
@@ -137,6 +142,83 @@ def _pod_claims(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec])
         out.append(ClaimSpec(ctx.string(c.get("name"), f"{where}.claims[{j}].name"), devices,
                              bool(c.get("admin_access", False))))
     return out
+
+
+def _pod_utilization(ctx: _Ctx, p: dict[str, Any], where: str,
+                     nodes: list[NodeSpec]) -> tuple[list[tuple[float, float]], tuple[float, ...] | None]:
+    """Steps ``[(at, value)]``, or ``{per_device: [...]}``: one constant value per device the pod holds."""
+    raw = p.get("utilization", 0.0)
+    if isinstance(raw, dict):
+        ctx.known_keys(raw, {"per_device"}, f"{where}.utilization")
+        at = f"{where}.utilization.per_device"
+        values = tuple(ctx.number(v, f"{at}[{j}]", 0, 1) for j, v in enumerate(ctx.seq(raw.get("per_device"), at)))
+        gpus = ctx.integer(p.get("gpus", 1), f"{where}.gpus", 1)
+        if len(values) != gpus:
+            raise ctx.fail(at, f"gives {len(values)} for {gpus} GPUs (one value per device the pod holds)")
+        if p.get("claims"):
+            raise ctx.fail(at, "not for pods holding devices through claims")
+        node = next((x for x in nodes if x.name == p.get("node")), None)
+        if node is not None and node.time_slicing and mig_profile_from_resource(str(p.get("resource", ""))) is None:
+            raise ctx.fail(at, f"node {node.name} shares its GPUs ({node.sharing}): a GPU reads its holders' sum, "
+                           "not one value per replica")
+        return [], values
+    if isinstance(raw, list):
+        steps = []
+        for j, step in enumerate(raw):
+            step = ctx.mapping(step, f"{where}.utilization[{j}]")
+            steps.append((ctx.duration(step.get("at", 0), f"{where}.utilization[{j}].at"),
+                          ctx.number(step.get("value"), f"{where}.utilization[{j}].value", 0, 1)))
+        return sorted(steps), None
+    return [(0.0, ctx.number(raw, f"{where}.utilization", 0, 1))], None
+
+
+def _device_memory_mib(p: dict[str, Any], nodes: list[NodeSpec]) -> tuple[float, str] | None:
+    """Framebuffer of one device the pod holds (MiB) and what that device is; None for a pending pod."""
+    node = next((x for x in nodes if x.name == p.get("node")), None)
+    if node is None:
+        return None
+    resource = str(p.get("resource", "nvidia.com/gpu"))
+    total = float(framebuffer_mib(node.model))
+    profile = mig_profile_from_resource(resource)
+    if profile is not None and not p.get("claims"):
+        try:
+            return total * profile_slices(profile) / gpu_slices(node.model), f"one {resource} on node {node.name}"
+        except ValueError:
+            return None  # an unparseable profile is reported by placement
+    hami = p.get("hami")
+    if isinstance(hami, dict) and isinstance(hami.get("memory_mib"), int):
+        return float(hami["memory_mib"]), "its HAMi memory_mib"
+    return total, f"one {node.model} on node {node.name}"
+
+
+def _pod_framebuffer(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[tuple[float, int]]:
+    """``framebuffer``: bytes in use on each device the pod holds, a size or ``[{at, value}]`` steps."""
+    raw = p.get("framebuffer")
+    if raw is None:
+        return []
+    at = f"{where}.framebuffer"
+    if not isinstance(raw, list):
+        return [(0.0, _size(ctx, raw, at, _device_memory_mib(p, nodes)))]
+    if not raw:
+        raise ctx.fail(at, "give a size or at least one {at, value} step")
+    steps = []
+    for j, step in enumerate(raw):
+        step = ctx.mapping(step, f"{at}[{j}]")
+        ctx.known_keys(step, {"at", "value"}, f"{at}[{j}]")
+        steps.append((ctx.duration(step.get("at", 0), f"{at}[{j}].at"),
+                      _size(ctx, step.get("value"), f"{at}[{j}].value", _device_memory_mib(p, nodes))))
+    return sorted(steps)
+
+
+def _size(ctx: _Ctx, value: object, where: str, memory: tuple[float, str] | None) -> int:
+    """A framebuffer size, no larger than the device it is on."""
+    try:
+        size = parse_bytes(value)
+    except ValueError as exc:
+        raise ctx.fail(where, str(exc)) from None
+    if memory is not None and size > memory[0] * MIB:
+        raise ctx.fail(where, f"{value} is more than the {memory[0]:.0f} MiB of {memory[1]}")
+    return size
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -253,7 +335,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
-                           "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims"}, where)
+                           "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims",
+                           "framebuffer"}, where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -268,16 +351,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         end = ctx.duration(p["end"], f"{where}.end") if p.get("end") is not None else None
         if end is not None and end <= start:
             raise ctx.fail(f"{where}.end", "must be after start")
-        util_raw = p.get("utilization", 0.0)
-        if isinstance(util_raw, list):
-            steps = []
-            for j, step in enumerate(util_raw):
-                step = ctx.mapping(step, f"{where}.utilization[{j}]")
-                steps.append((ctx.duration(step.get("at", 0), f"{where}.utilization[{j}].at"),
-                              ctx.number(step.get("value"), f"{where}.utilization[{j}].value", 0, 1)))
-            steps.sort()
-        else:
-            steps = [(0.0, ctx.number(util_raw, f"{where}.utilization", 0, 1))]
+        steps, per_device = _pod_utilization(ctx, p, where, nodes)
         owner = None
         if p.get("owner") is not None:
             o = ctx.mapping(p["owner"], f"{where}.owner")
@@ -289,7 +363,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             resource, p.get("pending_reason"), owner, p.get("priority_class"),
             str(p.get("container", "main")),
             {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
-            _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes)))
+            _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes), per_device,
+            _pod_framebuffer(ctx, p, where, nodes)))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}
