@@ -152,3 +152,13 @@ def test_dcgm_serves_per_device_utilisation_and_framebuffer() -> None:
     fb = _served(cluster, "n0", "DCGM_FI_DEV_FB_USED")
     assert [fb[(str(i), "")] for i in range(3)] == [10240, 10240, 10240]
 
+
+def test_default_scenario_gives_framebuffer_where_recommendations_need_it() -> None:
+    """Every running pod of the built-in scenario says how much memory it uses (so its recommendation
+    rests on a measured peak, or says it is unmeasured on a shared GPU); per-device utilisation is not
+    used there (its utilisations are the golden numbers' inputs)."""
+    from tests.conftest import REPO
+
+    s = load_scenario(REPO / "exporter" / "sim" / "scenarios" / "default.yaml")
+    assert [p.name for p in s.pods if p.node is not None and not p.framebuffer] == []
+    assert all(p.per_device is None for p in s.pods)
