@@ -119,8 +119,8 @@ def _offers(groups: Iterable[_Group]) -> list[Offer]:
     """Each placement held in the window, at the higher of its booked and its list price per device-hour.
 
     A moved workload pays the margin, not the average: a commitment already used up, a pool's or spot's
-    discount are not its to count on (and a listed MIG profile price may exceed the slice of the list
-    price), so the higher price keeps the savings from being overstated."""
+    discount are not its to count on; and where booking charged more than list (a pool multiplier above 1,
+    a commitment dearer than list) that is what it would pay. The higher price never overstates savings."""
     totals: dict[Placement, tuple[float, float, float]] = {}
     for g in groups:
         cost, list_cost, hours = totals.get(g.placement, (0.0, 0.0, 0.0))

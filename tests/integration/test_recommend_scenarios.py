@@ -207,7 +207,7 @@ pricing:
   currency: USD
   default_price: 1.00
   models: {{"{H100}": 4.00, "{A100}": 2.50, "NVIDIA H200": 5.00}}
-  mig_profiles: {{"{A100}": {{"1g.10gb": 0.45}}}}
+  pools: {{premium: 1.2}}
   commitments:
     - {{name: h200-1yr, model: "NVIDIA H200", gpus: 6, hourly: 3.00,
        start: "2026-01-01T00:00:00Z", end: "2036-01-01T00:00:00Z"}}
@@ -215,7 +215,7 @@ nodes:
   - {{name: h100, model: "{H100}", gpus: 1}}
   - {{name: h200, model: "NVIDIA H200", gpus: 8}}
   - {{name: a100, model: "{A100}", gpus: 1}}
-  - {{name: a100-mig, model: "{A100}", gpus: 1, mig: {{0: [1g.10gb]}}}}
+  - {{name: a100-mig, model: "{A100}", gpus: 1, mig: {{0: [1g.10gb]}}, labels: {{gpu.platform/pool: premium}}}}
 pods:
   - {{name: finetune-0, namespace: ml, node: h100, owner: {{kind: Job, name: finetune}}, utilization: 0.75,
      framebuffer: 72GiB}}
@@ -233,11 +233,13 @@ def test_targets_are_priced_at_the_margin_not_at_a_discount_already_used() -> No
     5.00 = 3.50, but the commitment is used up, so one more H200 hour costs 5.00 (list). finetune (H100 at
     75 %, p95 bucket 80 %: 0.8 x 989 = 791.2 TFLOPS <= 0.8 x 989 on an H200; 72 GiB x 1.2 = 92.8e9 <= 141e9)
     fits an H200, but 5.00 > 4.00 saves nothing: no row (priced at 3.50 it would claim (4.00 - 3.50) x 730 =
-    365.00). serve's 1g.10gb target is booked at its listed MIG price 0.45, above the slice of the list price
-    (2.50 x 1/7 = 0.357): after 0.45 x 730 = 328.50, savings 2.50 x 730 - 328.50 = 1496.50."""
+    365.00). The only 1g.10gb instance is in a premium pool (x 1.2): booked at 2.50 x 1/7 x 1.2 = 0.4286 an
+    hour, above its list 2.50 x 1/7 = 0.3571, so serve's mig row is after 2.50 x 1/7 x 1.2 x 730 = 312.86,
+    savings 2.50 x 730 - 312.86 = 1512.14 (at list it would claim 1564.29)."""
     rows = _recommend(_simulate(PRICED, "priced.yaml"))
     assert set(rows) == {"serve"}
     serve = rows["serve"]
     assert serve["action"] == "mig" and serve["target"]["mig_profile"] == "1g.10gb"
-    assert serve["monthly_cost_after"] == pytest.approx(0.45 * MONTH_H)  # 328.50
-    assert serve["monthly_savings"] == pytest.approx(2.50 * MONTH_H - 0.45 * MONTH_H)  # 1496.50
+    assert serve["monthly_cost_after"] == pytest.approx(round(2.50 / 7 * 1.2 * MONTH_H, 2), abs=0.005)  # 312.86
+    assert serve["monthly_savings"] == pytest.approx(round(2.50 * MONTH_H - 2.50 / 7 * 1.2 * MONTH_H, 2),
+                                                     abs=0.01)  # 1512.14
