@@ -6,19 +6,17 @@ Every error is one line naming the file and the field, e.g.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from exporter.model.devices import gpu_slices, mig_profile_from_resource, profile_slices
-from exporter.model.durations import parse_duration
+from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.pricing import PricingError
-from exporter.sim.hardware import framebuffer_mib
 from exporter.sim.layout import place_pods
+from exporter.sim.scenario_ctx import Ctx
+from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
-from exporter.sim.sizes import parse_bytes
 from exporter.sim.spec import (
     EVENT_TYPES,
     SHARING_MODES,
@@ -37,60 +35,7 @@ from exporter.sim.spec import (
 __all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec",
            "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
-MIB = 1048576
-
-
-class _Ctx:
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, where: str, msg: str) -> ScenarioError:
-        return ScenarioError(f"{self.source}: {where}: {msg}")
-
-    def duration(self, value: object, where: str) -> float:
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            raise self.fail(where, str(exc)) from None
-
-    def mapping(self, value: object, where: str) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.fail(where, f"expected a mapping, got {type(value).__name__}")
-        return value
-
-    def seq(self, value: object, where: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.fail(where, f"expected a list, got {type(value).__name__}")
-        return value
-
-    def string(self, value: object, where: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(where, "expected a non-empty string")
-        return value
-
-    def number(self, value: object, where: str, lo: float | None = None, hi: float | None = None) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise self.fail(where, f"expected a number, got {value!r}")
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise self.fail(where, f"{value} is out of range [{lo}, {hi}]")
-        return float(value)
-
-    def integer(self, value: object, where: str, lo: int = 0) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise self.fail(where, f"expected an integer >= {lo}, got {value!r}")
-        return value
-
-    def known_keys(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
-        for key in raw:
-            if key not in allowed:
-                raise self.fail(f"{where}.{key}" if where else str(key), "unknown field")
-
-
-def _node_sharing(ctx: _Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
+def _node_sharing(ctx: Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
     """``sharing`` and its replica count: ``time_slicing: r`` alone means time-slicing with r replicas."""
     sharing = ctx.string(n.get("sharing", "time-slicing" if time_slicing else "none"), f"{where}.sharing")
     if sharing not in SHARING_MODES:
@@ -106,7 +51,7 @@ def _node_sharing(ctx: _Ctx, n: dict[str, Any], where: str, time_slicing: int | 
     return sharing, time_slicing
 
 
-def _pod_hami(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
+def _pod_hami(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
     """A HAMi vGPU request, only on a ``sharing: hami`` node and only of ``nvidia.com/gpu``."""
     if p.get("hami") is None:
         return None
@@ -123,7 +68,7 @@ def _pod_hami(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -
     return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", 1), cores)
 
 
-def _pod_claims(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[ClaimSpec]:
+def _pod_claims(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[ClaimSpec]:
     """DRA claims, only on a ``dra: true`` node; the devices are checked against its slice at placement."""
     raw = ctx.seq(p.get("claims"), f"{where}.claims")
     if not raw:
@@ -144,83 +89,6 @@ def _pod_claims(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec])
     return out
 
 
-def _pod_utilization(ctx: _Ctx, p: dict[str, Any], where: str,
-                     nodes: list[NodeSpec]) -> tuple[list[tuple[float, float]], tuple[float, ...] | None]:
-    """Steps ``[(at, value)]``, or ``{per_device: [...]}``: one constant value per device the pod holds."""
-    raw = p.get("utilization", 0.0)
-    if isinstance(raw, dict):
-        ctx.known_keys(raw, {"per_device"}, f"{where}.utilization")
-        at = f"{where}.utilization.per_device"
-        values = tuple(ctx.number(v, f"{at}[{j}]", 0, 1) for j, v in enumerate(ctx.seq(raw.get("per_device"), at)))
-        gpus = ctx.integer(p.get("gpus", 1), f"{where}.gpus", 1)
-        if len(values) != gpus:
-            raise ctx.fail(at, f"gives {len(values)} for {gpus} GPUs (one value per device the pod holds)")
-        if p.get("claims"):
-            raise ctx.fail(at, "not for pods holding devices through claims")
-        node = next((x for x in nodes if x.name == p.get("node")), None)
-        if node is not None and node.time_slicing and mig_profile_from_resource(str(p.get("resource", ""))) is None:
-            raise ctx.fail(at, f"node {node.name} shares its GPUs ({node.sharing}): a GPU reads its holders' sum, "
-                           "not one value per replica")
-        return [], values
-    if isinstance(raw, list):
-        steps = []
-        for j, step in enumerate(raw):
-            step = ctx.mapping(step, f"{where}.utilization[{j}]")
-            steps.append((ctx.duration(step.get("at", 0), f"{where}.utilization[{j}].at"),
-                          ctx.number(step.get("value"), f"{where}.utilization[{j}].value", 0, 1)))
-        return sorted(steps), None
-    return [(0.0, ctx.number(raw, f"{where}.utilization", 0, 1))], None
-
-
-def _device_memory_mib(p: dict[str, Any], nodes: list[NodeSpec]) -> tuple[float, str] | None:
-    """Framebuffer of one device the pod holds (MiB) and what that device is; None for a pending pod."""
-    node = next((x for x in nodes if x.name == p.get("node")), None)
-    if node is None:
-        return None
-    resource = str(p.get("resource", "nvidia.com/gpu"))
-    total = float(framebuffer_mib(node.model))
-    profile = mig_profile_from_resource(resource)
-    if profile is not None and not p.get("claims"):
-        try:
-            return total * profile_slices(profile) / gpu_slices(node.model), f"one {resource} on node {node.name}"
-        except ValueError:
-            return None  # an unparseable profile is reported by placement
-    hami = p.get("hami")
-    if isinstance(hami, dict) and isinstance(hami.get("memory_mib"), int):
-        return float(hami["memory_mib"]), "its HAMi memory_mib"
-    return total, f"one {node.model} on node {node.name}"
-
-
-def _pod_framebuffer(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[tuple[float, int]]:
-    """``framebuffer``: bytes in use on each device the pod holds, a size or ``[{at, value}]`` steps."""
-    raw = p.get("framebuffer")
-    if raw is None:
-        return []
-    at = f"{where}.framebuffer"
-    if not isinstance(raw, list):
-        return [(0.0, _size(ctx, raw, at, _device_memory_mib(p, nodes)))]
-    if not raw:
-        raise ctx.fail(at, "give a size or at least one {at, value} step")
-    steps = []
-    for j, step in enumerate(raw):
-        step = ctx.mapping(step, f"{at}[{j}]")
-        ctx.known_keys(step, {"at", "value"}, f"{at}[{j}]")
-        steps.append((ctx.duration(step.get("at", 0), f"{at}[{j}].at"),
-                      _size(ctx, step.get("value"), f"{at}[{j}].value", _device_memory_mib(p, nodes))))
-    return sorted(steps)
-
-
-def _size(ctx: _Ctx, value: object, where: str, memory: tuple[float, str] | None) -> int:
-    """A framebuffer size, no larger than the device it is on."""
-    try:
-        size = parse_bytes(value)
-    except ValueError as exc:
-        raise ctx.fail(where, str(exc)) from None
-    if memory is not None and size > memory[0] * MIB:
-        raise ctx.fail(where, f"{value} is more than the {memory[0]:.0f} MiB of {memory[1]}")
-    return size
-
-
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario file."""
     source = path.name
@@ -231,7 +99,7 @@ def load_scenario(path: Path) -> Scenario:
     return parse_scenario(text, source)
 
 
-def _pricing(ctx: _Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
+def _pricing(ctx: Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
     """The ``pricing:`` block, validated; it replaces ``prices``, ``default_price`` and ``pools``."""
     if raw.get("pricing") is None:
         return None
@@ -249,7 +117,7 @@ def _pricing(ctx: _Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def parse_scenario(text: str, source: str) -> Scenario:
-    ctx = _Ctx(source)
+    ctx = Ctx(source)
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -351,7 +219,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         end = ctx.duration(p["end"], f"{where}.end") if p.get("end") is not None else None
         if end is not None and end <= start:
             raise ctx.fail(f"{where}.end", "must be after start")
-        steps, per_device = _pod_utilization(ctx, p, where, nodes)
+        steps, per_device = pod_utilization(ctx, p, where, nodes)
         owner = None
         if p.get("owner") is not None:
             o = ctx.mapping(p["owner"], f"{where}.owner")
@@ -364,7 +232,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
             str(p.get("container", "main")),
             {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
             _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes), per_device,
-            _pod_framebuffer(ctx, p, where, nodes)))
+            pod_framebuffer(ctx, p, where, nodes)))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}
