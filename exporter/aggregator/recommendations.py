@@ -1,10 +1,13 @@
 """Right-sizing recommendations from a ledger: the window's usage and evidence rows, pooled per workload.
 
-The window ends at the ledger's latest booked snapshot and spans ``window`` seconds back (or the ledger's
-history, if shorter: the cost pace is taken over the hours actually covered). What the cluster "offers"
-is what some workload held in the window, priced at what booking charged per device-hour for it. A
+The window ends at the ledger's latest booked snapshot and spans ``window`` seconds back, widened to the
+start of that clock hour (the ledger's rows are hourly), or the ledger's history if shorter: the cost pace
+is taken over the time actually covered. What the cluster "offers" is what some workload held in the
+window, priced at the higher of what booking charged and the list price per device-hour for it. A
 workload seen on several device kinds is judged on the one it spent most on. A pod's GPU count is the
-most devices it held in any one hour.
+most devices it held in any one hour. Hours observed are measured seconds, not clock hours touched: per
+hour the most any one device of the workload was measured (pods side by side overlap; pods one after the
+other in one hour are undercounted, the side that never claims more evidence than there is).
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ class _Group:
 
     placement: Placement
     cost: float = 0.0
+    list_cost: float = 0.0
     device_hours: float = 0.0
     currency: str = ""
-    hours: set[int] = field(default_factory=set)
+    observed: dict[int, float] = field(default_factory=dict)  # hour -> seconds measured (most of any device)
     devices: dict[str, dict[str, DeviceUse]] = field(default_factory=dict)  # pod -> device -> evidence
     per_hour: dict[tuple[str, int], int] = field(default_factory=dict)  # (pod, hour) -> devices held
 
@@ -64,7 +68,8 @@ def _window(query: Query, cluster: str, window_s: float) -> tuple[float, float] 
     first = since if since is not None else first
     if end is None or first is None:
         return None
-    return max(float(end) - window_s, float(first)), float(end)
+    # The ledger books by the clock hour: the window starts at the hour its first moment falls in.
+    return max(float(hour_of(float(end) - window_s)), float(first)), float(end)
 
 
 def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[str, str], list[_Group]]:
@@ -73,11 +78,12 @@ def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[st
                f"MAX(fb_peak_bytes), COUNT(fb_peak_bytes), {buckets} FROM evidence WHERE cluster = ? AND hour >= ? "
                f"AND hour < ? GROUP BY namespace, workload, pod, gpu_model, mig_profile, device_kind, device",
                (cluster, hour_of(start), end))
-    held = query("SELECT namespace, workload, pod, gpu_model, mig_profile, hour, COUNT(*) FROM evidence "
-                 "WHERE cluster = ? AND hour >= ? AND hour < ? AND device_kind <> '' "
+    seconds = " + ".join(BUCKET_COLUMNS)
+    held = query(f"SELECT namespace, workload, pod, gpu_model, mig_profile, hour, COUNT(*), MAX({seconds}) "
+                 "FROM evidence WHERE cluster = ? AND hour >= ? AND hour < ? AND device_kind <> '' "
                  "GROUP BY namespace, workload, pod, gpu_model, mig_profile, hour", (cluster, hour_of(start), end))
-    usage = query("SELECT namespace, workload, pod, gpu_model, mig_profile, currency, SUM(allocated_s), SUM(cost) "
-                  "FROM usage WHERE cluster = ? AND hour >= ? AND hour < ? "
+    usage = query("SELECT namespace, workload, pod, gpu_model, mig_profile, currency, SUM(allocated_s), SUM(cost), "
+                  "SUM(list_cost) FROM usage WHERE cluster = ? AND hour >= ? AND hour < ? "
                   "GROUP BY namespace, workload, pod, gpu_model, mig_profile, currency", (cluster, hour_of(start), end))
     groups: dict[tuple[str, str, str, str, str], _Group] = {}
     pod_group: dict[tuple[str, str, str, str, str], _Group] = {}
@@ -89,16 +95,17 @@ def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[st
                                                                                           strict=True)))
         fb = None if kind == "replica" or not peaks else int(peak)
         g.devices.setdefault(pod, {})[device] = DeviceUse(hist, fb)
-    for ns, wl, pod, model, profile, hour, n in held:
+    for ns, wl, pod, model, profile, hour, n, measured in held:
         owner = pod_group.get((ns, wl, pod, model, profile))
         if owner is not None:
             owner.per_hour[(pod, int(hour))] = int(n)
-            owner.hours.add(int(hour))
-    for ns, wl, pod, model, profile, currency, allocated, cost in usage:
+            owner.observed[int(hour)] = max(owner.observed.get(int(hour), 0.0), float(measured or 0.0))
+    for ns, wl, pod, model, profile, currency, allocated, cost, list_cost in usage:
         target = pod_group.get((ns, wl, pod, model, profile))
         if target is None or not target.placement.share:
             continue
         target.cost += float(cost)
+        target.list_cost += float(list_cost)
         target.device_hours += float(allocated) / 3600.0 / target.placement.share
         target.currency = str(currency)
     out: dict[tuple[str, str], list[_Group]] = defaultdict(list)
@@ -109,19 +116,25 @@ def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[st
 
 
 def _offers(groups: Iterable[_Group]) -> list[Offer]:
-    totals: dict[Placement, tuple[float, float]] = {}
+    """Each placement held in the window, at the higher of its booked and its list price per device-hour.
+
+    A moved workload pays the margin, not the average: a commitment already used up, a pool's or spot's
+    discount are not its to count on; and where booking charged more than list (a pool multiplier above 1,
+    a commitment dearer than list) that is what it would pay. The higher price never overstates savings."""
+    totals: dict[Placement, tuple[float, float, float]] = {}
     for g in groups:
-        cost, hours = totals.get(g.placement, (0.0, 0.0))
-        totals[g.placement] = (cost + g.cost, hours + g.device_hours)
-    return [Offer(p, cost / hours) for p, (cost, hours) in totals.items() if hours > 0]
+        cost, list_cost, hours = totals.get(g.placement, (0.0, 0.0, 0.0))
+        totals[g.placement] = (cost + g.cost, list_cost + g.list_cost, hours + g.device_hours)
+    return [Offer(p, max(cost, list_cost) / hours) for p, (cost, list_cost, hours) in totals.items() if hours > 0]
 
 
 def _use(ns: str, wl: str, g: _Group) -> WorkloadUse:
     gpus = max(g.per_hour.values(), default=1)
     placement = Placement(g.placement.gpu_model, g.placement.mig_profile, gpus, g.placement.replicas)
     pods = tuple(PodUse(pod, tuple(devices.values())) for pod, devices in sorted(g.devices.items()))
+    observed = round(sum(g.observed.values()) / 3600.0, 6)  # float sums of tick pieces: 1.9999999999999971 h
     return WorkloadUse(namespace=ns, workload=wl, placement=placement, pods=pods, allocated_device_hours=g.device_hours,
-                       booked_cost=g.cost, hours_observed=float(len(g.hours)), currency=g.currency)
+                       booked_cost=g.cost, hours_observed=observed, currency=g.currency)
 
 
 def recommendations(query: Query, *, cluster: str, window_s: float = DEFAULT_WINDOW_S,

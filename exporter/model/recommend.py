@@ -107,8 +107,9 @@ def _scale_to_zero(use: WorkloadUse, ev: Evidence, settings: RuleSettings) -> li
     if ev.util_p95 is None or ev.util_p95 > settings.idle_threshold:
         return []
     target = Placement(use.placement.gpu_model, use.placement.mig_profile, 0, use.placement.replicas)
+    unknown = "; its memory is not measured (a shared GPU's memory is not one pod's)" if use.placement.replicas else ""
     return [_Candidate(Action.SCALE_TO_ZERO, target, 0.0,
-                       f"p95 utilisation stayed below {settings.idle_threshold:.0%} for the whole window")]
+                       f"p95 utilisation stayed below {settings.idle_threshold:.0%} for the whole window{unknown}")]
 
 
 def _fewer_gpus(use: WorkloadUse, current_price: float, settings: RuleSettings) -> list[_Candidate]:
@@ -149,8 +150,9 @@ def _resized(use: WorkloadUse, offers: Sequence[Offer], ev: Evidence, settings: 
         elif target.replicas and current.gpus == 1:
             out.append(_Candidate(Action.TIME_SLICE, Placement(target.gpu_model, None, 1, target.replicas),
                                   offer.hourly_price,
-                                  f"p95 {worst:.0%} fits a 1/{target.replicas} time-sliced share and no memory "
-                                  "evidence speaks against sharing"))
+                                  f"p95 {worst:.0%} fits a 1/{target.replicas} time-sliced share and "
+                                  + ("its memory was not measured" if fb is None else
+                                     f"its {_gib(fb)} framebuffer peak fits its share of the memory")))
         elif not target.mig_profile and not target.replicas:
             out.append(_Candidate(Action.SMALLER_GPU, Placement(target.gpu_model, None, current.gpus),
                                   offer.hourly_price,

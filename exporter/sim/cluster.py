@@ -18,7 +18,7 @@ from exporter.sim.kube_store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
 from exporter.sim.layout import NodeLayout, place_pods
 from exporter.sim.power import EnergyMeter, gpu_power, gpu_utilization
-from exporter.sim.spec import EventSpec, PodSpec, Scenario
+from exporter.sim.spec import EventSpec, Hold, PodSpec, Scenario
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,16 +129,17 @@ class SimCluster:
         return any(e.type == etype and e.node == node and e.start is not None and e.end is not None
                    and e.start <= self.t < e.end for e in self.scenario.events)
 
-    def device_holders(self, node: str) -> dict[str, list[PodSpec]]:
-        """Device ID -> pods holding it now; a HAMi pod holds the physical GPUs of its annotation."""
-        out: dict[str, list[PodSpec]] = {}
+    def device_holders(self, node: str) -> dict[str, list[Hold]]:
+        """Device ID -> pods holding it now (with which of their devices it is); a HAMi pod holds the
+        physical GPUs of its annotation."""
+        out: dict[str, list[Hold]] = {}
         for p in self.running_pods(node):
             key = (p.namespace, p.name)
-            held = [s.gpu_uuid for s in self.hami[key]] if key in self.hami else self.devices.get(key, [])
+            held = [s.gpu_uuid for s in self.hami[key]] if key in self.hami else list(self.devices.get(key, []))
             layout = self.layouts[node]
             held += [dev.uuid for c in p.claims for name in c.devices if (dev := layout.dra_device(name))]
-            for d in held:
-                out.setdefault(d, []).append(p)
+            for i, d in enumerate(held):
+                out.setdefault(d, []).append(Hold(p, i))
         return out
 
     def gpu_utilization(self, node: str) -> dict[str, float]:
@@ -223,11 +224,12 @@ class SimCluster:
     def render_dcgm(self, node: str) -> str:
         layout = self.layouts[node]
         util = self.gpu_utilization(node)
-        holders = self.device_holders(node) if layout.spec.dcgm_pod_labels else {}
         readings = dcgm_text.NodeReadings(
             util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util) for g in layout.gpus},
             energy_mj=self.energy.mj, hostname=self.hostnames[node])
-        return dcgm_text.render(layout, dcgm_text.entities(layout, util=util, holders=holders), readings)
+        rows = dcgm_text.entities(layout, util=util, holders=self.device_holders(node), t=self.t,
+                                  pod_labels=layout.spec.dcgm_pod_labels)
+        return dcgm_text.render(layout, rows, readings)
 
     def pod_resources(self, node: str) -> list[PodDevices]:
         """What the kubelet's List answers: running pods, plus finished ones on kubelets that list them."""

@@ -6,13 +6,16 @@ for every entity in the order and with the HELP texts the real exporter uses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.sim.hardware import DRIVER_VERSION, framebuffer_mib
 from exporter.sim.layout import GpuLayout, NodeLayout
-from exporter.sim.spec import PodSpec
+from exporter.sim.spec import Hold, PodSpec
+
+MIB = 1048576
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,13 +26,19 @@ class DcgmEntity:
     mig: bool
     util: float
     fb_total_mib: float
+    fb_used_mib: float
     pod: dict[str, str]  # the pod labels dcgm-exporter adds with --kubernetes (empty when unheld/off)
     gpu: GpuLayout
 
-    @property
-    def fb_used_mib(self) -> float:
-        held = bool(self.pod) or self.util > 0
-        return min(self.fb_total_mib - 1, 300 + (0.7 * self.fb_total_mib if held else 0.0))
+
+def fb_used_mib(pods: list[PodSpec], *, total_mib: float, util: float, t: float) -> float:
+    """What DCGM reads as used on one entity: the holders' ``framebuffer`` summed (DCGM counts whole MiB:
+    rounded up), or, when none gives one, 300 MiB + 70 % of the memory while held or busy; below the total."""
+    given = [b for p in pods if (b := p.framebuffer_at(t)) is not None]
+    if given:
+        return float(min(total_mib - 1, math.ceil(sum(given) / MIB)))
+    held = bool(pods) or util > 0
+    return min(total_mib - 1, 300 + (0.7 * total_mib if held else 0.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +51,25 @@ class NodeReadings:
     hostname: str
 
 
-def _pod_labels(pods: list[PodSpec]) -> dict[str, str]:
-    if not pods:
+def _pod_labels(pods: list[PodSpec], on: bool) -> dict[str, str]:
+    if not pods or not on:
         return {}
     p = pods[0]
     return {"container": p.container, "namespace": p.namespace, "pod": p.name}
 
 
-def entities(layout: NodeLayout, *, util: dict[str, float], holders: dict[str, list[PodSpec]]) -> list[DcgmEntity]:
-    """The rows DCGM reports: one per whole GPU, one per MIG instance (never one per replica)."""
+def _pods(holds: list[Hold]) -> list[PodSpec]:
+    """The distinct pods of a device's holds (a pod holding two replicas of one GPU counts once)."""
+    seen: dict[tuple[str, str], PodSpec] = {}
+    for h in holds:
+        seen.setdefault((h.pod.namespace, h.pod.name), h.pod)
+    return list(seen.values())
+
+
+def entities(layout: NodeLayout, *, util: dict[str, float], holders: dict[str, list[Hold]], t: float,
+             pod_labels: bool = True) -> list[DcgmEntity]:
+    """The rows DCGM reports: one per whole GPU, one per MIG instance (never one per replica). A MIG
+    instance's framebuffer is its own (DCGM measures it per instance); a shared GPU's is its holders' sum."""
     spec = layout.spec
     fb_total = framebuffer_mib(spec.model)
     slices = gpu_slices(spec.model)
@@ -61,14 +80,16 @@ def entities(layout: NodeLayout, *, util: dict[str, float], holders: dict[str, l
         if gpu.mig:
             for inst in gpu.mig:
                 labels = f'{base},GPU_I_PROFILE="{inst.profile}",GPU_I_ID="{inst.gpu_instance_id}"'
-                share = profile_slices(inst.profile) / slices
-                out.append(DcgmEntity(labels, True, util[inst.uuid], fb_total * share,
-                                      _pod_labels(holders.get(inst.uuid, [])), gpu))
+                total = fb_total * profile_slices(inst.profile) / slices
+                pods = _pods(holders.get(inst.uuid, []))
+                used = fb_used_mib(pods, total_mib=total, util=util[inst.uuid], t=t)
+                out.append(DcgmEntity(labels, True, util[inst.uuid], total, used, _pod_labels(pods, pod_labels), gpu))
         else:
-            pods = holders.get(gpu.uuid, [])
-            if gpu.replicas:
-                pods = [p for k in range(gpu.replicas) for p in holders.get(f"{gpu.uuid}::{k}", [])]
-            out.append(DcgmEntity(base, False, util[gpu.uuid], float(fb_total), _pod_labels(pods[:1]), gpu))
+            keys = [f"{gpu.uuid}::{k}" for k in range(gpu.replicas)] if gpu.replicas else [gpu.uuid]
+            pods = _pods([h for key in keys for h in holders.get(key, [])])
+            used = fb_used_mib(pods, total_mib=float(fb_total), util=util[gpu.uuid], t=t)
+            out.append(DcgmEntity(base, False, util[gpu.uuid], float(fb_total), used,
+                                  _pod_labels(pods[:1], pod_labels), gpu))
     return out
 
 

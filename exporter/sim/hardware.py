@@ -18,7 +18,8 @@ class PowerRange:
     max_w: float
 
 
-_FB_MIB = {"H100": 81559, "A100-SXM4-80GB": 81920, "A100": 40960, "L4": 23034, "A30": 24576}
+#: As nvidia-smi reports the total (MiB); H200: 143771 MiB, its "141 GB" of HBM3e.
+_FB_MIB = {"H100": 81559, "H200": 143771, "A100-SXM4-80GB": 81920, "A100": 40960, "L4": 23034, "A30": 24576}
 _WATTS = {"H100": PowerRange(70.0, 700.0), "A100": PowerRange(55.0, 400.0), "L4": PowerRange(16.0, 72.0),
           "A30": PowerRange(30.0, 165.0)}
 

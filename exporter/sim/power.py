@@ -9,23 +9,25 @@ from __future__ import annotations
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.sim.hardware import power_range
 from exporter.sim.layout import GpuLayout, NodeLayout
-from exporter.sim.spec import PodSpec
+from exporter.sim.spec import Hold
 
 
-def gpu_utilization(layout: NodeLayout, holders: dict[str, list[PodSpec]], t: float) -> dict[str, float]:
-    """Entity key (GPU uuid, or MIG uuid) -> utilisation served by DCGM at scenario time ``t``."""
+def gpu_utilization(layout: NodeLayout, holders: dict[str, list[Hold]], t: float) -> dict[str, float]:
+    """Entity key (GPU uuid, or MIG uuid) -> utilisation served by DCGM at scenario time ``t``.
+
+    Each holder contributes its value for that device (``per_device`` pods differ per device)."""
     out: dict[str, float] = {}
     for gpu in layout.gpus:
         if gpu.mig:
             for inst in gpu.mig:
-                out[inst.uuid] = sum(p.util_at(t) for p in holders.get(inst.uuid, []))
+                out[inst.uuid] = sum(h.pod.util_at(t, h.device) for h in holders.get(inst.uuid, []))
         elif gpu.replicas:
             # The sum of its holders' (pods') values, capped at 1: a pod with two replicas counts once.
-            sharing = {(p.namespace, p.name): p for k in range(gpu.replicas)
-                       for p in holders.get(f"{gpu.uuid}::{k}", [])}
+            sharing = {(h.pod.namespace, h.pod.name): h.pod for k in range(gpu.replicas)
+                       for h in holders.get(f"{gpu.uuid}::{k}", [])}
             out[gpu.uuid] = min(1.0, sum(p.util_at(t) for p in sharing.values()))
         else:  # one holder, or HAMi pods sharing it: their sum, capped at 1
-            out[gpu.uuid] = min(1.0, sum(p.util_at(t) for p in holders.get(gpu.uuid, [])))
+            out[gpu.uuid] = min(1.0, sum(h.pod.util_at(t, h.device) for h in holders.get(gpu.uuid, [])))
     return out
 
 

@@ -6,16 +6,16 @@ Every error is one line naming the file and the field, e.g.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
-from exporter.model.durations import parse_duration
 from exporter.model.pricing import PricingError
 from exporter.sim.layout import place_pods
+from exporter.sim.scenario_ctx import Ctx
+from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
 from exporter.sim.spec import (
     EVENT_TYPES,
@@ -35,57 +35,7 @@ from exporter.sim.spec import (
 __all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec",
            "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
-class _Ctx:
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, where: str, msg: str) -> ScenarioError:
-        return ScenarioError(f"{self.source}: {where}: {msg}")
-
-    def duration(self, value: object, where: str) -> float:
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            raise self.fail(where, str(exc)) from None
-
-    def mapping(self, value: object, where: str) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.fail(where, f"expected a mapping, got {type(value).__name__}")
-        return value
-
-    def seq(self, value: object, where: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.fail(where, f"expected a list, got {type(value).__name__}")
-        return value
-
-    def string(self, value: object, where: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(where, "expected a non-empty string")
-        return value
-
-    def number(self, value: object, where: str, lo: float | None = None, hi: float | None = None) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise self.fail(where, f"expected a number, got {value!r}")
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise self.fail(where, f"{value} is out of range [{lo}, {hi}]")
-        return float(value)
-
-    def integer(self, value: object, where: str, lo: int = 0) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise self.fail(where, f"expected an integer >= {lo}, got {value!r}")
-        return value
-
-    def known_keys(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
-        for key in raw:
-            if key not in allowed:
-                raise self.fail(f"{where}.{key}" if where else str(key), "unknown field")
-
-
-def _node_sharing(ctx: _Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
+def _node_sharing(ctx: Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
     """``sharing`` and its replica count: ``time_slicing: r`` alone means time-slicing with r replicas."""
     sharing = ctx.string(n.get("sharing", "time-slicing" if time_slicing else "none"), f"{where}.sharing")
     if sharing not in SHARING_MODES:
@@ -101,7 +51,7 @@ def _node_sharing(ctx: _Ctx, n: dict[str, Any], where: str, time_slicing: int | 
     return sharing, time_slicing
 
 
-def _pod_hami(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
+def _pod_hami(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
     """A HAMi vGPU request, only on a ``sharing: hami`` node and only of ``nvidia.com/gpu``."""
     if p.get("hami") is None:
         return None
@@ -118,7 +68,7 @@ def _pod_hami(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -
     return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", 1), cores)
 
 
-def _pod_claims(ctx: _Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[ClaimSpec]:
+def _pod_claims(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[ClaimSpec]:
     """DRA claims, only on a ``dra: true`` node; the devices are checked against its slice at placement."""
     raw = ctx.seq(p.get("claims"), f"{where}.claims")
     if not raw:
@@ -149,7 +99,7 @@ def load_scenario(path: Path) -> Scenario:
     return parse_scenario(text, source)
 
 
-def _pricing(ctx: _Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
+def _pricing(ctx: Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
     """The ``pricing:`` block, validated; it replaces ``prices``, ``default_price`` and ``pools``."""
     if raw.get("pricing") is None:
         return None
@@ -167,7 +117,7 @@ def _pricing(ctx: _Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def parse_scenario(text: str, source: str) -> Scenario:
-    ctx = _Ctx(source)
+    ctx = Ctx(source)
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -256,7 +206,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
-                           "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims"}, where)
+                           "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims",
+                           "framebuffer"}, where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -271,16 +222,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         end = ctx.duration(p["end"], f"{where}.end") if p.get("end") is not None else None
         if end is not None and end <= start:
             raise ctx.fail(f"{where}.end", "must be after start")
-        util_raw = p.get("utilization", 0.0)
-        if isinstance(util_raw, list):
-            steps = []
-            for j, step in enumerate(util_raw):
-                step = ctx.mapping(step, f"{where}.utilization[{j}]")
-                steps.append((ctx.duration(step.get("at", 0), f"{where}.utilization[{j}].at"),
-                              ctx.number(step.get("value"), f"{where}.utilization[{j}].value", 0, 1)))
-            steps.sort()
-        else:
-            steps = [(0.0, ctx.number(util_raw, f"{where}.utilization", 0, 1))]
+        steps, per_device = pod_utilization(ctx, p, where, nodes)
         owner = None
         if p.get("owner") is not None:
             o = ctx.mapping(p["owner"], f"{where}.owner")
@@ -292,7 +234,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             resource, p.get("pending_reason"), owner, p.get("priority_class"),
             str(p.get("container", "main")),
             {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
-            _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes)))
+            _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes), per_device,
+            pod_framebuffer(ctx, p, where, nodes)))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}

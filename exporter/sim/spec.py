@@ -6,8 +6,9 @@ the layout to validate placement) can both import these without importing each o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 EVENT_TYPES = {
     "dcgm_down": ("node", "from", "to"),
@@ -91,18 +92,43 @@ class PodSpec:
     labels: dict[str, str] = field(default_factory=dict)
     hami: HamiSpec | None = None
     claims: list[ClaimSpec] = field(default_factory=list)
+    #: ``utilization: {per_device: [...]}``: one constant value per device held, in allocation order.
+    per_device: tuple[float, ...] | None = None
+    #: ``framebuffer``: (at, bytes in use on each of its devices) steps; empty when the scenario gives none.
+    framebuffer: list[tuple[float, int]] = field(default_factory=list)
 
-    def util_at(self, t: float) -> float:
-        value = 0.0
-        for at, v in self.utilization:
-            if at <= t:
-                value = v
-            else:
-                break
-        return value
+    def util_at(self, t: float, device: int = 0) -> float:
+        """Utilisation of the pod's ``device``-th device (allocation order) at scenario time ``t``."""
+        if self.per_device is not None:
+            return self.per_device[device]
+        return _step_at(self.utilization, t, 0.0)
+
+    def framebuffer_at(self, t: float) -> int | None:
+        """Bytes in use on each of the pod's devices at ``t`` (0 before the first step); None: not given."""
+        if not self.framebuffer:
+            return None
+        return int(_step_at(self.framebuffer, t, 0))
 
     def running_at(self, t: float) -> bool:
         return self.node is not None and self.start <= t and (self.end is None or t < self.end)
+
+
+def _step_at(steps: Sequence[tuple[float, float]], t: float, before: float) -> float:
+    """The value of a step function at ``t``: the last step at or before it, ``before`` ahead of the first."""
+    value = before
+    for at, v in steps:
+        if at <= t:
+            value = v
+        else:
+            break
+    return value
+
+
+class Hold(NamedTuple):
+    """A pod holding a device, and which of its devices that is (allocation order, for ``per_device``)."""
+
+    pod: PodSpec
+    device: int
 
 
 @dataclass(slots=True)
