@@ -16,8 +16,15 @@ from exporter.aggregator.report import Query
 from exporter.export.focus_export import export, focus_hours, open_readonly, query_of
 from exporter.export.focus_rows import FocusSettings
 from exporter.export.focus_writers import CsvSink, ParquetSink, metadata, parquet_available
-from exporter.export.ledger_source import Window, inspect_ledger
-from exporter.export.rate_card import PriceEntry, booked_price, file_keys, price_list, render_price_list
+from exporter.export.ledger_source import Window, inspect_ledger, ledger_clusters
+from exporter.export.rate_card import (
+    PriceEntry,
+    booked_price,
+    commitment_prices,
+    file_keys,
+    price_list,
+    render_price_list,
+)
 
 
 class CommandError(ValueError):
@@ -90,18 +97,16 @@ def run_price_list(*, pricing_file: Path, ledger: Path | None) -> str:
     except PricingError as exc:
         raise CommandError(str(exc)) from None
     if ledger is None:
-        return render_price_list(price_list(pricing, file_keys(pricing)))
+        return render_price_list(price_list(pricing, file_keys(pricing)) + commitment_prices(pricing))
     try:
         conn = open_readonly(ledger)
     except FileNotFoundError as exc:
         raise CommandError(str(exc)) from None
     try:
         query = query_of(conn)
-        layout = inspect_ledger(query, cluster=None)
-        clusters = [str(c) for (c,) in query("SELECT DISTINCT cluster FROM usage", ())] if layout.cluster else [None]
         entries: dict[str, PriceEntry] = {}
-        for cluster in clusters:  # the prices the ledger's rows were booked at: exactly what an export references
-            settings = FocusSettings(cluster=cluster or "default")
+        for cluster in ledger_clusters(query):  # the prices the rows were booked at: exactly what an export cites
+            settings = FocusSettings(cluster=cluster)
             for rows in focus_hours(query, settings, Window(None, None)):
                 for row in rows:
                     entry = booked_price(row)

@@ -111,6 +111,7 @@ CUSTOM_COLUMNS: tuple[Column, ...] = (
     Column("x_UnmeasuredGpuSeconds", D),
     Column("x_UnallocatedGpuSeconds", D),
     Column("x_UnobservedGpuSeconds", D),
+    Column("x_UnusedCommitmentGpuSeconds", D),
     Column("x_IdleCost", D),
     Column("x_EnergyJoules", D),
 )

@@ -9,7 +9,15 @@ from typing import Protocol
 
 from exporter.aggregator.report import Query
 from exporter.export.focus_rows import FocusSettings, Row, hour_rows
-from exporter.export.ledger_source import Window, inspect_ledger, read_capacity, read_usage, window_hours
+from exporter.export.ledger_source import (
+    LedgerLayout,
+    Window,
+    inspect_ledger,
+    read_capacity,
+    read_unused_commitments,
+    read_usage,
+    window_hours,
+)
 
 
 class Sink(Protocol):
@@ -20,11 +28,17 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
+def rows_of_hour(query: Query, layout: LedgerLayout, hour: int, settings: FocusSettings) -> list[Row]:
+    """Every FOCUS row of one hour of the ledger."""
+    return hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings,
+                     read_unused_commitments(query, layout, hour))
+
+
 def focus_hours(query: Query, settings: FocusSettings, window: Window) -> Iterator[list[Row]]:
     """The rows of each hour of the window, in hour order; only one hour is held at a time."""
     layout = inspect_ledger(query, cluster=settings.cluster)
     for hour in window_hours(query, layout, window):
-        yield hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings)
+        yield rows_of_hour(query, layout, hour, settings)
 
 
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window) -> int:

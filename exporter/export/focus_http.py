@@ -18,10 +18,10 @@ from typing import TypeVar
 from aiohttp import web
 
 from exporter.aggregator.report import ReportError, parse_time
-from exporter.export.focus_export import open_readonly, query_of
-from exporter.export.focus_rows import FocusSettings, hour_rows
+from exporter.export.focus_export import open_readonly, query_of, rows_of_hour
+from exporter.export.focus_rows import FocusSettings
 from exporter.export.focus_writers import CsvSink
-from exporter.export.ledger_source import Window, inspect_ledger, read_capacity, read_usage, window_hours
+from exporter.export.ledger_source import Window, inspect_ledger, window_hours
 
 T = TypeVar("T")
 MAX_PARAM = 253
@@ -84,7 +84,7 @@ async def stream_focus(req: web.Request, *, ledger: Path, now: float) -> web.Str
         return text
 
     def render(hour: int) -> str:
-        sink.write(hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings))
+        sink.write(rows_of_hour(query, layout, hour, settings))
         return take()
 
     try:

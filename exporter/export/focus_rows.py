@@ -14,8 +14,8 @@ from decimal import Decimal
 from itertools import groupby
 
 from exporter.export.focus_format import Scalar, json_object, money, month_bounds
-from exporter.export.ledger_source import CapacityRecord, UsageRecord
-from exporter.export.rate_card import PRICING_UNIT, SKU_METER, sku_id, sku_price_id, unit_price
+from exporter.export.ledger_source import CapacityRecord, CommitmentRecord, UsageRecord
+from exporter.export.rate_card import PRICING_UNIT, SKU_METER, commitment_sku_id, sku_id, sku_price_id, unit_price
 
 Row = dict[str, Scalar]
 TAG_PREFIX = "gpu-cost-exporter/"
@@ -27,7 +27,10 @@ METHOD_DOC = (
     "times the price; capacity no pod held (Unallocated) or no agent observed (Unobserved) is an allocated charge "
     "with a null AllocatedResourceId. AllocatedRatio is the row's share of the origin's EffectiveCost (its share "
     "of GPU-seconds when one price applied to the whole node-hour, which is the usual case); the ratios of one "
-    "origin sum to exactly 1. Idle, used and unmeasured GPU-seconds and idle cost are in x_ columns.")
+    "origin sum to exactly 1. Idle, used and unmeasured GPU-seconds and idle cost are in x_ columns. The unused "
+    "part of a GPU commitment (committed GPUs the fleet did not have, paid all the same) is a charge of its own, "
+    "not split from a node: CommitmentDiscountStatus Unused, no ResourceId and no Allocated* values.")
+COMMITMENT_TYPE = "GPU Commitment"
 RATIO_QUANTUM = Decimal("1e-12")
 HOURS_QUANTUM = Decimal("1e-12")
 SECONDS_PER_HOUR = Decimal(3600)
@@ -98,7 +101,7 @@ def _common(s: FocusSettings, *, hour: int, node: str, currency: str, effective:
         "ServiceCategory": "Compute", "ServiceName": "Kubernetes GPU Compute", "ServiceSubcategory": "Containers",
         "SubAccountId": s.cluster, "SubAccountName": s.cluster, "SubAccountType": "Kubernetes Cluster",
         "AllocatedMethodId": METHOD_ID, "x_UnallocatedGpuSeconds": Decimal("0.0"),
-        "x_UnobservedGpuSeconds": Decimal("0.0"),
+        "x_UnobservedGpuSeconds": Decimal("0.0"), "x_UnusedCommitmentGpuSeconds": Decimal("0.0"),
     }
 
 
@@ -178,12 +181,51 @@ def _origin(r: UsageRecord | CapacityRecord) -> tuple[str, str, str, str]:
     return (r.node, r.pool, r.gpu_model, r.currency)
 
 
-def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], s: FocusSettings) -> list[Row]:
-    """All rows of one hour, origin by origin: holders first, then the capacity no holder is charged for."""
+def commitment_id(cluster: str, name: str) -> str:
+    """The commitment's ``CommitmentDiscountId``: stable for its name within the cluster's pricing."""
+    return f"gpu-cost-exporter://{cluster}/commitments/{name}"
+
+
+def unused_commitment_row(c: CommitmentRecord, s: FocusSettings) -> Row:
+    """A commitment's unused part in one hour: a Usage charge with CommitmentDiscountStatus Unused (FOCUS
+    DiscountHandling), no consumed quantity, no resource, priced at the commitment's rate. Its list cost is the
+    ledger's (0: nothing ran, so nothing was priced at list), so ListUnitPrice = ListCost / PricingQuantity."""
+    exact_hours = money(c.seconds) / SECONDS_PER_HOUR
+    hours = exact_hours.quantize(HOURS_QUANTUM)
+    cost, list_cost = money(c.cost), money(c.list_cost)
+    list_price = unit_price(list_cost, exact_hours) or Decimal("0.0")
+    contracted = unit_price(cost, exact_hours) or Decimal("0.0")
+    sku = commitment_sku_id(c.commitment)
+    zero = Decimal("0.0")
+    row = _common(s, hour=c.hour, node="", currency=c.currency, effective=cost)
+    row |= {
+        "ResourceId": None, "ResourceName": None, "ResourceType": None, "PricingCategory": "Committed",
+        "ChargeDescription": f"Unused part of GPU commitment {c.commitment} ({c.gpu_model})",
+        "ConsumedQuantity": None, "ConsumedUnit": None, "PricingQuantity": hours, "PricingUnit": PRICING_UNIT,
+        "ListUnitPrice": list_price, "ContractedUnitPrice": contracted, "ListCost": list_cost, "ContractedCost": cost,
+        "SkuId": sku, "SkuMeter": SKU_METER, "SkuPriceId": sku_price_id(sku, c.currency, list_price),
+        "SkuPriceDetails": json_object({"x_GpuModel": c.gpu_model, "x_Commitment": c.commitment}),
+        "CommitmentDiscountId": commitment_id(s.cluster, c.commitment), "CommitmentDiscountName": c.commitment,
+        "CommitmentDiscountType": COMMITMENT_TYPE, "CommitmentDiscountCategory": "Usage",
+        "CommitmentDiscountStatus": "Unused", "CommitmentDiscountQuantity": hours,
+        "CommitmentDiscountUnit": PRICING_UNIT, "Tags": None, "AllocatedMethodId": None,
+        "AllocatedMethodDetails": None, "AllocatedResourceId": None, "AllocatedResourceName": None,
+        "AllocatedTags": None, "x_CapacityState": "UnusedCommitment", "x_GpuModel": c.gpu_model,
+        "x_AllocatedGpuSeconds": zero, "x_UsedGpuSeconds": zero, "x_IdleGpuSeconds": zero,
+        "x_UnmeasuredGpuSeconds": zero, "x_UnusedCommitmentGpuSeconds": money(c.seconds), "x_IdleCost": zero,
+    }
+    return row
+
+
+def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], s: FocusSettings,
+              unused: Sequence[CommitmentRecord] = ()) -> list[Row]:
+    """All rows of one hour, origin by origin: holders first, then the capacity no holder is charged for; then
+    the commitments' unused parts."""
     records: list[UsageRecord | CapacityRecord] = [*usage, *capacity]
     records.sort(key=lambda r: (_origin(r), isinstance(r, CapacityRecord)))
     rows: list[Row] = []
     for _key, group in groupby(records, key=_origin):
         rows += origin_rows(list(group), s)
+    rows += [unused_commitment_row(c, s) for c in unused]
     return rows
 

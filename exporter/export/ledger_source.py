@@ -67,6 +67,19 @@ class CapacityRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitmentRecord:
+    """One ``unused_commitment`` row: the part of a commitment no GPU could use in one hour, paid all the same."""
+
+    hour: int
+    commitment: str
+    gpu_model: str
+    currency: str
+    seconds: float  # unused committed GPU-seconds
+    cost: float
+    list_cost: float
+
+
+@dataclass(frozen=True, slots=True)
 class Window:
     """Hour buckets that start in [since, until), as ``report`` selects them; None = open."""
 
@@ -92,6 +105,11 @@ class LedgerLayout:
     capacity: tuple[CapacityTable, ...]
     list_cost_in: frozenset[str]  # tables that carry a list_cost column
     cluster: str | None = None  # rows of this cluster only, in a ledger keyed by cluster
+    commitments: bool = False  # the ledger has the ``unused_commitment`` table (schema 4 on)
+
+    def hourly_tables(self) -> tuple[str, ...]:
+        """Every table the export reads by hour."""
+        return ("usage", *(c.table for c in self.capacity), *(("unused_commitment",) if self.commitments else ()))
 
     def scope(self) -> tuple[str, tuple[str, ...]]:
         """The extra condition (and its parameter) that keeps one cluster's rows."""
@@ -111,7 +129,17 @@ def inspect_ledger(query: Query, *, cluster: str | None = "default") -> LedgerLa
     capacity = tuple(t for t in CAPACITY_TABLES if t.table in names)
     with_list = frozenset(t for t in ("usage", *(c.table for c in capacity)) if "list_cost" in _columns(query, t))
     keyed = "cluster" in _columns(query, "usage")
-    return LedgerLayout(capacity, with_list, cluster if keyed else None)  # None: every cluster
+    return LedgerLayout(capacity, with_list, cluster if keyed else None,  # None: every cluster
+                        commitments="unused_commitment" in names)
+
+
+def ledger_clusters(query: Query) -> list[str]:
+    """The clusters with rows in any exported table (``default`` for a ledger from before clusters)."""
+    layout = inspect_ledger(query, cluster="default")
+    if layout.cluster is None:
+        return ["default"]
+    sql = " UNION ".join(f"SELECT DISTINCT cluster FROM {t}" for t in layout.hourly_tables()) + " ORDER BY 1"
+    return [str(r[0]) for r in query(sql, ())]
 
 
 def list_cost_sql(layout: LedgerLayout, table: str) -> str:
@@ -125,7 +153,7 @@ def window_hours(query: Query, layout: LedgerLayout, window: Window) -> list[int
     scope, scope_params = layout.scope()
     if scope and not clause:
         clause, scope = "WHERE cluster = ?", ""
-    tables = ("usage", *(c.table for c in layout.capacity))
+    tables = layout.hourly_tables()
     sql = " UNION ".join(f"SELECT DISTINCT hour FROM {t} {clause}{scope}" for t in tables) + " ORDER BY 1"
     return [int(r[0]) for r in query(sql, [*params, *scope_params] * len(tables))]
 
@@ -154,3 +182,13 @@ def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[Capacit
                                currency=str(r[4]), seconds=float(r[5]), cost=float(r[6]), list_cost=float(r[7]))
                 for r in rows]
     return out
+
+
+def read_unused_commitments(query: Query, layout: LedgerLayout, hour: int) -> list[CommitmentRecord]:
+    if not layout.commitments:
+        return []
+    rows = query(
+        "SELECT hour, commitment, gpu_model, currency, seconds, cost, list_cost FROM unused_commitment "
+        f"WHERE hour = ?{layout.scope()[0]} ORDER BY commitment, gpu_model, currency", (hour, *layout.scope()[1]))
+    return [CommitmentRecord(hour=int(r[0]), commitment=str(r[1]), gpu_model=str(r[2]), currency=str(r[3]),
+                             seconds=float(r[4]), cost=float(r[5]), list_cost=float(r[6])) for r in rows]
