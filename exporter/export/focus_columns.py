@@ -99,6 +99,7 @@ FOCUS_COLUMNS: tuple[Column, ...] = (
 CUSTOM_COLUMNS: tuple[Column, ...] = (
     Column("x_CapacityState", S),
     Column("x_Namespace", S),
+    Column("x_Team", S),
     Column("x_WorkloadName", S),
     Column("x_PodName", S),
     Column("x_PriorityClass", S),

@@ -14,6 +14,7 @@ from exporter.export.ledger_source import (
     Window,
     inspect_ledger,
     read_capacity,
+    read_teams,
     read_unused_commitments,
     read_usage,
     window_hours,
@@ -31,7 +32,7 @@ class Sink(Protocol):
 def rows_of_hour(query: Query, layout: LedgerLayout, hour: int, settings: FocusSettings) -> list[Row]:
     """Every FOCUS row of one hour of the ledger."""
     return hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings,
-                     read_unused_commitments(query, layout, hour))
+                     read_unused_commitments(query, layout, hour), teams=read_teams(query, layout, hour))
 
 
 def focus_hours(query: Query, settings: FocusSettings, window: Window) -> Iterator[list[Row]]:

@@ -8,7 +8,7 @@ each row's cost is its own booked cost, never a ratio times a total.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import groupby
@@ -27,7 +27,9 @@ METHOD_DOC = (
     "times the price; capacity no pod held (Unallocated) or no agent observed (Unobserved) is an allocated charge "
     "with a null AllocatedResourceId. AllocatedRatio is the row's share of the origin's EffectiveCost (its share "
     "of GPU-seconds when one price applied to the whole node-hour, which is the usual case); the ratios of one "
-    "origin sum to exactly 1. Idle, used and unmeasured GPU-seconds and idle cost are in x_ columns. The unused "
+    "origin sum to exactly 1. AllocatedTags carry the pod's namespace, workload, pod, priority class and, where "
+    "booking saw the namespace's team label in that hour, its team. Idle, used and unmeasured GPU-seconds and "
+    "idle cost are in x_ columns. The unused "
     "part of a GPU commitment (committed GPUs the fleet did not have, paid all the same) is a charge of its own, "
     "not split from a node: CommitmentDiscountStatus Unused, no ResourceId and no Allocated* values.")
 COMMITMENT_TYPE = "GPU Commitment"
@@ -130,17 +132,19 @@ def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: 
     }
 
 
-def _usage_row(u: UsageRecord, s: FocusSettings) -> Row:
+def _usage_row(u: UsageRecord, s: FocusSettings, team: str | None) -> Row:
     what = f"{u.gpu_model}, MIG {u.mig_profile}" if u.mig_profile else u.gpu_model
     tags: dict[str, Scalar] = {f"{TAG_PREFIX}namespace": u.namespace, f"{TAG_PREFIX}workload": u.workload,
                                f"{TAG_PREFIX}pod": u.pod}
     if u.priority_class:
         tags[f"{TAG_PREFIX}priority-class"] = u.priority_class
+    if team:
+        tags[f"{TAG_PREFIX}team"] = team
     return {
         "ChargeDescription": f"GPU time of pod {u.namespace}/{u.pod} on node {u.node} ({what})",
         "AllocatedResourceId": f"k8s://{s.cluster}/namespaces/{u.namespace}/pods/{u.pod}",
         "AllocatedResourceName": u.pod, "AllocatedTags": json_object(tags),
-        "x_CapacityState": "Allocated", "x_Namespace": u.namespace, "x_WorkloadName": u.workload,
+        "x_CapacityState": "Allocated", "x_Namespace": u.namespace, "x_Team": team, "x_WorkloadName": u.workload,
         "x_PodName": u.pod, "x_PriorityClass": u.priority_class or None,
         "x_AllocatedGpuSeconds": money(u.allocated_s), "x_UsedGpuSeconds": money(u.used_s),
         "x_IdleGpuSeconds": money(u.idle_s), "x_UnmeasuredGpuSeconds": money(u.unmeasured_s),
@@ -160,8 +164,11 @@ def _capacity_row(c: CapacityRecord) -> Row:
     }
 
 
-def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSettings) -> list[Row]:
-    """The allocated charges of one origin (all records share node, pool, model, currency and hour)."""
+def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSettings,
+                teams: Mapping[str, str] | None = None) -> list[Row]:
+    """The allocated charges of one origin (all records share node, pool, model, currency and hour); ``teams``
+    the namespaces' teams in that hour (a namespace missing has no known team)."""
+    teams = teams or {}
     shares = [_share(r) for r in records]
     ratios = allocation_ratios([x.cost for x in shares], [x.seconds for x in shares])
     prices = [unit_price(x.list_cost, x.seconds / SECONDS_PER_HOUR) for x in shares]
@@ -172,7 +179,8 @@ def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSetting
         row = _common(s, hour=record.hour, node=record.node, currency=record.currency, effective=share.cost)
         row |= _priced(share, model=record.gpu_model, mig_profile=mig, pool=record.pool, currency=record.currency,
                        fallback=fallback if mig == "" else None, ratio=ratio)
-        row |= _usage_row(record, s) if isinstance(record, UsageRecord) else _capacity_row(record)
+        row |= (_usage_row(record, s, teams.get(record.namespace)) if isinstance(record, UsageRecord)
+                else _capacity_row(record))
         rows.append(row)
     return rows
 
@@ -218,14 +226,14 @@ def unused_commitment_row(c: CommitmentRecord, s: FocusSettings) -> Row:
 
 
 def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], s: FocusSettings,
-              unused: Sequence[CommitmentRecord] = ()) -> list[Row]:
+              unused: Sequence[CommitmentRecord] = (), *, teams: Mapping[str, str] | None = None) -> list[Row]:
     """All rows of one hour, origin by origin: holders first, then the capacity no holder is charged for; then
     the commitments' unused parts."""
     records: list[UsageRecord | CapacityRecord] = [*usage, *capacity]
     records.sort(key=lambda r: (_origin(r), isinstance(r, CapacityRecord)))
     rows: list[Row] = []
     for _key, group in groupby(records, key=_origin):
-        rows += origin_rows(list(group), s)
+        rows += origin_rows(list(group), s, teams)
     rows += [unused_commitment_row(c, s) for c in unused]
     return rows
 

@@ -117,6 +117,7 @@ def metadata(settings: FocusSettings, *, file_name: str, created: float, rows: i
         "AllocationMethods": [{"AllocatedMethodId": METHOD_ID, "Documentation": METHOD_DOC}],
         "Export": {"File": file_name, "Rows": rows, "SubAccountId": settings.cluster,
                    "BilledCost": settings.billed_cost, "HostProviderName": settings.host_provider or settings.provider,
-                   "TeamTags": "not exported: the ledger records no team"},
+                   "TeamTags": f"{TAG_PREFIX}team in AllocatedTags and x_Team: the namespace's team label as "
+                               "booking saw it in each hour; null where it was not seen"},
     }
     return json.dumps(doc, indent=2) + "\n"

@@ -106,6 +106,7 @@ class LedgerLayout:
     list_cost_in: frozenset[str]  # tables that carry a list_cost column
     cluster: str | None = None  # rows of this cluster only, in a ledger keyed by cluster
     commitments: bool = False  # the ledger has the ``unused_commitment`` table (schema 4 on)
+    teams: bool = False  # the ledger has the ``namespace_team`` table (schema 6 on)
 
     def hourly_tables(self) -> tuple[str, ...]:
         """Every table the export reads by hour."""
@@ -130,7 +131,7 @@ def inspect_ledger(query: Query, *, cluster: str | None = "default") -> LedgerLa
     with_list = frozenset(t for t in ("usage", *(c.table for c in capacity)) if "list_cost" in _columns(query, t))
     keyed = "cluster" in _columns(query, "usage")
     return LedgerLayout(capacity, with_list, cluster if keyed else None,  # None: every cluster
-                        commitments="unused_commitment" in names)
+                        commitments="unused_commitment" in names, teams="namespace_team" in names)
 
 
 def ledger_clusters(query: Query) -> list[str]:
@@ -192,3 +193,11 @@ def read_unused_commitments(query: Query, layout: LedgerLayout, hour: int) -> li
         f"WHERE hour = ?{layout.scope()[0]} ORDER BY commitment, gpu_model, currency", (hour, *layout.scope()[1]))
     return [CommitmentRecord(hour=int(r[0]), commitment=str(r[1]), gpu_model=str(r[2]), currency=str(r[3]),
                              seconds=float(r[4]), cost=float(r[5]), list_cost=float(r[6])) for r in rows]
+
+
+def read_teams(query: Query, layout: LedgerLayout, hour: int) -> dict[str, str]:
+    """namespace -> team as booking saw the namespace's team label in this hour; absent = unknown."""
+    if not layout.teams:
+        return {}
+    return {str(r[0]): str(r[1]) for r in query(
+        f"SELECT namespace, team FROM namespace_team WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))}

@@ -5,6 +5,7 @@ FOCUS 1.2 projection, the 1.3 rules it cannot run offline hold, the export recon
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -142,6 +143,17 @@ def test_unused_commitment_rows_reconcile_with_report(committed_ledger: Path) ->
     assert_formats(rows)
     assert_focus13_rules(rows)
     assert_reconciles(rows, committed_ledger)
+
+
+def test_team_label_reaches_the_export(committed_ledger: Path) -> None:
+    """ml-team carries gpu.platform/team: research, web no team label: booking keeps the team per hour and the
+    export tags every ml-team row with it; web's rows have no team (unknown)."""
+    rows = read_csv(cli("export", "--ledger", str(committed_ledger), "--format", "focus-csv", *ALL).stdout)
+    teams = {(r["x_Namespace"], r["x_Team"]) for r in rows if r["x_Namespace"]}
+    assert teams == {("ml-team", "research"), ("web", "")}, teams
+    for r in rows:
+        if r["x_Namespace"] == "ml-team":
+            assert json.loads(r["AllocatedTags"])["gpu-cost-exporter/team"] == "research"
 
 
 def test_every_price_id_of_the_export_is_on_the_published_price_list(sim_ledger: Path, tmp_path: Path) -> None:

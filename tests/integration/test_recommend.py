@@ -28,7 +28,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from exporter.aggregator.exposition import ExpositionRenderer
 from exporter.aggregator.http import build_app
-from exporter.aggregator.ledger import Ledger
+from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger
 from exporter.aggregator.recommendations import recommendations
 from exporter.clock import VirtualClock
 from exporter.model.recommend_types import Action, RuleSettings
@@ -153,6 +153,7 @@ def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
     ledger.backend.close()
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE evidence")
+    conn.execute("DROP TABLE namespace_team")  # a schema-4 ledger has neither
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -160,7 +161,7 @@ def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
     again.open_sync()
     again.backend.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert conn.execute("SELECT COUNT(*) FROM evidence").fetchone() == (0,)
 
 

@@ -72,7 +72,8 @@ class UnusedRow:
 
 def write_ledger(path: Path | str, usage: list[UsageRow], unallocated: list[CapacityRow],
                  unobserved: list[CapacityRow] | None = None, *, cluster: str = CLUSTER,
-                 unused: list[UnusedRow] | None = None, password_file: Path | None = None) -> None:
+                 unused: list[UnusedRow] | None = None, teams: dict[tuple[int, str], str] | None = None,
+                 password_file: Path | None = None) -> None:
     """Through the real Ledger (its schema, its transaction), as booking writes it; ``path`` a SQLite file or a
     PostgreSQL URL."""
     w = TickWrite()
@@ -89,6 +90,7 @@ def write_ledger(path: Path | str, usage: list[UsageRow], unallocated: list[Capa
     for x in unused or []:
         w.unused_commitment[CommitmentKey(x.hour, x.commitment, x.gpu_model, CURRENCY)] = CapacityAmounts(
             x.seconds, x.cost, 0.0)
+    w.namespace_teams.update(teams or {})
 
     async def commit() -> None:
         ledger = Ledger(path, cluster=cluster, password_file=password_file)
