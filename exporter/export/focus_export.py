@@ -9,6 +9,7 @@ from typing import Protocol
 
 from exporter.aggregator.report import Query
 from exporter.export.focus_rows import FocusSettings, Row, hour_rows
+from exporter.export.ledger_open import open_sqlite
 from exporter.export.ledger_source import (
     LedgerLayout,
     Window,
@@ -35,25 +36,24 @@ def rows_of_hour(query: Query, layout: LedgerLayout, hour: int, settings: FocusS
                      read_unused_commitments(query, layout, hour), teams=read_teams(query, layout, hour))
 
 
-def focus_hours(query: Query, settings: FocusSettings, window: Window) -> Iterator[list[Row]]:
+def focus_hours(query: Query, settings: FocusSettings, window: Window, *,
+                dialect: str = "sqlite") -> Iterator[list[Row]]:
     """The rows of each hour of the window, in hour order; only one hour is held at a time."""
-    layout = inspect_ledger(query, cluster=settings.cluster)
+    layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
     for hour in window_hours(query, layout, window):
         yield rows_of_hour(query, layout, hour, settings)
 
 
-def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window) -> int:
+def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:
     """Write the window into ``sink``; returns the number of rows."""
-    for rows in focus_hours(query, settings, window):
+    for rows in focus_hours(query, settings, window, dialect=dialect):
         sink.write(rows)
     return sink.rows
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection to a ledger file (WAL lets it read while the aggregator writes)."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such ledger")
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    return open_sqlite(path)
 
 
 def query_of(conn: sqlite3.Connection) -> Query:
