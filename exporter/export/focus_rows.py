@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from itertools import groupby
 
-from exporter.export.focus_format import Scalar, json_object, money, month_bounds
+from exporter.export.focus_format import Scalar, allocation_details, json_object, money, month_bounds
 from exporter.export.ledger_source import CapacityRecord, CommitmentRecord, UsageRecord
 from exporter.export.rate_card import PRICING_UNIT, SKU_METER, commitment_sku_id, sku_id, sku_price_id, unit_price
 
@@ -107,6 +108,17 @@ def _common(s: FocusSettings, *, hour: int, node: str, currency: str, effective:
     }
 
 
+@lru_cache(maxsize=4096)
+def _price_details(model: str, mig_profile: str, pool: str) -> str:
+    return json_object({k: v for k, v in (("x_GpuModel", model), ("x_MigProfile", mig_profile), ("x_NodePool", pool))
+                        if v})
+
+
+@lru_cache(maxsize=4096)
+def _pool_tags(pool: str) -> str | None:
+    return json_object({f"{TAG_PREFIX}node-pool": pool}) if pool else None
+
+
 def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: str, fallback: Decimal | None,
             ratio: Decimal) -> Row:
     """Quantities, unit prices and the SKU: ListCost = ListUnitPrice x PricingQuantity (to the price quantum)."""
@@ -115,7 +127,6 @@ def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: 
     list_price = unit_price(share.list_cost, exact_hours) or fallback
     contracted = unit_price(share.cost, exact_hours) or list_price
     sku = sku_id(model, mig_profile, pool)
-    details = {k: v for k, v in (("x_GpuModel", model), ("x_MigProfile", mig_profile), ("x_NodePool", pool)) if v}
     has_price = list_price is not None
     return {
         "ConsumedQuantity": hours if has_price else None, "ConsumedUnit": PRICING_UNIT if has_price else None,
@@ -124,10 +135,9 @@ def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: 
         "ListCost": share.list_cost, "ContractedCost": share.cost,
         "SkuId": sku, "SkuMeter": SKU_METER,
         "SkuPriceId": sku_price_id(sku, currency, list_price) if list_price is not None else None,
-        "SkuPriceDetails": json_object(details) if list_price is not None else None,
-        "Tags": json_object({f"{TAG_PREFIX}node-pool": pool}) if pool else None,
-        "AllocatedMethodDetails": json_object({"Elements": [
-            {"AllocatedRatio": ratio, "UsageUnit": PRICING_UNIT, "UsageQuantity": hours}]}),
+        "SkuPriceDetails": _price_details(model, mig_profile, pool) if list_price is not None else None,
+        "Tags": _pool_tags(pool),
+        "AllocatedMethodDetails": allocation_details(ratio, PRICING_UNIT, hours),
         "x_NodePool": pool or None, "x_GpuModel": model, "x_MigProfile": mig_profile or None,
     }
 

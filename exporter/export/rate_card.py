@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from exporter.export.focus_format import decimal_text, money
@@ -27,6 +28,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
+@lru_cache(maxsize=4096)
 def sku_id(model: str, mig_profile: str, pool: str) -> str:
     """``gpu-<model>[-mig-<profile>][-pool-<pool>]``: the same inputs always give the same id."""
     parts = ["gpu", _slug(model) or "unknown"]
