@@ -75,7 +75,7 @@ def test_evidence_rows_carry_utilisation_and_framebuffer_peaks(ledger: Path) -> 
     s010, others, peak = conn.execute(
         "SELECT SUM(s_u010), SUM(s_u001 + s_u002 + s_u005 + s_u015 + s_u100), MAX(fb_peak_bytes) FROM evidence "
         "WHERE pod = 'serve'").fetchone()
-    assert version == "5"
+    assert version == str(SCHEMA_VERSION)
     assert s010 == pytest.approx(3600.0, abs=15.0) and others == 0
     assert peak == 57391 * 1048576
 
