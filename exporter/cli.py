@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--format", default="table", choices=["table", "json", "csv"])
 
     exp = sub.add_parser("export", help="export a ledger window as FOCUS (FinOps cost and usage) CSV or Parquet")
-    exp.add_argument("--ledger", type=Path, required=True)
+    exp.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
+    exp.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
     exp.add_argument("--format", required=True, choices=["focus-csv", "focus-parquet"])
     exp.add_argument("--since", required=True, help="RFC3339 time or a duration back from now (720h)")
     exp.add_argument("--until", required=True, help="RFC3339 time, a duration back from now, or now")
@@ -122,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     prc = sub.add_parser("pricing", help="the published rate card of a pricing file")
     prc.add_argument("--pricing-file", type=Path, required=True)
     prc.add_argument("--format", required=True, choices=["focus-price-list"])
-    prc.add_argument("--ledger", type=Path, default=None, help="list exactly the SKUs this ledger's rows reference")
+    prc.add_argument("--ledger", default=None, help="list exactly the SKUs this ledger's rows reference (SQLite "
+                     "file or postgresql:// URL)")
+    prc.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
     return p
 
 
@@ -240,12 +243,13 @@ def _focus_command(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "pricing":
-            sys.stdout.write(run_price_list(pricing_file=args.pricing_file, ledger=args.ledger))
+            sys.stdout.write(run_price_list(pricing_file=args.pricing_file, ledger=args.ledger,
+                                            password_file=args.ledger_password_file))
             return 0
         settings = FocusSettings(version=args.focus_version, cluster=args.cluster, billed_cost=args.billed_cost,
                                  host_provider=args.host_provider)
         run_export(ledger=args.ledger, fmt=args.format, window=export_window(args.since, args.until, time.time()),
-                   settings=settings, output=args.output)
+                   settings=settings, output=args.output, password_file=args.ledger_password_file)
     except CommandError as exc:
         raise UsageError(str(exc)) from None
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -80,9 +79,8 @@ def build_app(agg: AggregatorView) -> web.Application:
     async def focus(req: web.Request) -> web.StreamResponse:
         from exporter.export.focus_http import stream_focus
 
-        if agg.settings.is_postgres():
-            return bad("the FOCUS export reads SQLite ledgers only for now", status=501)
-        return await stream_focus(req, ledger=Path(str(agg.settings.ledger)), now=agg.clock.now())
+        return await stream_focus(req, ledger=str(agg.settings.ledger), now=agg.clock.now(),
+                                  cluster=agg.settings.cluster_name(), password_file=agg.settings.ledger_password_file)
 
     async def healthz(_req: web.Request) -> web.Response:
         return web.json_response(agg.health_report())

@@ -25,6 +25,7 @@ from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, S
 from exporter.aggregator.ledger_sqlite import SqliteBackend, sqlite_reader
 from exporter.aggregator.recommendations import Advice
 from exporter.aggregator.report import Query, ReportRequest, report_rows
+from exporter.aggregator.teams import write_teams
 from exporter.logs import get_logger
 from exporter.model.books import (
     AgentMark,
@@ -46,8 +47,7 @@ from exporter.model.books import (
 log = get_logger("aggregator")
 
 __all__ = [
-    "MIGRATIONS",
-    "SCHEMA_VERSION",
+    "MIGRATIONS", "SCHEMA_VERSION",
     "Ledger",
     "LedgerError",
     "LedgerState",
@@ -287,6 +287,7 @@ class Ledger:
                            "ON CONFLICT (cluster, node) DO UPDATE SET instance_type = excluded.instance_type, "
                            "capacity_type = excluded.capacity_type",
                            [(cl, node, *facts) for node, facts in w.node_billing.items()])
+        write_teams(tx, w.namespace_teams, cluster=cl)
         if w.quota_events:
             tx.executemany("INSERT INTO quota_events (cluster, uid, namespace, count, seen_at) VALUES (?,?,?,?,?) "
                            "ON CONFLICT (cluster, uid) DO UPDATE SET namespace = excluded.namespace, "
@@ -310,7 +311,7 @@ class Ledger:
         def body(tx: Tx) -> int:
             self._check_term(tx)
             n = self.backend.drop_usage_before(tx, hour=before_hour, cluster=cl)
-            for table in ("unallocated", "unobserved", "unused_commitment", "evidence"):
+            for table in ("unallocated", "unobserved", "unused_commitment", "evidence", "namespace_team"):
                 n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
             if quota_events_before is not None:
                 tx.execute(

@@ -182,3 +182,31 @@ def postgres_reader(url: str, *, password_file: Path | None = None) -> Iterator[
         raise LedgerError(f"{redact(url)}: not a gpu-cost-exporter ledger ({exc})") from None
     finally:
         conn.close()
+
+
+def postgres_snapshot(url: str, *, password_file: Path | None = None) -> tuple[Reader, Callable[[], None]]:
+    """A read-only query function over one REPEATABLE READ transaction, and its close: a long read (a FOCUS
+    export of a month) sees one consistent state of the books while aggregators keep committing. Database
+    errors come out as ``LedgerError`` with the URL redacted."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, **_connect_kwargs(password_file))
+        conn.read_only = True
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    except (psycopg.Error, OSError) as exc:
+        raise LedgerError(f"{redact(url)}: {_one_line(exc)}") from None
+    cur = conn.cursor()
+
+    def query(sql: str, params: Iterable[Any]) -> list[Row]:
+        try:
+            return PgTx(cur).fetch(sql, list(params))
+        except psycopg.Error as exc:
+            raise LedgerError(f"{redact(url)}: {_one_line(exc)}") from None
+
+    return query, conn.close
+
+
+def _one_line(exc: BaseException) -> str:
+    """libpq's messages span lines (a hint after a tab): one line for a log or a CLI error."""
+    return " ".join(str(exc).split())

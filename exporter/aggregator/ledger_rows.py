@@ -66,6 +66,7 @@ class TickWrite:
     commitment_marks: dict[str, float] = field(default_factory=dict)  # commitment -> booked until
     node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (instance type, capacity type)
     evidence: dict[EvidenceKey, EvidenceRow] = field(default_factory=dict)  # right-sizing evidence per hour x device
+    namespace_teams: dict[tuple[int, str], str] = field(default_factory=dict)  # (hour, namespace) -> team label
 
     def empty(self) -> bool:
         return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls

@@ -7,6 +7,7 @@ their rows keep the cluster ``default``. Schema 4 added list prices beside effec
 energy, commitments' unused part with its "booked until" marks, and the billing labels of nodes:
 booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing). Schema 5 added
 the right-sizing evidence (utilisation seconds per fixed bucket and framebuffer peaks, per hour x device).
+Schema 6 added each namespace's team (its team label) per hour booked, for chargeback by team after the fact.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEFAULT_CLUSTER = "default"
 
 
@@ -100,8 +101,13 @@ _V5_TABLES: tuple[Table, ...] = (
                        ("device", "text")),
           (("fraction", "real"), *((f"s_u{b:03d}", "real") for b in EVIDENCE_BUCKETS), ("fb_peak_bytes", "real?"))),
 )
+#: Schema 6: the team label of each namespace as booking saw it, per hour it booked the namespace's time.
+_V6_TABLES: tuple[Table, ...] = (
+    Table("namespace_team", (("hour", "int"), ("namespace", "text")), (("team", "text"),)),
+)
 TABLES: tuple[Table, ...] = (
-    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES)
+    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES,
+    *_V6_TABLES)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -219,4 +225,5 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
     """Statements taking a ledger from version ``v - 1`` to ``v``."""
     return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
             3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
-            5: lambda: [create_table(d, t) for t in _V5_TABLES]}
+            5: lambda: [create_table(d, t) for t in _V5_TABLES],
+            6: lambda: [create_table(d, t) for t in _V6_TABLES]}

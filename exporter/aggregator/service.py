@@ -25,6 +25,7 @@ from exporter.aggregator.ledger import Ledger, LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
 from exporter.aggregator.pricing_source import PricingSource
 from exporter.aggregator.targets import AgentTargets, DeletedNodes, own_namespace, parse_selector
+from exporter.aggregator.teams import book_teams
 from exporter.clients.agents import AgentPuller, PullResult
 from exporter.clients.kube import CORE_KINDS, DRA_KINDS, QUEUE_KINDS, Watcher, make_api_client, served_custom_kinds
 from exporter.clock import Clock, RealClock
@@ -221,6 +222,7 @@ class Aggregator:
                                            gate=self.gate)  # this shard's nodes, marks loaded
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
             prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone, now=self.clock.now())
+            book_teams(prepared.write, kube=self.kube, team_label=self.settings.team_label)
             for node, reason in prepared.rejected.items():
                 self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
             prepared.write.agent_urls.update(

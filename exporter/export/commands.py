@@ -12,12 +12,20 @@ import time
 from pathlib import Path
 from typing import IO
 
-from exporter.aggregator.report import Query
-from exporter.export.focus_export import export, focus_hours, open_readonly, query_of
+from exporter.aggregator.ledger_backend import LedgerError
+from exporter.export.focus_export import export, focus_hours
 from exporter.export.focus_rows import FocusSettings
 from exporter.export.focus_writers import CsvSink, ParquetSink, metadata, parquet_available
-from exporter.export.ledger_source import Window, inspect_ledger
-from exporter.export.rate_card import PriceEntry, booked_price, file_keys, price_list, render_price_list
+from exporter.export.ledger_open import LedgerReader, open_ledger
+from exporter.export.ledger_source import Window, inspect_ledger, ledger_clusters
+from exporter.export.rate_card import (
+    PriceEntry,
+    booked_price,
+    commitment_prices,
+    file_keys,
+    price_list,
+    render_price_list,
+)
 
 
 class CommandError(ValueError):
@@ -36,8 +44,19 @@ def export_window(since: str | None, until: str | None, now: float) -> Window:
     return Window(start, end)
 
 
-def run_export(*, ledger: Path, fmt: str, window: Window, settings: FocusSettings, output: str) -> int:
-    """Export the window to ``output`` (``-`` = stdout) and, for a file, its metadata beside it."""
+def _open(ledger: str, password_file: Path | None) -> LedgerReader:
+    try:
+        return open_ledger(ledger, password_file=password_file)
+    except (FileNotFoundError, LedgerError) as exc:
+        raise CommandError(str(exc)) from None
+    except sqlite3.DatabaseError as exc:
+        raise CommandError(f"{ledger}: not a gpu-cost-exporter ledger ({exc})") from None
+
+
+def run_export(*, ledger: str, fmt: str, window: Window, settings: FocusSettings, output: str,
+               password_file: Path | None = None) -> int:
+    """Export the window to ``output`` (``-`` = stdout) and, for a file, its metadata beside it; ``ledger`` a
+    SQLite file or a ``postgresql://`` URL."""
     try:
         settings.check()
     except ValueError as exc:
@@ -46,41 +65,41 @@ def run_export(*, ledger: Path, fmt: str, window: Window, settings: FocusSetting
         raise CommandError(f"--output {output}: no such directory")
     if fmt == "focus-parquet" and not parquet_available():
         raise CommandError("--format focus-parquet needs pyarrow: pip install 'gpu-cost-exporter[focus]'")
+    reader = _open(ledger, password_file)
     try:
-        conn = open_readonly(ledger)
-    except FileNotFoundError as exc:
-        raise CommandError(str(exc)) from None
-    try:
-        query = query_of(conn)
-        inspect_ledger(query)  # fail on a foreign file before creating the output
-        rows = _write(query, fmt=fmt, window=window, settings=settings, output=output)
+        inspect_ledger(reader.query, dialect=reader.dialect)  # fail on a foreign file before creating the output
+        rows = _write(reader, fmt=fmt, window=window, settings=settings, output=output)
     except (sqlite3.DatabaseError, ValueError) as exc:
-        raise CommandError(f"{ledger}: not a gpu-cost-exporter ledger ({exc})") from None
+        raise CommandError(f"{reader.where}: not a gpu-cost-exporter ledger ({exc})") from None
+    except LedgerError as exc:
+        raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"--output {output}: {exc.strerror or exc}") from None
     finally:
-        conn.close()
+        reader.close()
     if output != "-":
         meta = Path(output + ".metadata.json")
         meta.write_text(metadata(settings, file_name=Path(output).name, created=time.time(), rows=rows))
     return rows
 
 
-def _write(q: Query, *, fmt: str, window: Window, settings: FocusSettings, output: str) -> int:
+def _write(r: LedgerReader, *, fmt: str, window: Window, settings: FocusSettings, output: str) -> int:
     if fmt == "focus-csv":
         if output == "-":
-            return export(q, CsvSink(sys.stdout, settings.version), settings=settings, window=window)
+            return export(r.query, CsvSink(sys.stdout, settings.version), settings=settings, window=window,
+                          dialect=r.dialect)
         with Path(output).open("w", encoding="utf-8", newline="") as fh:
-            return export(q, CsvSink(fh, settings.version), settings=settings, window=window)
+            return export(r.query, CsvSink(fh, settings.version), settings=settings, window=window,
+                          dialect=r.dialect)
     target: str | IO[bytes] = sys.stdout.buffer if output == "-" else output
     sink = ParquetSink(target, settings.version)
     try:
-        return export(q, sink, settings=settings, window=window)
+        return export(r.query, sink, settings=settings, window=window, dialect=r.dialect)
     finally:
         sink.close()
 
 
-def run_price_list(*, pricing_file: Path, ledger: Path | None) -> str:
+def run_price_list(*, pricing_file: Path, ledger: str | None, password_file: Path | None = None) -> str:
     """The price list of every SKU in the pricing file, or of every SKU the ledger's rows reference."""
     from exporter.aggregator.pricing_source import load_pricing_file
     from exporter.model.pricing import PricingError
@@ -90,25 +109,21 @@ def run_price_list(*, pricing_file: Path, ledger: Path | None) -> str:
     except PricingError as exc:
         raise CommandError(str(exc)) from None
     if ledger is None:
-        return render_price_list(price_list(pricing, file_keys(pricing)))
+        return render_price_list(price_list(pricing, file_keys(pricing)) + commitment_prices(pricing))
+    reader = _open(ledger, password_file)
     try:
-        conn = open_readonly(ledger)
-    except FileNotFoundError as exc:
-        raise CommandError(str(exc)) from None
-    try:
-        query = query_of(conn)
-        layout = inspect_ledger(query, cluster=None)
-        clusters = [str(c) for (c,) in query("SELECT DISTINCT cluster FROM usage", ())] if layout.cluster else [None]
         entries: dict[str, PriceEntry] = {}
-        for cluster in clusters:  # the prices the ledger's rows were booked at: exactly what an export references
-            settings = FocusSettings(cluster=cluster or "default")
-            for rows in focus_hours(query, settings, Window(None, None)):
+        for cluster in ledger_clusters(reader.query, dialect=reader.dialect):  # exactly what an export cites
+            settings = FocusSettings(cluster=cluster)
+            for rows in focus_hours(reader.query, settings, Window(None, None), dialect=reader.dialect):
                 for row in rows:
                     entry = booked_price(row)
                     if entry is not None:
                         entries.setdefault(entry.sku_price_id, entry)
     except (sqlite3.DatabaseError, ValueError) as exc:
-        raise CommandError(f"{ledger}: not a gpu-cost-exporter ledger ({exc})") from None
+        raise CommandError(f"{reader.where}: not a gpu-cost-exporter ledger ({exc})") from None
+    except LedgerError as exc:
+        raise CommandError(str(exc)) from None
     finally:
-        conn.close()
+        reader.close()
     return render_price_list(sorted(entries.values(), key=lambda e: (e.sku_id, e.unit_price)))

@@ -99,6 +99,7 @@ FOCUS_COLUMNS: tuple[Column, ...] = (
 CUSTOM_COLUMNS: tuple[Column, ...] = (
     Column("x_CapacityState", S),
     Column("x_Namespace", S),
+    Column("x_Team", S),
     Column("x_WorkloadName", S),
     Column("x_PodName", S),
     Column("x_PriorityClass", S),
@@ -111,6 +112,7 @@ CUSTOM_COLUMNS: tuple[Column, ...] = (
     Column("x_UnmeasuredGpuSeconds", D),
     Column("x_UnallocatedGpuSeconds", D),
     Column("x_UnobservedGpuSeconds", D),
+    Column("x_UnusedCommitmentGpuSeconds", D),
     Column("x_IdleCost", D),
     Column("x_EnergyJoules", D),
 )

@@ -9,7 +9,17 @@ from typing import Protocol
 
 from exporter.aggregator.report import Query
 from exporter.export.focus_rows import FocusSettings, Row, hour_rows
-from exporter.export.ledger_source import Window, inspect_ledger, read_capacity, read_usage, window_hours
+from exporter.export.ledger_open import open_sqlite
+from exporter.export.ledger_source import (
+    LedgerLayout,
+    Window,
+    inspect_ledger,
+    read_capacity,
+    read_teams,
+    read_unused_commitments,
+    read_usage,
+    window_hours,
+)
 
 
 class Sink(Protocol):
@@ -20,25 +30,30 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def focus_hours(query: Query, settings: FocusSettings, window: Window) -> Iterator[list[Row]]:
+def rows_of_hour(query: Query, layout: LedgerLayout, hour: int, settings: FocusSettings) -> list[Row]:
+    """Every FOCUS row of one hour of the ledger."""
+    return hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings,
+                     read_unused_commitments(query, layout, hour), teams=read_teams(query, layout, hour))
+
+
+def focus_hours(query: Query, settings: FocusSettings, window: Window, *,
+                dialect: str = "sqlite") -> Iterator[list[Row]]:
     """The rows of each hour of the window, in hour order; only one hour is held at a time."""
-    layout = inspect_ledger(query, cluster=settings.cluster)
+    layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
     for hour in window_hours(query, layout, window):
-        yield hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings)
+        yield rows_of_hour(query, layout, hour, settings)
 
 
-def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window) -> int:
+def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:
     """Write the window into ``sink``; returns the number of rows."""
-    for rows in focus_hours(query, settings, window):
+    for rows in focus_hours(query, settings, window, dialect=dialect):
         sink.write(rows)
     return sink.rows
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection to a ledger file (WAL lets it read while the aggregator writes)."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such ledger")
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    return open_sqlite(path)
 
 
 def query_of(conn: sqlite3.Connection) -> Query:

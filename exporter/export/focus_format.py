@@ -23,8 +23,10 @@ def money(value: float) -> Decimal:
     return Decimal(repr(float(value)))
 
 
+@lru_cache(maxsize=65536)
 def decimal_text(value: Decimal) -> str:
-    """Plain notation with a decimal point and no exponent: ``2.0``, ``0.25``, ``100.0``."""
+    """Plain notation with a decimal point and no exponent: ``2.0``, ``0.25``, ``100.0``. Cached: an export
+    repeats the same amounts (equal decimals always give the same text, so caching by value is exact)."""
     if not value.is_finite():
         raise ValueError(f"not a finite decimal: {value!r}")
     text = format(value.normalize() if value != 0 else Decimal(0), "f")
@@ -43,24 +45,39 @@ def utc_text(ts: float) -> str:
 
 def month_bounds(ts: float) -> tuple[int, int]:
     """Start (inclusive) and end (exclusive) of the UTC calendar month holding ``ts``: the billing period."""
-    dt = datetime.fromtimestamp(int(ts), UTC)
+    return _month_bounds(int(ts))
+
+
+@lru_cache(maxsize=1024)
+def _month_bounds(ts: int) -> tuple[int, int]:
+    dt = datetime.fromtimestamp(ts, UTC)
     start = datetime(dt.year, dt.month, 1, tzinfo=UTC)
     end = datetime(dt.year + (dt.month == 12), dt.month % 12 + 1, 1, tzinfo=UTC)
     return int(start.timestamp()), int(end.timestamp())
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder, not one per call
+
+
 def _json_scalar(value: Scalar) -> str:
     if isinstance(value, Decimal):
         return decimal_text(value)
-    return json.dumps(value, ensure_ascii=False)
+    return _ENCODE(value)
 
 
 def json_object(items: Mapping[str, Scalar | list[Mapping[str, Scalar]]]) -> str:
     """A compact JSON object whose decimals are written from ``Decimal`` (json.dumps would need floats)."""
     if all(v is None or type(v) is str for v in items.values()):  # tags: one C call
-        return json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+        return _ENCODE(items)
     parts: list[str] = []
     for key, value in items.items():
         text = "[" + ",".join(json_object(v) for v in value) + "]" if isinstance(value, list) else _json_scalar(value)
-        parts.append(f"{json.dumps(key, ensure_ascii=False)}:{text}")
+        parts.append(f"{_ENCODE(key)}:{text}")
     return "{" + ",".join(parts) + "}"
+
+
+def allocation_details(ratio: Decimal, unit: str, quantity: Decimal) -> str:
+    """``{"Elements":[{"AllocatedRatio":…,"UsageUnit":…,"UsageQuantity":…}]}``: ``json_object`` of that shape,
+    written directly (it is on every row)."""
+    return (f'{{"Elements":[{{"AllocatedRatio":{decimal_text(ratio)},"UsageUnit":{_ENCODE(unit)},'
+            f'"UsageQuantity":{decimal_text(quantity)}}}]}}')

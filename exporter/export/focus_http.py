@@ -1,8 +1,8 @@
 """``GET /api/v1/focus``: the FOCUS CSV export of a window, streamed an hour at a time.
 
-The ledger is read through its own read-only connection on one worker thread (WAL lets it read while the
-aggregator commits), so neither the SQL nor the formatting runs on the event loop, and memory holds one
-hour of rows whatever the window.
+The ledger (SQLite file or PostgreSQL database) is read through its own read-only connection, one read
+transaction, on one worker thread, so neither the SQL nor the formatting runs on the event loop, the
+aggregator keeps committing, and memory holds one hour of rows whatever the window.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from exporter.aggregator.ledger_backend import LedgerError
 from exporter.aggregator.report import ReportError, parse_time
-from exporter.export.focus_export import open_readonly, query_of
-from exporter.export.focus_rows import FocusSettings, hour_rows
+from exporter.export.focus_export import rows_of_hour
+from exporter.export.focus_rows import FocusSettings
 from exporter.export.focus_writers import CsvSink
-from exporter.export.ledger_source import Window, inspect_ledger, read_capacity, read_usage, window_hours
+from exporter.export.ledger_open import open_ledger
+from exporter.export.ledger_source import Window, inspect_ledger, window_hours
 
 T = TypeVar("T")
 MAX_PARAM = 253
@@ -31,7 +33,8 @@ class FocusRequestError(ValueError):
     """A bad /api/v1/focus query; the message names the parameter."""
 
 
-def parse_request(query: dict[str, str], now: float) -> tuple[FocusSettings, Window]:
+def parse_request(query: dict[str, str], now: float, *, cluster: str = "default") -> tuple[FocusSettings, Window]:
+    """``cluster``: the SubAccountId when the request names none (the aggregator's own cluster)."""
     if any(len(v) > MAX_PARAM for v in query.values()):
         raise FocusRequestError("query parameter too long")
     if query.get("format", "csv") != "csv":
@@ -47,7 +50,7 @@ def parse_request(query: dict[str, str], now: float) -> tuple[FocusSettings, Win
     version = query.get("focus_version", "1.3")
     if version not in ("1.2", "1.3"):
         raise FocusRequestError("focus_version: use 1.3 or 1.2")
-    settings = FocusSettings(version=version, cluster=query.get("cluster", "default"),
+    settings = FocusSettings(version=version, cluster=query.get("cluster") or cluster,
                              billed_cost=query.get("billed_cost", "effective"),
                              host_provider=query.get("host_provider") or None)
     try:
@@ -57,9 +60,11 @@ def parse_request(query: dict[str, str], now: float) -> tuple[FocusSettings, Win
     return settings, Window(since, until)
 
 
-async def stream_focus(req: web.Request, *, ledger: Path, now: float) -> web.StreamResponse:
+async def stream_focus(req: web.Request, *, ledger: str, now: float, cluster: str = "default",
+                       password_file: Path | None = None) -> web.StreamResponse:
+    """``ledger``: the aggregator's ledger, a SQLite file or a ``postgresql://`` URL."""
     try:
-        settings, window = parse_request(dict(req.query), now)
+        settings, window = parse_request(dict(req.query), now, cluster=cluster)
     except FocusRequestError as exc:
         return web.json_response({"error": str(exc)}, status=400)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-export")
@@ -69,11 +74,14 @@ async def stream_focus(req: web.Request, *, ledger: Path, now: float) -> web.Str
         return await loop.run_in_executor(pool, fn)
 
     try:
-        conn = await run(lambda: open_readonly(ledger))
+        reader = await run(lambda: open_ledger(ledger, password_file=password_file))
     except FileNotFoundError:
         pool.shutdown(wait=False)
         return web.json_response({"error": "no ledger yet"}, status=503)
-    query = query_of(conn)
+    except LedgerError as exc:
+        pool.shutdown(wait=False)
+        return web.json_response({"error": f"ledger unavailable: {exc}"}, status=503)
+    query = reader.query
     buf = io.StringIO()
     sink = CsvSink(buf, settings.version)
 
@@ -84,11 +92,11 @@ async def stream_focus(req: web.Request, *, ledger: Path, now: float) -> web.Str
         return text
 
     def render(hour: int) -> str:
-        sink.write(hour_rows(read_usage(query, layout, hour), read_capacity(query, layout, hour), settings))
+        sink.write(rows_of_hour(query, layout, hour, settings))
         return take()
 
     try:
-        layout = await run(lambda: inspect_ledger(query, cluster=settings.cluster))
+        layout = await run(lambda: inspect_ledger(query, cluster=settings.cluster, dialect=reader.dialect))
         hours = await run(lambda: window_hours(query, layout, window))
         resp = web.StreamResponse(headers={"Content-Type": "text/csv; charset=utf-8",
                                            "Content-Disposition": 'attachment; filename="focus.csv"'})
@@ -99,5 +107,5 @@ async def stream_focus(req: web.Request, *, ledger: Path, now: float) -> web.Str
         await resp.write_eof()
         return resp
     finally:
-        await run(conn.close)
+        await run(reader.close)
         pool.shutdown(wait=False)

@@ -1,8 +1,10 @@
 """Reads the ledger for an export with plain SQL through a ``Query`` callable, one hour at a time.
 
 Memory stays bounded by one hour of rows whatever the window: the hours are listed first (a few hundred
-integers for a month), then each hour is read with ``WHERE hour = ?`` on the tables' primary keys.
-The capacity tables (time nobody held, time nobody could observe) share one shape and are one list.
+integers for a month), then each hour is read with ``WHERE hour = ?`` on the tables' primary keys (keyset
+pages of one hour, on SQLite and PostgreSQL alike). Rows are ordered in Python, by code point, so both
+backends give the same order whatever the database's collation. The capacity tables (time nobody held,
+time nobody could observe) share one shape and are one list.
 """
 
 from __future__ import annotations
@@ -67,6 +69,19 @@ class CapacityRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitmentRecord:
+    """One ``unused_commitment`` row: the part of a commitment no GPU could use in one hour, paid all the same."""
+
+    hour: int
+    commitment: str
+    gpu_model: str
+    currency: str
+    seconds: float  # unused committed GPU-seconds
+    cost: float
+    list_cost: float
+
+
+@dataclass(frozen=True, slots=True)
 class Window:
     """Hour buckets that start in [since, until), as ``report`` selects them; None = open."""
 
@@ -92,26 +107,55 @@ class LedgerLayout:
     capacity: tuple[CapacityTable, ...]
     list_cost_in: frozenset[str]  # tables that carry a list_cost column
     cluster: str | None = None  # rows of this cluster only, in a ledger keyed by cluster
+    commitments: bool = False  # the ledger has the ``unused_commitment`` table (schema 4 on)
+    teams: bool = False  # the ledger has the ``namespace_team`` table (schema 6 on)
+
+    def hourly_tables(self) -> tuple[str, ...]:
+        """Every table the export reads by hour."""
+        return ("usage", *(c.table for c in self.capacity), *(("unused_commitment",) if self.commitments else ()))
 
     def scope(self) -> tuple[str, tuple[str, ...]]:
         """The extra condition (and its parameter) that keeps one cluster's rows."""
         return (" AND cluster = ?", (self.cluster,)) if self.cluster is not None else ("", ())
 
 
-def _columns(query: Query, table: str) -> set[str]:
+def _tables(query: Query, dialect: str) -> set[str]:
+    if dialect == "postgresql":
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    return {str(r[0]) for r in query(sql, ())}
+
+
+def _columns(query: Query, table: str, dialect: str) -> set[str]:
+    if dialect == "postgresql":
+        return {str(r[0]) for r in query("SELECT column_name FROM information_schema.columns "
+                                         "WHERE table_schema = current_schema() AND table_name = ?", (table,))}
     return {str(r[1]) for r in query(f"PRAGMA table_info({table})", ())}
 
 
-def inspect_ledger(query: Query, *, cluster: str | None = "default") -> LedgerLayout:
+def inspect_ledger(query: Query, *, cluster: str | None = "default", dialect: str = "sqlite") -> LedgerLayout:
     """Find the capacity tables present and which tables already carry list prices; a ledger whose rows
-    are keyed by cluster is read for ``cluster`` only (the export's SubAccountId)."""
-    names = {str(r[0]) for r in query("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+    are keyed by cluster is read for ``cluster`` only (the export's SubAccountId). ``dialect``: ``sqlite``
+    or ``postgresql`` (only the catalog queries differ)."""
+    names = _tables(query, dialect)
     if "usage" not in names or "unallocated" not in names:
         raise ValueError("not a gpu-cost-exporter ledger (no usage/unallocated tables)")
     capacity = tuple(t for t in CAPACITY_TABLES if t.table in names)
-    with_list = frozenset(t for t in ("usage", *(c.table for c in capacity)) if "list_cost" in _columns(query, t))
-    keyed = "cluster" in _columns(query, "usage")
-    return LedgerLayout(capacity, with_list, cluster if keyed else None)  # None: every cluster
+    with_list = frozenset(t for t in ("usage", *(c.table for c in capacity))
+                          if "list_cost" in _columns(query, t, dialect))
+    keyed = "cluster" in _columns(query, "usage", dialect)
+    return LedgerLayout(capacity, with_list, cluster if keyed else None,  # None: every cluster
+                        commitments="unused_commitment" in names, teams="namespace_team" in names)
+
+
+def ledger_clusters(query: Query, *, dialect: str = "sqlite") -> list[str]:
+    """The clusters with rows in any exported table (``default`` for a ledger from before clusters)."""
+    layout = inspect_ledger(query, cluster="default", dialect=dialect)
+    if layout.cluster is None:
+        return ["default"]
+    sql = " UNION ".join(f"SELECT DISTINCT cluster FROM {t}" for t in layout.hourly_tables())
+    return sorted(str(r[0]) for r in query(sql, ()))
 
 
 def list_cost_sql(layout: LedgerLayout, table: str) -> str:
@@ -125,17 +169,22 @@ def window_hours(query: Query, layout: LedgerLayout, window: Window) -> list[int
     scope, scope_params = layout.scope()
     if scope and not clause:
         clause, scope = "WHERE cluster = ?", ""
-    tables = ("usage", *(c.table for c in layout.capacity))
+    tables = layout.hourly_tables()
     sql = " UNION ".join(f"SELECT DISTINCT hour FROM {t} {clause}{scope}" for t in tables) + " ORDER BY 1"
     return [int(r[0]) for r in query(sql, [*params, *scope_params] * len(tables))]
+
+
+def _usage_order(r: tuple[object, ...]) -> tuple[str, ...]:
+    """node, pool, gpu_model, currency, namespace, pod, mig_profile, workload, priority_class."""
+    return (str(r[4]), str(r[5]), str(r[6]), str(r[9]), str(r[1]), str(r[2]), str(r[7]), str(r[3]), str(r[8]))
 
 
 def read_usage(query: Query, layout: LedgerLayout, hour: int) -> list[UsageRecord]:
     rows = query(
         "SELECT hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, priority_class, currency, "
         f"allocated_s, used_s, unmeasured_s, idle_s, cost, {list_cost_sql(layout, 'usage')}, idle_cost, energy_j "
-        f"FROM usage WHERE hour = ?{layout.scope()[0]} ORDER BY node, pool, gpu_model, currency, namespace, pod, "
-        "mig_profile, workload, priority_class", (hour, *layout.scope()[1]))
+        f"FROM usage WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))
+    rows.sort(key=_usage_order)
     return [UsageRecord(hour=int(r[0]), namespace=str(r[1]), pod=str(r[2]), workload=str(r[3]), node=str(r[4]),
                         pool=str(r[5]), gpu_model=str(r[6]), mig_profile=str(r[7]), priority_class=str(r[8]),
                         currency=str(r[9]), allocated_s=float(r[10]), used_s=float(r[11]),
@@ -148,9 +197,28 @@ def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[Capacit
     for cap in layout.capacity:
         rows = query(
             f"SELECT hour, node, pool, gpu_model, currency, seconds, cost, {list_cost_sql(layout, cap.table)} "
-            f"FROM {cap.table} WHERE hour = ?{layout.scope()[0]} ORDER BY node, pool, gpu_model, currency",
-            (hour, *layout.scope()[1]))
+            f"FROM {cap.table} WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))
+        rows.sort(key=lambda r: (str(r[1]), str(r[2]), str(r[3]), str(r[4])))  # node, pool, gpu_model, currency
         out += [CapacityRecord(state=cap.state, hour=int(r[0]), node=str(r[1]), pool=str(r[2]), gpu_model=str(r[3]),
                                currency=str(r[4]), seconds=float(r[5]), cost=float(r[6]), list_cost=float(r[7]))
                 for r in rows]
     return out
+
+
+def read_unused_commitments(query: Query, layout: LedgerLayout, hour: int) -> list[CommitmentRecord]:
+    if not layout.commitments:
+        return []
+    rows = query(
+        "SELECT hour, commitment, gpu_model, currency, seconds, cost, list_cost FROM unused_commitment "
+        f"WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))
+    rows.sort(key=lambda r: (str(r[1]), str(r[2]), str(r[3])))  # commitment, gpu_model, currency
+    return [CommitmentRecord(hour=int(r[0]), commitment=str(r[1]), gpu_model=str(r[2]), currency=str(r[3]),
+                             seconds=float(r[4]), cost=float(r[5]), list_cost=float(r[6])) for r in rows]
+
+
+def read_teams(query: Query, layout: LedgerLayout, hour: int) -> dict[str, str]:
+    """namespace -> team as booking saw the namespace's team label in this hour; absent = unknown."""
+    if not layout.teams:
+        return {}
+    return {str(r[0]): str(r[1]) for r in query(
+        f"SELECT namespace, team FROM namespace_team WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))}

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from exporter.export.focus_format import decimal_text, money
@@ -27,6 +28,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
+@lru_cache(maxsize=4096)
 def sku_id(model: str, mig_profile: str, pool: str) -> str:
     """``gpu-<model>[-mig-<profile>][-pool-<pool>]``: the same inputs always give the same id."""
     parts = ["gpu", _slug(model) or "unknown"]
@@ -35,6 +37,11 @@ def sku_id(model: str, mig_profile: str, pool: str) -> str:
     if pool:
         parts += ["pool", _slug(pool)]
     return "-".join(parts)
+
+
+def commitment_sku_id(name: str) -> str:
+    """``gpu-commitment-<name>``: the SKU of a commitment's committed GPU-hours."""
+    return f"gpu-commitment-{_slug(name) or 'unnamed'}"
 
 
 def price_point(per_gpu_hour: Decimal) -> Decimal:
@@ -72,6 +79,7 @@ class PriceEntry:
     currency: str
     unit_price: Decimal
     listed: bool
+    category: str = "Standard"  # FOCUS PricingCategory: "Committed" for a commitment's GPU-hours
 
 
 def price_list(pricing: Pricing, keys: Iterable[SkuKey]) -> list[PriceEntry]:
@@ -92,7 +100,20 @@ def booked_price(row: Mapping[str, Any]) -> PriceEntry | None:
         return None
     key = SkuKey(str(row.get("x_GpuModel") or ""), str(row.get("x_MigProfile") or ""), str(row.get("x_NodePool") or ""))
     return PriceEntry(key, str(row["SkuId"]), str(row["SkuPriceId"]), str(row["BillingCurrency"]),
-                      Decimal(row["ListUnitPrice"]), listed=True)
+                      Decimal(row["ListUnitPrice"]), listed=True,
+                      category=str(row.get("PricingCategory") or "Standard"))
+
+
+def commitment_prices(pricing: Pricing) -> list[PriceEntry]:
+    """Each commitment of the pricing file as the SKU its unused part is exported under: list price 0 (no
+    GPU-hour is had for unused committed time at any price; the commitment's rate is the contracted price)."""
+    zero = price_point(Decimal(0))
+    out: dict[str, PriceEntry] = {}
+    for c in pricing.doc.commitments:
+        sku = commitment_sku_id(c.name)
+        out.setdefault(sku, PriceEntry(SkuKey(c.model, "", ""), sku, sku_price_id(sku, pricing.currency, zero),
+                                       pricing.currency, zero, listed=True, category="Committed"))
+    return sorted(out.values(), key=lambda e: e.sku_id)
 
 
 def file_keys(pricing: Pricing) -> list[SkuKey]:
@@ -115,7 +136,7 @@ def render_price_list(entries: Iterable[PriceEntry]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(PRICE_LIST_COLUMNS)
     for e in entries:
-        writer.writerow([e.sku_id, e.sku_price_id, SKU_METER, PRICING_UNIT, "Standard", decimal_text(e.unit_price),
+        writer.writerow([e.sku_id, e.sku_price_id, SKU_METER, PRICING_UNIT, e.category, decimal_text(e.unit_price),
                          e.currency, e.key.model, e.key.mig_profile or None, e.key.pool or None,
                          "true" if e.listed else "false"])
     return buf.getvalue()

@@ -1,13 +1,16 @@
-"""The FOCUS export of the default scenario, run through ``simulate`` (real agents, aggregator and protocols):
-the FinOps Foundation's validator passes its FOCUS 1.2 projection, the 1.3 rules it cannot run offline hold,
-the export reconciles with ``report`` to 1e-9, and ``/api/v1/focus`` streams the same bytes as the CLI."""
+"""The FOCUS export of the default scenario and of a pricing scenario with a commitment larger than the fleet,
+run through ``simulate`` (real agents, aggregator and protocols): the FinOps Foundation's validator passes their
+FOCUS 1.2 projection, the 1.3 rules it cannot run offline hold, the export reconciles with ``report`` to 1e-9
+(unused commitments included), and ``/api/v1/focus`` streams the same bytes as the CLI."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import aiohttp
@@ -26,12 +29,43 @@ KNOWN_QUIRKS = {
     "InvoiceId-C-005-C": "C-004 and C-005 both run unconditionally, so with InvoiceId present one always fails; "
                          "the column must be present (an absent Recommended column fails too) and is null here "
                          "because internal chargeback has no invoice",
+    # The bundled 1.2 model inverts C-004's condition: it demands a status on rows whose CommitmentDiscountId
+    # IS null (any row no commitment applies to); C-002 and C-000 are the composites that include it.
+    "CommitmentDiscountStatus-C-004-C": "condition inverted in model-1.2.0.1.json: requires a status where "
+                                        "CommitmentDiscountId is null, which the spec requires to be null",
+    "CommitmentDiscountStatus-C-002-C": "composite of C-003 and the inverted C-004",
+    "CommitmentDiscountStatus-C-000-C": "composite of C-002",
 }
 # The default scenario's prices (exporter/sim/scenarios/default.yaml) as a pricing file.
 PRICING = """currency: USD
 default_price: 1.00
 models: {"NVIDIA H100 80GB HBM3": 4.00, "NVIDIA A100-SXM4-80GB": 2.50, "NVIDIA L4": 0.80}
 pools: {dev: 0.5}
+"""
+
+
+# A commitment of 12 H100 against a fleet of 8 (c = 1, 4 GPUs unused every hour), active through the run
+# (``simulate`` starts at the current hour), beside an uncommitted pool of L4s at half price.
+COMMITTED_SCENARIO = """
+tick: 15s
+duration: 2h
+pricing:
+  currency: USD
+  default_price: 1.0
+  models: {"NVIDIA H100 80GB HBM3": 4.0, "NVIDIA L4": 0.80}
+  pools: {dev: 0.5}
+  commitments:
+    - {name: h100-1yr, model: "NVIDIA H100 80GB HBM3", gpus: 12, hourly: 2.10,
+       start: "2020-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z"}
+nodes:
+  - {name: h100-a, model: "NVIDIA H100 80GB HBM3", gpus: 8, labels: {gpu.platform/pool: train}}
+  - {name: l4-a, model: "NVIDIA L4", gpus: 4, labels: {gpu.platform/pool: dev}}
+namespaces:
+  - {name: ml-team, labels: {gpu.platform/team: research}}
+  - {name: web, labels: {}}
+pods:
+  - {name: trainer, namespace: ml-team, node: h100-a, gpus: 6, utilization: 0.7, owner: {kind: Job, name: train}}
+  - {name: infer, namespace: web, node: l4-a, gpus: 2, start: 30m, utilization: 0.3}
 """
 
 
@@ -49,10 +83,19 @@ def sim_ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield ledger
 
 
-@pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_validator_passes_the_default_scenario(sim_ledger: Path, tmp_path: Path, fmt: str) -> None:
+@pytest.fixture(scope="module")
+def committed_ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("focus-committed")
+    (work / "scenario.yaml").write_text(COMMITTED_SCENARIO)
+    cli("simulate", "--scenario", str(work / "scenario.yaml"), "--ledger", str(work / "ledger.db"))
+    yield work / "ledger.db"
+
+
+@pytest.mark.parametrize(("scenario", "fmt"), [("default", "csv"), ("default", "parquet"), ("committed", "csv")])
+def test_validator_passes(sim_ledger: Path, committed_ledger: Path, tmp_path: Path, scenario: str, fmt: str) -> None:
     out = tmp_path / f"focus.{fmt}"
-    cli("export", "--ledger", str(sim_ledger), "--format", f"focus-{fmt}", *ALL, "--focus-version", "1.2",
+    ledger = sim_ledger if scenario == "default" else committed_ledger
+    cli("export", "--ledger", str(ledger), "--format", f"focus-{fmt}", *ALL, "--focus-version", "1.2",
         "--output", str(out))
     outcome = run_validator(out, tmp_path)
     assert outcome.tests - outcome.skipped > 200, outcome  # the applicable rules did run
@@ -76,6 +119,41 @@ def test_13_rules_and_reconciliation_on_the_default_scenario(sim_ledger: Path) -
     from exporter.aggregator.report import parse_time
 
     assert_reconciles(window, sim_ledger, parse_time(first, 0), parse_time(second, 0))
+
+
+def test_unused_commitment_rows_reconcile_with_report(committed_ledger: Path) -> None:
+    """Every hour: 8 H100 on the node, commitment N = 12, so c = min(12, 8) / 8 = 1 and (12 - 8) GPU-h x 2.10
+    = 8.40 unused, list 0; the node's 8 GPU-h cost 8 x 2.10 = 16.80 (list 32.00), split between the trainer
+    and the unallocated capacity. Σ EffectiveCost = report's total incl. __unused_commitment__, to 1e-9."""
+    rows = read_csv(cli("export", "--ledger", str(committed_ledger), "--format", "focus-csv", *ALL).stdout)
+    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
+    hours = sorted({r["ChargePeriodStart"] for r in rows})
+    assert len(hours) >= 2 and {r["ChargePeriodStart"] for r in unused} == set(hours)
+    full = [r for r in unused if r["x_UnusedCommitmentGpuSeconds"] == "14400.0"]  # 4 GPUs x 3600 s
+    assert full, [r["x_UnusedCommitmentGpuSeconds"] for r in unused]
+    for r in full:
+        assert abs(Decimal(r["EffectiveCost"]) - Decimal("8.4")) <= Decimal("1e-9")  # 4 GPU-h x 2.10 (+ tick sums)
+        assert (r["ListCost"], r["PricingQuantity"]) == ("0.0", "4.0")
+    h100 = [r for r in rows if r["ResourceName"] == "h100-a" and r["ChargePeriodStart"] in
+            {f["ChargePeriodStart"] for f in full}]
+    by_hour: dict[str, Decimal] = {}
+    for r in h100:
+        by_hour[r["ChargePeriodStart"]] = by_hour.get(r["ChargePeriodStart"], Decimal(0)) + Decimal(r["EffectiveCost"])
+    assert all(abs(v - Decimal("16.8")) <= Decimal("1e-9") for v in by_hour.values()), by_hour  # 8 x 2.10
+    assert_formats(rows)
+    assert_focus13_rules(rows)
+    assert_reconciles(rows, committed_ledger)
+
+
+def test_team_label_reaches_the_export(committed_ledger: Path) -> None:
+    """ml-team carries gpu.platform/team: research, web no team label: booking keeps the team per hour and the
+    export tags every ml-team row with it; web's rows have no team (unknown)."""
+    rows = read_csv(cli("export", "--ledger", str(committed_ledger), "--format", "focus-csv", *ALL).stdout)
+    teams = {(r["x_Namespace"], r["x_Team"]) for r in rows if r["x_Namespace"]}
+    assert teams == {("ml-team", "research"), ("web", "")}, teams
+    for r in rows:
+        if r["x_Namespace"] == "ml-team":
+            assert json.loads(r["AllocatedTags"])["gpu-cost-exporter/team"] == "research"
 
 
 def test_every_price_id_of_the_export_is_on_the_published_price_list(sim_ledger: Path, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from exporter.aggregator.ledger import Ledger, TickWrite
 from exporter.aggregator.report import build_report
-from exporter.model.books import CapacityAmounts, CapacityKey, UsageAmounts, UsageKey
+from exporter.model.books import CapacityAmounts, CapacityKey, CommitmentKey, UsageAmounts, UsageKey
 
 CURRENCY = "USD"
 CLUSTER = "prod-eu1"  # the cluster the hand-built ledgers book for (the export's SubAccountId)
@@ -43,6 +43,7 @@ class UsageRow:
     priority_class: str = ""
     unmeasured_s: float = 0.0
     energy_j: float = 0.0
+    list_cost: float | None = None  # None: the effective cost (no discount)
 
 
 @dataclass(frozen=True)
@@ -55,25 +56,44 @@ class CapacityRow:
     cost: float
     pool: str = "h100-pool"
     gpu_model: str = "NVIDIA H100 80GB HBM3"
+    list_cost: float | None = None  # None: the effective cost (no discount)
 
 
-def write_ledger(path: Path, usage: list[UsageRow], unallocated: list[CapacityRow],
-                 unobserved: list[CapacityRow] | None = None, *, cluster: str = CLUSTER) -> None:
-    """Through the real Ledger (its schema, its transaction), as booking writes it."""
+@dataclass(frozen=True)
+class UnusedRow:
+    """One hour of a commitment's unused part (list cost 0: no GPU-hour was had for it)."""
+
+    hour: int
+    commitment: str
+    seconds: float
+    cost: float
+    gpu_model: str = "NVIDIA H100 80GB HBM3"
+
+
+def write_ledger(path: Path | str, usage: list[UsageRow], unallocated: list[CapacityRow],
+                 unobserved: list[CapacityRow] | None = None, *, cluster: str = CLUSTER,
+                 unused: list[UnusedRow] | None = None, teams: dict[tuple[int, str], str] | None = None,
+                 password_file: Path | None = None) -> None:
+    """Through the real Ledger (its schema, its transaction), as booking writes it; ``path`` a SQLite file or a
+    PostgreSQL URL."""
     w = TickWrite()
     for u in usage:
         key = UsageKey(u.hour, u.namespace, u.pod, u.workload, u.node, u.pool, u.gpu_model, u.mig_profile,
                        u.priority_class, CURRENCY)
         w.usage[key] = UsageAmounts(allocated_s=u.allocated_s, used_s=u.used_s, unmeasured_s=u.unmeasured_s,
                                     idle_s=u.idle_s, cost=u.cost, idle_cost=u.idle_cost, energy_j=u.energy_j,
-                                    list_cost=u.cost)  # no discounts in these hand-built books
+                                    list_cost=u.cost if u.list_cost is None else u.list_cost)
     for table, rows in ((w.unallocated, unallocated), (w.unobserved, unobserved or [])):
         for c in rows:
-            table[CapacityKey(c.hour, c.node, c.pool, c.gpu_model, CURRENCY)] = CapacityAmounts(c.seconds, c.cost,
-                                                                                                c.cost)
+            table[CapacityKey(c.hour, c.node, c.pool, c.gpu_model, CURRENCY)] = CapacityAmounts(
+                c.seconds, c.cost, c.cost if c.list_cost is None else c.list_cost)
+    for x in unused or []:
+        w.unused_commitment[CommitmentKey(x.hour, x.commitment, x.gpu_model, CURRENCY)] = CapacityAmounts(
+            x.seconds, x.cost, 0.0)
+    w.namespace_teams.update(teams or {})
 
     async def commit() -> None:
-        ledger = Ledger(path, cluster=cluster)
+        ledger = Ledger(path, cluster=cluster, password_file=password_file)
         await ledger.open()
         await ledger.commit(w)
         await ledger.close()
@@ -132,6 +152,9 @@ def assert_reconciles(rows: list[dict[str, str]], ledger: Path, since: float | N
     assert abs(float(exported) - expected) <= 1e-9, (exported, expected)
     ratios: dict[tuple[str, str, str, str, str], Decimal] = defaultdict(Decimal)
     for r in rows:
+        if r["CommitmentDiscountStatus"] == "Unused":  # a charge of its own, not split from a node
+            assert r["AllocatedMethodDetails"] == "", r
+            continue
         origin = (r["ChargePeriodStart"], r["ResourceId"], r["x_NodePool"], r["x_GpuModel"], r["BillingCurrency"])
         for element in json.loads(r["AllocatedMethodDetails"], parse_float=Decimal)["Elements"]:
             ratios[origin] += element["AllocatedRatio"]
@@ -142,9 +165,15 @@ def assert_focus13_rules(rows: list[dict[str, str]]) -> None:
     """The 1.3 rules the offline validator cannot run (its 1.3 model is fetched from the network)."""
     assert rows
     for r in rows:
+        if r["CommitmentDiscountStatus"] == "Unused":
+            _assert_unused_commitment(r)
+            continue
         # provider columns (1.3): mandatory, non-null; the deprecated ones still present
         for col in ("ServiceProviderName", "HostProviderName", "ProviderName", "PublisherName", "InvoiceIssuerName"):
             assert r[col], col
+        # no commitment known on a node's charge (the ledger books the blended rate, not the coverage)
+        for col in ("CommitmentDiscountId", "CommitmentDiscountStatus", "CommitmentDiscountQuantity"):
+            assert r[col] == "", col
         # split allocation: method id always; resource id null exactly for the unallocated portion
         assert r["AllocatedMethodId"]
         capacity = r["x_CapacityState"] in ("Unallocated", "Unobserved")
@@ -170,6 +199,25 @@ def assert_focus13_rules(rows: list[dict[str, str]]) -> None:
         for cost_col, price_col in (("ListCost", "ListUnitPrice"), ("ContractedCost", "ContractedUnitPrice")):
             cost = dec(r[cost_col])
             assert abs(dec(r[price_col]) * qty - cost) <= Decimal("1e-9") * max(abs(cost), Decimal(1)), (r, cost_col)
+
+
+def _assert_unused_commitment(r: dict[str, str]) -> None:
+    """FOCUS DiscountHandling: an unused commitment is a Usage row with status Unused and no consumed quantity;
+    it is not split from an origin charge (no Allocated* values) and no resource carries it."""
+    assert r["ChargeCategory"] == "Usage" and r["x_CapacityState"] == "UnusedCommitment"
+    assert r["CommitmentDiscountId"] and r["CommitmentDiscountName"] and r["CommitmentDiscountType"]
+    assert r["CommitmentDiscountCategory"] == "Usage" and r["CommitmentDiscountUnit"] == "GPU-Hours"
+    assert r["ConsumedQuantity"] == r["ConsumedUnit"] == ""
+    for col in ("AllocatedMethodId", "AllocatedMethodDetails", "AllocatedResourceId", "AllocatedResourceName",
+                "AllocatedTags", "ResourceId", "ResourceType"):
+        assert r[col] == "", col
+    assert r["SkuPriceId"].startswith(r["SkuId"] + "-") and r["PricingCategory"] == "Committed"
+    assert dec(r["CommitmentDiscountQuantity"]) == dec(r["PricingQuantity"])
+    assert abs(dec(r["PricingQuantity"]) * 3600 - dec(r["x_UnusedCommitmentGpuSeconds"])) <= Decimal("1e-8")
+    qty = dec(r["PricingQuantity"])
+    for cost_col, price_col in (("ListCost", "ListUnitPrice"), ("ContractedCost", "ContractedUnitPrice")):
+        cost = dec(r[cost_col])
+        assert abs(dec(r[price_col]) * qty - cost) <= Decimal("1e-9") * max(abs(cost), Decimal(1)), (r, cost_col)
 
 
 DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

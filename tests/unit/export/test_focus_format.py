@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from exporter.export.focus_format import decimal_text, json_object, money, month_bounds, utc_text
+from exporter.export.focus_format import Scalar, decimal_text, json_object, money, month_bounds, utc_text
 from exporter.export.focus_rows import allocation_ratios
 
 
@@ -51,3 +51,23 @@ def test_ratios_fall_back_to_seconds_then_equal_shares() -> None:
     """Free GPUs (price 0): 3600 s and 10800 s -> 0.25 / 0.75. Nothing at all: 0.5 / 0.5."""
     assert allocation_ratios([Decimal(0)] * 2, [Decimal(3600), Decimal(10800)]) == [Decimal("0.25"), Decimal("0.75")]
     assert allocation_ratios([Decimal(0)] * 2, [Decimal(0)] * 2) == [Decimal("0.5"), Decimal("0.5")]
+
+
+def test_allocation_details_is_the_json_object_of_that_shape() -> None:
+    """Written directly for speed; it must stay the text ``json_object`` gives the same elements."""
+    from exporter.export.focus_format import allocation_details
+
+    for ratio, qty in ((Decimal("0.25"), Decimal("2")), (Decimal("0E-12"), Decimal("0.000277777778")),
+                       (Decimal("1"), Decimal("7200.5"))):
+        element: dict[str, Scalar] = {"AllocatedRatio": ratio, "UsageUnit": "GPU-Hours", "UsageQuantity": qty}
+        expected = json_object({"Elements": [element]})
+        assert allocation_details(ratio, "GPU-Hours", qty) == expected
+    assert allocation_details(Decimal("0.25"), "GPU-Hours", Decimal("2")) == (
+        '{"Elements":[{"AllocatedRatio":0.25,"UsageUnit":"GPU-Hours","UsageQuantity":2.0}]}')
+
+
+def test_cached_decimal_text_of_equal_values_is_the_same() -> None:
+    """decimal_text is cached by value: equal decimals written differently must give one text."""
+    assert decimal_text(Decimal("2.50")) == decimal_text(Decimal("2.5")) == "2.5"
+    assert decimal_text(Decimal("4")) == decimal_text(Decimal("4.000")) == "4.0"
+    assert decimal_text(Decimal("0E-12")) == decimal_text(Decimal("-0.0")) == "0.0"

@@ -78,7 +78,8 @@ def test_worked_example_golden_rows(example_ledger: Path, tmp_path: Path) -> Non
     assert pod["AllocatedMethodDetails"] == (
         '{"Elements":[{"AllocatedRatio":0.25,"UsageUnit":"GPU-Hours","UsageQuantity":2.0}]}')
     assert pod["AllocatedTags"] == ('{"gpu-cost-exporter/namespace":"ml-team","gpu-cost-exporter/workload":"trainer",'
-                                    '"gpu-cost-exporter/pod":"trainer-7f9c"}')  # no team: the ledger has none
+                                    '"gpu-cost-exporter/pod":"trainer-7f9c"}')  # no team: none was booked
+    assert pod["x_Team"] == ""  # unknown, not guessed
     assert (pod["x_Namespace"], pod["x_WorkloadName"], pod["x_PodName"]) == ("ml-team", "trainer", "trainer-7f9c")
     assert pod["x_AllocatedGpuSeconds"] == "7200.0" and pod["x_UsedGpuSeconds"] == "4320.0"
     assert pod["x_IdleGpuSeconds"] == "2880.0" and pod["x_UnmeasuredGpuSeconds"] == "0.0"
