@@ -45,7 +45,7 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
         if dev is not None and dev.type not in ("gpu", "mig"):  # vfio passthrough: DCGM does not see it
             result.unresolved.append(device_id)
             out.append(Assignment(h.namespace, h.pod, h.container, device_id, DeviceKind.OTHER, "", None, None,
-                                  None, h.share, SharingMode.DRA))
+                                  None, h.share, SharingMode.DRA, h.claim))
             continue
         if not mig:
             uuid = dev.uuid if dev is not None else by_minor.get(str(h.minor), "")
@@ -54,7 +54,7 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
             key = (uuid, "")
             out.append(Assignment(h.namespace, h.pod, h.container, uuid or device_id, DeviceKind.GPU, uuid,
                                   key if key in dcgm else None, model_of(uuid) if uuid else None, None, h.share,
-                                  SharingMode.DRA))
+                                  SharingMode.DRA, h.claim))
             continue
         parent = dev.parent_uuid if dev is not None else by_minor.get(str(h.minor), "")
         profile = (dev.profile if dev is not None else h.name_profile) or ""
@@ -78,5 +78,5 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
             frac = 1.0 / gpu_slices(model)
         out.append(Assignment(h.namespace, h.pod, h.container, mig_uuid or device_id, DeviceKind.MIG, parent,
                               found if found in dcgm else None, model, profile or None, frac * h.share,
-                              SharingMode.DRA))
+                              SharingMode.DRA, h.claim))
     return out

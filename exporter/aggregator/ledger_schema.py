@@ -7,6 +7,9 @@ their rows keep the cluster ``default``. Schema 4 added list prices beside effec
 energy, commitments' unused part with its "booked until" marks, and the billing labels of nodes:
 booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing). Schema 5 added
 the right-sizing evidence (utilisation seconds per fixed bucket and framebuffer peaks, per hour x device).
+Schema 6 added the DRA claim to the usage key (``claim``, ``<namespace>/<name>``, "" for device-plugin
+holders): booked rows get "". The primary key changes, so SQLite rebuilds the table and PostgreSQL
+swaps the constraint in place (its partitions follow).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEFAULT_CLUSTER = "default"
 
 
@@ -100,8 +103,11 @@ _V5_TABLES: tuple[Table, ...] = (
                        ("device", "text")),
           (("fraction", "real"), *((f"s_u{b:03d}", "real") for b in EVIDENCE_BUCKETS), ("fb_peak_bytes", "real?"))),
 )
-TABLES: tuple[Table, ...] = (
+#: Schema 6: the DRA claim, last in the usage key.
+_V6_KEYS: dict[str, tuple[tuple[str, str], ...]] = {"usage": (("claim", "text"),)}
+TABLES_V5: tuple[Table, ...] = (
     *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES)
+TABLES: tuple[Table, ...] = tuple(Table(t.name, t.key + _V6_KEYS.get(t.name, ()), t.values) for t in TABLES_V5)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -215,8 +221,22 @@ def add_list_prices(d: Dialect) -> list[str]:
     return out + [create_table(d, t) for t in _V4_TABLES]
 
 
+def add_claim(d: Dialect) -> list[str]:
+    """Schema 5 -> 6: ``claim`` joins the usage key; booked rows get "" (no claim known)."""
+    new = BY_NAME["usage"]
+    if d.partition_usage:  # PostgreSQL: the key constraint is swapped on the parent, partitions follow
+        pk = ", ".join(["cluster"] + [c for c, _w in new.key])
+        return ["ALTER TABLE usage ADD COLUMN claim TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE usage DROP CONSTRAINT usage_pkey", f"ALTER TABLE usage ADD PRIMARY KEY ({pk})"]
+    old = ", ".join(c for c in new.columns() if c != "claim")
+    return [create_table(d, new, name="usage_v6"),
+            f"INSERT INTO usage_v6 ({old}, claim) SELECT {old}, '' FROM usage",
+            "DROP TABLE usage", "ALTER TABLE usage_v6 RENAME TO usage",
+            "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+
+
 def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
     """Statements taking a ledger from version ``v - 1`` to ``v``."""
     return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
             3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
-            5: lambda: [create_table(d, t) for t in _V5_TABLES]}
+            5: lambda: [create_table(d, t) for t in _V5_TABLES], 6: lambda: add_claim(d)}

@@ -99,3 +99,24 @@ def test_shared_mig_claim_resolves_once_for_all_its_pods() -> None:
     assert {(a.pod, a.dcgm_key) for a in res.assignments} == {("e0", (G2, "2")), ("e1", (G2, "2"))}
     assert all(a.fraction == pytest.approx(3 / 14) for a in res.assignments)
     assert res.learned["MIG-bbbb"].gpu_instance_id == "2"
+
+
+def test_claim_names_travel_to_the_snapshot_and_survive_a_restart() -> None:
+    """Each DRA holder names its claim (``<namespace>/<name>``) on the wire; a device-plugin holder names
+    none. 15 s on G0 through claim w: 1 x 15 = 15 GPU-s under ml/w; the state file keeps the name."""
+    from exporter.agent.meter import Meter
+    from exporter.agent.publish import snapshot_of
+    from exporter.agent.state import dump_meter, load_meter
+    from exporter.clients.podresources import ContainerDevices
+
+    claims = [_claim("whole", "main", "w", "gpu-0"), _claim("p1", "main", "s", "gpu-1")]
+    plain = ContainerDevices("ml", "plain", "main", "nvidia.com/gpu", ("GPU-3333",))
+    ctx = NodeContext(dra_slices=SLICES)
+    m = Meter(node="n")
+    for now in (0.0, 15.0):
+        m.tick(now, attribute([plain], DCGM, None, {}, {}, context=ctx, claims=claims), DCGM, 60.0)
+    claim_of = {h.pod: (h.claim, h.allocated_s) for h in snapshot_of(m, 15.0, dcgm_up=True,
+                                                                       podresources_up=True).holders}
+    assert claim_of == {"whole": ("ml/w", 15.0), "p1": ("ml/s", 15.0), "plain": ("", 15.0)}
+    again = load_meter(dump_meter(m), "n")
+    assert {h.pod: h.claim for h in again.holders.values()} == {"whole": "ml/w", "p1": "ml/s", "plain": ""}
