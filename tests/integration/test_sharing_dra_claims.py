@@ -23,6 +23,7 @@ from exporter.sim.scenario import parse_scenario
 
 #: H100 80GB at 4.00/h, 1 h. gpu-2 is in MIG mode with one 3g.40gb instance (3 of its 7 slices), so the DRA
 #: driver publishes gpu-0, gpu-1 and gpu-2-mig-3g40gb-9-1. ``plain`` holds a device-plugin GPU: no claim.
+#: ``whole`` is a Job's pod with a priority class, which the aggregator learns from its pod watch.
 SCENARIO = """
 tick: 15s
 duration: 1h
@@ -31,7 +32,8 @@ nodes:
   - {name: dra, model: "NVIDIA H100 80GB HBM3", gpus: 3, dra: true, mig: {2: [3g.40gb]}}
   - {name: plain, model: "NVIDIA H100 80GB HBM3", gpus: 1}
 pods:
-  - {name: whole, namespace: ml, node: dra, claims: [{name: whole-gpu, devices: [gpu-0]}], utilization: 0.5}
+  - {name: whole, namespace: ml, node: dra, claims: [{name: whole-gpu, devices: [gpu-0]}], utilization: 0.5,
+     owner: {kind: Job, name: train}, priority_class: gpu-batch}
   - {name: s1, namespace: ml, node: dra, claims: [{name: shared-gpu, devices: [gpu-1]}], utilization: 0.2}
   - {name: s2, namespace: ml, node: dra, claims: [{name: shared-gpu, devices: [gpu-1]}], utilization: 0.4}
   - {name: mig, namespace: ml, node: dra, claims: [{name: mig-3g, devices: [gpu-2-mig-3g40gb-9-1]}],
@@ -60,7 +62,9 @@ def by(ledger: Path, keys: str) -> dict[tuple[str, ...], dict[str, Any]]:
         rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), keys, None, None)
     finally:
         conn.close()
-    cols = [c for k in keys.split(",") for c in {"claim": ("namespace", "claim"), "pod": ("namespace", "pod")}[k]]
+    groups = {"claim": ("namespace", "claim"), "pod": ("namespace", "pod"), "workload": ("namespace", "workload"),
+              "priority_class": ("priority_class",)}
+    cols = [c for k in keys.split(",") for c in groups[k]]
     return {tuple(r[c] for c in dict.fromkeys(cols)): r for r in rows}
 
 
@@ -109,6 +113,16 @@ def test_report_by_claim_and_pod_splits_a_shared_claim_evenly(ledger: Path) -> N
     close(r[("ml", "", "plain")]["cost"], 1.0 * PRICE)
 
 
+def test_running_dra_pods_are_known_to_the_aggregator(ledger: Path) -> None:
+    """A pod holding its GPU only through a DRA claim is booked under its workload (the Job ``train``, not
+    the pod's name) and its priority class: 1 GPU-h x 4.00 = 4.00 for each."""
+    workloads = by(ledger, "workload")
+    close(workloads[("ml", "train")]["allocated_gpu_hours"], 1.0)
+    close(workloads[("ml", "train")]["cost"], 1.0 * PRICE)
+    assert ("ml", "whole") not in workloads
+    close(by(ledger, "priority_class")[("gpu-batch",)]["cost"], 1.0 * PRICE)
+
+
 def test_report_command_by_claim(ledger: Path) -> None:
     """The CLI prints the same rows: ml/mig-3g costs 3/7 x 4.00 = 12/7 = 1.714286."""
     done = subprocess.run([sys.executable, "-m", "exporter", "report", "--ledger", str(ledger), "--by", "claim",
@@ -134,6 +148,7 @@ async def test_report_api_by_claim(tmp_path: Path) -> None:
                 f"http://{agg.settings.listen}/api/v1/report", params={"by": "claim"}) as resp:
             assert resp.status == 200
             api = {r["claim"]: r for r in await resp.json()}
+        gauges = agg.gauges
     finally:
         await pipe.close()
     hours = 12 * 15 / 3600
@@ -144,3 +159,7 @@ async def test_report_api_by_claim(tmp_path: Path) -> None:
     close(api["ml/mig-3g"]["allocated_gpu_hours"], 3 / 7 * hours)
     close(api["ml/mig-3g"]["cost"], 3 / 7 * hours * PRICE)
     close(api[""]["cost"], hours * PRICE)
+    # held now: whole 1 + s1 1/2 + s2 1/2 + mig 3/7 + plain 1 = 3 3/7 GPUs; the DRA pods are not taken for gone
+    close(gauges.allocated_gpus["ml"], 1 + 0.5 + 0.5 + 3 / 7 + 1)
+    assert gauges.pods[("ml", "whole")].workload == "train"
+    close(gauges.pods[("ml", "mig")].gpus, 3 / 7)
