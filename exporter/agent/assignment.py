@@ -40,6 +40,7 @@ class Assignment:
     mig_profile: str | None
     fraction: float
     sharing: SharingMode = SharingMode.NONE
+    claim: str = ""  # the DRA claim it holds the device through (``<namespace>/<name>``); "" otherwise
 
     @property
     def holder_key(self) -> str:

@@ -222,7 +222,7 @@ def attribute(
     slots = hami_slots(allocatable, hami_held)
     for cd in hami_held:
         _hami_assignments(cd, ctx, dcgm, slots, model_of, result)
-    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin)
+    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin, consumed=ctx.dra_consumed)
     if holds:
         result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
                                                   model_of=model_of, result=result))

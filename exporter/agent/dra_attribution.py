@@ -3,6 +3,11 @@
 MIG instances allocated through DRA resolve like device-plugin ones: the resolver (NVML) or a
 location learned before by MIG UUID, else the only DCGM instance of that profile on the parent GPU,
 else the one whose DCGM pod labels name the holder. What cannot be resolved is held but unmeasured.
+
+A consumable-capacity share holds ``consumed memory / device memory`` of its device (the slice's
+``capacity.memory``, else DCGM's used + free framebuffer); shares of one GPU split its busy time as
+time-slicing replicas do. A share whose device memory nobody published is charged the whole device
+and counted as unresolved.
 """
 
 from __future__ import annotations
@@ -27,6 +32,19 @@ def _mig_key(holders: set[tuple[str, str, str]], *, parent: str, profile: str, d
     return candidates[0] if len(candidates) == 1 else None
 
 
+def _capacity_share(h: DraHold, dev: DcgmDevice | None, result: Attribution, device_id: str) -> float:
+    """The part of its device a hold's shares consume (1 when it is not a consumable-capacity share)."""
+    if h.consumed is None:
+        return 1.0
+    memory = h.device.memory if h.device is not None else None
+    if memory is None and dev is not None and dev.fb_used is not None and dev.fb_free is not None:
+        memory = dev.fb_used + dev.fb_free
+    if not memory:
+        result.unresolved.append(device_id)
+        return 1.0
+    return min(1.0, h.consumed / memory)
+
+
 def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, MigLocation],
                     resolver: MigResolver | None, model_of: Callable[[str], str | None],
                     result: Attribution) -> list[Assignment]:
@@ -45,16 +63,18 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
         if dev is not None and dev.type not in ("gpu", "mig"):  # vfio passthrough: DCGM does not see it
             result.unresolved.append(device_id)
             out.append(Assignment(h.namespace, h.pod, h.container, device_id, DeviceKind.OTHER, "", None, None,
-                                  None, h.share, SharingMode.DRA))
+                                  None, h.share, SharingMode.DRA, h.claim))
             continue
         if not mig:
             uuid = dev.uuid if dev is not None else by_minor.get(str(h.minor), "")
             if not uuid:
                 result.unresolved.append(device_id)
             key = (uuid, "")
-            out.append(Assignment(h.namespace, h.pod, h.container, uuid or device_id, DeviceKind.GPU, uuid,
-                                  key if key in dcgm else None, model_of(uuid) if uuid else None, None, h.share,
-                                  SharingMode.DRA))
+            cap = _capacity_share(h, dcgm.get(key), result, device_id)
+            kind = DeviceKind.GPU if h.consumed is None else DeviceKind.REPLICA  # shares split busy time
+            out.append(Assignment(h.namespace, h.pod, h.container, uuid or device_id, kind, uuid,
+                                  key if key in dcgm else None, model_of(uuid) if uuid else None, None,
+                                  cap * h.share, SharingMode.DRA, h.claim))
             continue
         parent = dev.parent_uuid if dev is not None else by_minor.get(str(h.minor), "")
         profile = (dev.profile if dev is not None else h.name_profile) or ""
@@ -76,7 +96,8 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
             frac = mig_fraction(profile, model)
         except ValueError:
             frac = 1.0 / gpu_slices(model)
+        cap = _capacity_share(h, dcgm.get(found) if found else None, result, device_id)
         out.append(Assignment(h.namespace, h.pod, h.container, mig_uuid or device_id, DeviceKind.MIG, parent,
-                              found if found in dcgm else None, model, profile or None, frac * h.share,
-                              SharingMode.DRA))
+                              found if found in dcgm else None, model, profile or None, frac * cap * h.share,
+                              SharingMode.DRA, h.claim))
     return out

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, slice_index
+from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
 from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
 from exporter.agent.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
@@ -73,6 +73,7 @@ class KubeInfo:
         self._slices: dict[DeviceKey, SliceDevice] = {}
         self._slices_at: int | None = None
         self._admin: dict[str, set[DeviceKey]] = {}  # claim -> adminAccess devices, while listed
+        self._consumed: dict[str, dict[DeviceKey, float]] = {}  # claim -> its shares' memory bytes per device
         self.errors = 0
         self._tried: dict[str, int] = {}  # read -> tick of the last attempt
 
@@ -127,6 +128,7 @@ class KubeInfo:
                 self._slices_at = self._ticks
         listed = {(c.claim_namespace, c.claim_name) for c in claims}
         self._admin = {k: v for k, v in self._admin.items() if tuple(k.split("/", 1)) in listed}
+        self._consumed = {k: v for k, v in self._consumed.items() if k in self._admin}
         self._tried = {k: v for k, v in self._tried.items()
                        if not k.startswith("claim/") or tuple(k[6:].split("/", 1)) in listed}
         for ns, name in sorted(listed):
@@ -135,6 +137,7 @@ class KubeInfo:
                                         "resourceclaims", name, custom=True)
                 if claim is not None:
                     self._admin[f"{ns}/{name}"] = admin_devices(claim)
+                    self._consumed[f"{ns}/{name}"] = consumed_memory(claim)
 
     async def context(self, held: list[ContainerDevices], allocatable: dict[str, tuple[str, ...]] | None,
                       claims: list[ContainerClaim] | None = None) -> NodeContext:
@@ -143,7 +146,8 @@ class KubeInfo:
         if claims:
             await self._dra(claims)
         if not shares_gpus(held, allocatable):
-            return NodeContext(labels=self._labels, dra_slices=self._slices, dra_admin=self._admin)
+            return NodeContext(labels=self._labels, dra_slices=self._slices, dra_admin=self._admin,
+                               dra_consumed=self._consumed)
         due = self._labels_at is None or self._ticks - self._labels_at >= LABELS_REFRESH_TICKS
         if due and self._may_try("node", every=RETRY_READ_TICKS):
             node = await self._get("read_node", self.node)
@@ -163,7 +167,7 @@ class KubeInfo:
                 self._pods[(ns, name)] = pod_shares(pod)
         shares = {k: v for pod in self._pods.values() for k, v in pod.items()}
         return NodeContext(labels=self._labels, hami=shares, hami_pods=frozenset(self._pods),
-                           dra_slices=self._slices, dra_admin=self._admin)
+                           dra_slices=self._slices, dra_admin=self._admin, dra_consumed=self._consumed)
 
     async def close(self) -> None:
         if self.api_client is not None:

@@ -59,6 +59,7 @@ class HolderState:
     used_ratio: float | None = None
     fb_peak_bytes: float | None = None  # peak framebuffer used in the clock hour ``fb_peak_hour``
     fb_peak_hour: int | None = None
+    claim: str = ""  # the DRA claim (``<namespace>/<name>``) it holds the device through; "" otherwise
 
     def note_framebuffer(self, used_bytes: float | None, at: float) -> None:
         """Keep the hour's peak; a new hour starts again (unmeasured until a reading comes)."""
@@ -237,11 +238,10 @@ class Meter:
                 if state is None:
                     state = self.holders[a.holder_key] = HolderState(
                         a.namespace, a.pod, a.container, a.device_id, a.gpu_uuid, a.model, a.mig_profile,
-                        a.fraction)
+                        a.fraction, claim=a.claim)
                 else:
-                    state.gpu_uuid = a.gpu_uuid or state.gpu_uuid
-                    state.model = a.model or state.model
-                    state.mig_profile = a.mig_profile or state.mig_profile
+                    state.gpu_uuid, state.claim = a.gpu_uuid or state.gpu_uuid, a.claim or state.claim
+                    state.model, state.mig_profile = a.model or state.model, a.mig_profile or state.mig_profile
                     state.fraction = a.fraction
                 secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew,
                                           stats=stats)

@@ -35,6 +35,7 @@ class NodeContext:
     hami_pods: frozenset[tuple[str, str]] = frozenset()  # pods whose annotation was read (even if empty)
     dra_slices: dict[DeviceKey, SliceDevice] = field(default_factory=dict)  # this node's ResourceSlices
     dra_admin: dict[str, set[DeviceKey]] = field(default_factory=dict)  # claim -> adminAccess devices
+    dra_consumed: dict[str, dict[DeviceKey, float]] = field(default_factory=dict)  # claim -> share memory bytes
 
     def replica_mode(self) -> SharingMode:
         return SharingMode.MPS if self.labels.get(STRATEGY_LABEL) == "mps" else SharingMode.TIME_SLICING

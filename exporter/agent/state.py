@@ -46,7 +46,8 @@ def dump_meter(meter: Meter) -> dict[str, Any]:
              "gpu_uuid": s.gpu_uuid, "model": s.model, "mig_profile": s.mig_profile, "fraction": s.fraction,
              "allocated": s.usage.allocated, "used": s.usage.used, "unmeasured": s.usage.unmeasured,
              "energy_j": s.usage.energy_j, "active": s.active, "last_active": s.last_active,
-             "used_ratio": s.used_ratio, "fb_peak_bytes": s.fb_peak_bytes, "fb_peak_hour": s.fb_peak_hour}
+             "used_ratio": s.used_ratio, "fb_peak_bytes": s.fb_peak_bytes, "fb_peak_hour": s.fb_peak_hour,
+             "claim": s.claim}
             for s in meter.holders.values()
         ],
         "unallocated": dict(meter.unallocated),
@@ -80,7 +81,7 @@ def _holder(row: dict[str, Any]) -> HolderState:
         active=bool(row["active"]), last_active=float(row["last_active"]),
         used_ratio=None if ratio is None else float(ratio),
         fb_peak_bytes=None if fb_peak is None else float(fb_peak),
-        fb_peak_hour=None if fb_hour is None else int(fb_hour))
+        fb_peak_hour=None if fb_hour is None else int(fb_hour), claim=str(row.get("claim") or ""))
 
 
 def load_meter(data: dict[str, Any], node: str) -> Meter:

@@ -303,7 +303,7 @@ class _NodeBooking:
                     out.unpriced[model] += d.allocated_s * part.share
                 amount = usage_amount(d, idle=idle, share=part.share, rate=rate)
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
-                                       h.mig_profile or "", priority, currency), amount)
+                                       h.mig_profile or "", priority, currency, h.claim), amount)
                 total = total + amount
             add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency),
                  BreakdownTotals(d.allocated_s, total.cost))

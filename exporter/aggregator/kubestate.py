@@ -60,7 +60,7 @@ class PodInfo:
 
 @dataclass(slots=True)
 class KubeState:
-    """Caches fed by the watcher; ``on_pod_deleted`` fires at once for GPU pods that go away."""
+    """Caches fed by the watcher; ``on_pod_deleted`` fires at once for GPU (or DRA) pods that go away."""
     pool_label: str = "gpu.platform/pool"
     agent_selector: dict[str, str] = field(default_factory=dict)
     #: Agents are discovered only in this namespace; None = nowhere (discovery needs a namespace).
@@ -191,7 +191,7 @@ class KubeState:
         self.tombstones[(info.namespace, info.name)] = info
         while len(self.tombstones) > TOMBSTONES:
             self.tombstones.popitem(last=False)
-        if info.gpus > 0 and self.on_pod_deleted is not None:
+        if (info.gpus > 0 or info.claims) and self.on_pod_deleted is not None:
             self.on_pod_deleted(info)
 
     def _on_pods(self, etype: str, obj: dict[str, Any]) -> None:
@@ -210,8 +210,8 @@ class KubeState:
             gpus += sum(parse_quantity(v) for k, v in amounts.items() if GPU_RESOURCE_RE.match(k))
         labels = meta.get("labels") or {}
         phase, claims = status.get("phase", ""), pod_claim_names(spec, status)
-        waits_for_claims = bool(claims) and phase == "Pending" and not spec.get("nodeName")
-        if gpus <= 0 and not self._is_agent(labels) and not waits_for_claims:
+        # A DRA pod requests no GPU resource, and its claims' watch events may come later: keep it anyway.
+        if gpus <= 0 and not (claims or spec.get("resourceClaims")) and not self._is_agent(labels):
             self.pods.pop(key, None)
             return
         if phase in ("Succeeded", "Failed"):

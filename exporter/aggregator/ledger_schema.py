@@ -8,6 +8,12 @@ energy, commitments' unused part with its "booked until" marks, and the billing 
 booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing). Schema 5 added
 the right-sizing evidence (utilisation seconds per fixed bucket and framebuffer peaks, per hour x device).
 Schema 6 added each namespace's team (its team label) per hour booked, for chargeback by team after the fact.
+Schema 7 added the DRA claim to the usage key (``claim``, ``<namespace>/<name>``, "" for device-plugin
+holders): booked rows get "". The primary key changes, so SQLite rebuilds the table and PostgreSQL
+swaps the constraint in place (its partitions follow). Schema 8 added the energy of capacity nobody held
+(or observed) and, per node, the GPU-seconds whose energy DCGM did not measure; rows booked before it
+measured no such energy (0). Schema 9 added each node's GPUs by model and held MIG instances (``fleet``),
+so aggregators that share a cluster's nodes (shards) blend commitments over the whole cluster's fleet.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 9
 DEFAULT_CLUSTER = "default"
 
 
@@ -40,7 +46,7 @@ POSTGRES = Dialect("postgresql", real="DOUBLE PRECISION", money="NUMERIC", bigin
 @dataclass(frozen=True, slots=True)
 class Table:
     """One table: key columns then value columns, each ``(name, type word)``; type words are
-    ``text``, ``int``, ``real``, ``money`` or ``real?`` (nullable)."""
+    ``text``, ``int``, ``real``, ``money``, ``real?`` (nullable) or ``real0`` (0 unless written)."""
 
     name: str
     key: tuple[tuple[str, str], ...]
@@ -105,15 +111,33 @@ _V5_TABLES: tuple[Table, ...] = (
 _V6_TABLES: tuple[Table, ...] = (
     Table("namespace_team", (("hour", "int"), ("namespace", "text")), (("team", "text"),)),
 )
-TABLES: tuple[Table, ...] = (
+TABLES_V6: tuple[Table, ...] = (
     *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES,
     *_V6_TABLES)
+#: Schema 7: the DRA claim, last in the usage key.
+_V7_KEYS: dict[str, tuple[tuple[str, str], ...]] = {"usage": (("claim", "text"),)}
+#: Schema 8: energy on the capacity rows (they share one amount type, so the commitment tables get it too,
+#: always 0), and the GPU-seconds whose energy was not measured, per node.
+_V8_CAPACITY = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
+                "unused_commitment_totals")
+_V8_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {name: (("energy_j", "real0"),) for name in _V8_CAPACITY}
+_V8_TABLES: tuple[Table, ...] = (Table("unmeasured_energy_totals", (("node", "text"),), (("seconds", "real"),)),)
+#: Schema 9: each node's GPUs as its latest booked snapshot showed them (JSON ``{model: gpus}``) and the MIG
+#: instances held on it (JSON ``[[model, profile, fraction], ...]``).
+_V9_TABLES: tuple[Table, ...] = (
+    Table("fleet", (("node", "text"),), (("gpus_by_model", "text"), ("held_mig", "text"))),
+)
+TABLES: tuple[Table, ...] = tuple(
+    Table(t.name, t.key + _V7_KEYS.get(t.name, ()), t.values + _V8_COLUMNS.get(t.name, ())) for t in TABLES_V6
+) + _V8_TABLES + _V9_TABLES
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
 
 def _type(d: Dialect, word: str) -> str:
-    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real}[word]
+    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real, "real0": d.real}[word]
+    if word == "real0":  # a column added later: rows (and writers) from before it read 0, fresh or migrated
+        return f"{base} NOT NULL DEFAULT 0"
     return base if word.endswith("?") else f"{base} NOT NULL"
 
 
@@ -221,9 +245,30 @@ def add_list_prices(d: Dialect) -> list[str]:
     return out + [create_table(d, t) for t in _V4_TABLES]
 
 
+def add_claim(d: Dialect) -> list[str]:
+    """Schema 6 -> 7: ``claim`` joins the usage key; booked rows get "" (no claim known)."""
+    new = BY_NAME["usage"]
+    if d.partition_usage:  # PostgreSQL: the key constraint is swapped on the parent, partitions follow
+        pk = ", ".join(["cluster"] + [c for c, _w in new.key])
+        return ["ALTER TABLE usage ADD COLUMN claim TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE usage DROP CONSTRAINT usage_pkey", f"ALTER TABLE usage ADD PRIMARY KEY ({pk})"]
+    old = ", ".join(c for c in new.columns() if c != "claim")
+    return [create_table(d, new, name="usage_v7"),
+            f"INSERT INTO usage_v7 ({old}, claim) SELECT {old}, '' FROM usage",
+            "DROP TABLE usage", "ALTER TABLE usage_v7 RENAME TO usage",
+            "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+
+
+def add_energy(d: Dialect) -> list[str]:
+    """Schema 7 -> 8: capacity rows' energy (0 where booked before it was measured) and the new table."""
+    return [f"ALTER TABLE {table} ADD COLUMN {name} {_type(d, word)}"
+            for table, cols in _V8_COLUMNS.items() for name, word in cols] + [create_table(d, t) for t in _V8_TABLES]
+
+
 def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
     """Statements taking a ledger from version ``v - 1`` to ``v``."""
     return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
             3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
             5: lambda: [create_table(d, t) for t in _V5_TABLES],
-            6: lambda: [create_table(d, t) for t in _V6_TABLES]}
+            6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
+            9: lambda: [create_table(d, t) for t in _V9_TABLES]}

@@ -142,6 +142,7 @@ class UsageKey(NamedTuple):
     mig_profile: str
     priority_class: str
     currency: str
+    claim: str = ""  # the DRA claim (``<namespace>/<name>``) the time was held through; "" for none
 
 
 class CapacityKey(NamedTuple):

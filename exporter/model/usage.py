@@ -42,6 +42,9 @@ class HolderCounters(BaseModel):
     #: A maximum, not a counter: booking it twice changes nothing.
     fb_peak_bytes: float | None = Field(default=None, ge=0)
     fb_peak_hour: int | None = Field(default=None, ge=0)
+    #: The DRA ResourceClaim (``<namespace>/<name>``) the device is held through; "" for device-plugin
+    #: holders. A label of the counters, not part of their identity (``key``).
+    claim: str = Field(default="", max_length=2 * MAX_NAME + 1)
 
     def key(self) -> str:
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"

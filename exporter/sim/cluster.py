@@ -167,7 +167,10 @@ class SimCluster:
         for layout in self.layouts.values():
             self.store.upsert("nodes", self.node_object(layout))
             if layout.spec.dra:
-                self.store.upsert("resourceslices", dra_objects.resource_slice(layout, created=self.wall_start))
+                shared = frozenset(d for p in self.scenario.pods if p.node == layout.spec.name for c in p.claims
+                                   if c.memory_mib is not None for d in c.devices)
+                self.store.upsert("resourceslices", dra_objects.resource_slice(layout, created=self.wall_start,
+                                                                               shared=shared))
         for (claim_ns, _name), claim in self.claims.items():
             users = [p for p in self.scenario.pods if p.namespace == claim_ns and claim in p.claims]
             self.store.upsert("resourceclaims", dra_objects.resource_claim(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from exporter.sim.hardware import framebuffer_mib
 from exporter.sim.kube_objects import iso, stable_uid
 from exporter.sim.layout import NodeLayout
 from exporter.sim.spec import ClaimSpec, PodSpec
@@ -13,16 +14,23 @@ from exporter.sim.spec import ClaimSpec, PodSpec
 DRIVER = "gpu.nvidia.com"
 
 
-def resource_slice(layout: NodeLayout, *, created: float) -> dict[str, Any]:
+def resource_slice(layout: NodeLayout, *, created: float, shared: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The node's slice; a whole GPU's only capacity is its memory. Devices in ``shared`` take
+    consumable-capacity shares (``allowMultipleAllocations``, alpha DRAConsumableCapacity)."""
     node = layout.spec.name
     devices = []
     for d in layout.dra:
         attrs: dict[str, Any] = {"type": {"string": d.type}, "uuid": {"string": d.uuid},
                                  "productName": {"string": layout.spec.model},
                                  "driverVersion": {"version": "580.105.8"}}
+        device: dict[str, Any] = {"name": d.name, "attributes": attrs}
         if d.type == "mig":
             attrs.update(parentUUID={"string": d.parent_uuid}, profile={"string": d.profile})
-        devices.append({"name": d.name, "attributes": attrs})
+        else:
+            device["capacity"] = {"memory": {"value": f"{framebuffer_mib(layout.spec.model)}Mi"}}
+        if d.name in shared:
+            device["allowMultipleAllocations"] = True
+        devices.append(device)
     name = f"{node}-{DRIVER}-{stable_uid(f'slice/{node}')[:5]}"
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
             "metadata": {"name": name, "uid": stable_uid(f"slice/{node}"), "creationTimestamp": iso(created)},
@@ -37,19 +45,33 @@ def claim_uid(namespace: str, claim: str) -> str:
 
 def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[PodSpec],
                    created: float) -> dict[str, Any]:
-    """An allocated claim: one result per device (adminAccess when asked), reserved for ``pods``."""
+    """An allocated claim: one result per device (adminAccess when asked), reserved for ``pods``. A
+    consumable-capacity share's results carry the scheduler's ``shareID`` and ``consumedCapacity``."""
     results = [{"request": "gpu", "driver": DRIVER, "pool": node, "device": d,
-                **({"adminAccess": True} if claim.admin_access else {})} for d in claim.devices]
+                **({"adminAccess": True} if claim.admin_access else {}), **share_fields(claim, namespace, d)}
+               for d in claim.devices]
+    capacity = {} if claim.memory_mib is None else {"capacity": {"requests": {"memory": f"{claim.memory_mib}Mi"}}}
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": claim.name, "namespace": namespace, "uid": claim_uid(namespace, claim.name),
                          "creationTimestamp": iso(created)},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                 "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": len(claim.devices),
-                **({"adminAccess": True} if claim.admin_access else {})}}]}},
+                **({"adminAccess": True} if claim.admin_access else {}), **capacity}}]}},
             "status": {"allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
                        "reservedFor": [{"resource": "pods", "name": p.name,
                                         "uid": stable_uid(f"pod/{p.namespace}/{p.name}")} for p in pods]}}
+
+
+def share_id(namespace: str, claim: str, device: str) -> str:
+    return stable_uid(f"share/{namespace}/{claim}/{device}")
+
+
+def share_fields(claim: ClaimSpec, namespace: str, device: str) -> dict[str, Any]:
+    if claim.memory_mib is None:
+        return {}
+    return {"shareID": share_id(namespace, claim.name, device),
+            "consumedCapacity": {"memory": f"{claim.memory_mib}Mi"}}
 
 
 def cdi_name(namespace: str, claim: str, device: str) -> str:

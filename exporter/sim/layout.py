@@ -160,9 +160,12 @@ class Placement:
     claims: dict[tuple[str, str], ClaimSpec] = field(default_factory=dict)  # (namespace, claim) -> claim
 
 
-def _place_claims(layout: NodeLayout, pod: PodSpec, *, placement: Placement,
-                  busy: dict[str, list[tuple[float, float, str]]], where: str) -> None:
-    """Claims name published devices; one claim is the same everywhere; a device is in one claim at a time."""
+_Busy = dict[str, list[tuple[float, float, str, int | None]]]  # device -> (start, end, claim, share MiB)
+
+
+def _place_claims(layout: NodeLayout, pod: PodSpec, *, placement: Placement, busy: _Busy, where: str) -> None:
+    """Claims name published devices; one claim is the same everywhere; a device is in one claim at a time,
+    unless every claim on it is a consumable-capacity share (``memory_mib``) and together they fit its memory."""
     end = pod.end if pod.end is not None else float("inf")
     for j, claim in enumerate(pod.claims):
         at = f"{where}.claims[{j}]"
@@ -170,17 +173,26 @@ def _place_claims(layout: NodeLayout, pod: PodSpec, *, placement: Placement,
         if seen != claim:
             raise ScenarioError(f"{at}: claim {pod.namespace}/{claim.name} is used elsewhere with other devices")
         for name in claim.devices:
-            if layout.dra_device(name) is None:
+            dev = layout.dra_device(name)
+            if dev is None:
                 names = ", ".join(d.name for d in layout.dra)
                 raise ScenarioError(f"{at}.devices: node {pod.node} publishes no {name!r} (it publishes: {names})")
             if claim.admin_access:
                 continue  # monitoring access ignores allocations
+            if claim.memory_mib is not None and dev.type != "gpu":
+                raise ScenarioError(f"{at}.memory_mib: {name} is not a whole GPU (MIG shares are not simulated)")
             key = f"{pod.node}/{name}"
-            for s, e, other in busy.get(key, []):
-                if other != claim.name and not (e <= pod.start or s >= end):
+            overlapping = {other: (s, mib) for s, e, other, mib in busy.get(key, [])
+                           if not (e <= pod.start or s >= end)}
+            overlapping[claim.name] = (pod.start, claim.memory_mib)
+            for other, (s, mib) in overlapping.items():
+                if other != claim.name and (mib is None or claim.memory_mib is None):
                     raise ScenarioError(f"{at}.devices: {name} is allocated to claim {other} at "
                                         f"{format_duration(max(s, pod.start))}")
-            busy.setdefault(key, []).append((pod.start, end, claim.name))
+            total, fb = sum(m or 0 for _s, m in overlapping.values()), framebuffer_mib(layout.spec.model)
+            if claim.memory_mib is not None and total > fb:
+                raise ScenarioError(f"{at}.memory_mib: shares of {name} add up to {total} MiB, over its {fb} MiB")
+            busy.setdefault(key, []).append((pod.start, end, claim.name, claim.memory_mib))
 
 
 def place_pods(scenario: Scenario) -> Placement:
@@ -191,7 +203,7 @@ def place_pods(scenario: Scenario) -> Placement:
     hami: dict[tuple[str, str], list[HamiShare]] = {}
     hami_used: dict[str, list[_Use]] = {}
     placement = Placement(layouts, devices, hami)
-    claim_busy: dict[str, list[tuple[float, float, str]]] = {}
+    claim_busy: _Busy = {}
     order = sorted(range(len(scenario.pods)), key=lambda i: (scenario.pods[i].start, i))
     for i in order:
         pod = scenario.pods[i]

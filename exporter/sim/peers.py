@@ -17,7 +17,7 @@ from aiohttp import web
 from exporter.clients.proto import podresources_v1_pb2 as pb
 from exporter.clients.proto import podresources_v1_pb2_grpc as pb_grpc
 from exporter.sim.cluster import SimCluster
-from exporter.sim.dra_objects import DRIVER, cdi_name
+from exporter.sim.dra_objects import DRIVER, cdi_name, share_id
 from exporter.sim.kubelet_answers import PodDevices
 
 
@@ -93,8 +93,10 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
             for device in claim.devices:
                 # As the kubelet does: CDI names accumulate, so later devices also carry earlier devices' names.
                 cdi.append(pb.CDIDevice(name=cdi_name(p.namespace, claim.name, device)))
-                dyn.claim_resources.add(driver_name=DRIVER, pool_name=self.owner.node, device_name=device,
-                                        cdi_devices=list(cdi))
+                res = dyn.claim_resources.add(driver_name=DRIVER, pool_name=self.owner.node, device_name=device,
+                                              cdi_devices=list(cdi))
+                if claim.memory_mib is not None:  # a consumable-capacity share: its shareID (kubelet 1.35)
+                    res.share_id = share_id(p.namespace, claim.name, device)
         return pb.PodResources(name=p.name, namespace=p.namespace, containers=[ctr])
 
     async def List(self, request: pb.ListPodResourcesRequest, context: object) -> pb.ListPodResourcesResponse:

@@ -79,13 +79,15 @@ def _pod_claims(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) 
     out = []
     for j, c in enumerate(raw):
         c = ctx.mapping(c, f"{where}.claims[{j}]")
-        ctx.known_keys(c, {"name", "devices", "admin_access"}, f"{where}.claims[{j}]")
+        ctx.known_keys(c, {"name", "devices", "admin_access", "memory_mib"}, f"{where}.claims[{j}]")
         devices = tuple(ctx.string(d, f"{where}.claims[{j}].devices") for d in
                         ctx.seq(c.get("devices"), f"{where}.claims[{j}].devices"))
         if not devices:
             raise ctx.fail(f"{where}.claims[{j}].devices", "name at least one published device (e.g. gpu-0)")
+        mib = c.get("memory_mib")
+        memory = None if mib is None else ctx.integer(mib, f"{where}.claims[{j}].memory_mib", 1)
         out.append(ClaimSpec(ctx.string(c.get("name"), f"{where}.claims[{j}].name"), devices,
-                             bool(c.get("admin_access", False))))
+                             bool(c.get("admin_access", False)), memory))
     return out
 
 

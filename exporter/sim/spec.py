@@ -49,6 +49,8 @@ class ClaimSpec:
     name: str
     devices: tuple[str, ...]  # published device names: gpu-<i>, or gpu-<i>-mig-<profile>-<gi>-<start>
     admin_access: bool = False
+    #: A consumable-capacity share (alpha DRAConsumableCapacity): MiB of each device's memory it consumes.
+    memory_mib: int | None = None
 
 
 @dataclass(slots=True)

@@ -34,6 +34,7 @@ from exporter.clock import VirtualClock
 from exporter.model.recommend_types import Action, RuleSettings
 from exporter.pipeline import Pipeline, run_simulation
 from exporter.sim.scenario import parse_scenario
+from tests.ledger_versions import back_to
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -152,9 +153,8 @@ def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
     ledger.open_sync()
     ledger.backend.close()
     conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE evidence")
-    conn.execute("DROP TABLE namespace_team")  # a schema-4 ledger has neither
-    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    for statement in back_to(4):  # no evidence table, nor any later schema's tables and columns
+        conn.execute(statement)
     conn.commit()
     conn.close()
     again = Ledger(path)

@@ -108,13 +108,26 @@ async def test_pending_dra_pod_and_claim_states_from_the_simulated_api(tmp_path:
                 assert got[("gpucost_dra_claims", ("ai-training", "allocated"))] == 3
                 assert ("gpucost_dra_claims", ("ai-training", "pending")) not in got
 
-                # scheduled: it leaves the pending set and (holding no nvidia.com/gpu) the pod cache
+                # scheduled: it leaves the pending set but stays in the pod cache, holding no nvidia.com/gpu,
+                # with its workload and priority class, like any GPU pod
                 running = pending_pod("wait-0", "wait-gpu")
-                running["spec"]["nodeName"] = "gpu-a100-dra"
+                running["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "wait", "controller": True}]
+                running["spec"].update(nodeName="gpu-a100-dra", priorityClassName="gpu-batch")
                 running["status"] = {"phase": "Running"}
                 store.upsert("pods", running)
-                await until(lambda: ("ai-training", "wait-0") not in kube.pods)
+                await until(lambda: kube.pods[("ai-training", "wait-0")].phase == "Running")
+                info = kube.pods[("ai-training", "wait-0")]
+                assert (info.workload, info.workload_kind, info.priority_class) == ("wait", "Job", "gpu-batch")
+                assert info.node == "gpu-a100-dra" and info.claims == ("wait-gpu",)
                 assert not kube.pending_gpu_pods()
+                # the scenario's DRA pods run too, and are known (their workload is the pod: no owner)
+                assert kube.pods[("ai-training", "train-0")].workload == "train-0"
+
+                gone: list[str] = []
+                kube.on_pod_deleted = lambda p: gone.append(p.name)  # the aggregator closes its books at once
+                store.delete("pods", "ai-training", "wait-0")
+                await until(lambda: ("ai-training", "wait-0") not in kube.pods)
+                assert gone == ["wait-0"]
             finally:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -7,7 +7,7 @@ import pytest
 
 from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, dra_holds, slice_index
+from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, consumed_memory, dra_holds, slice_index
 from exporter.agent.sharing import NodeContext
 from exporter.clients.podresources import ClaimDevice, ContainerClaim
 from exporter.model.devices import DeviceKind, SharingMode
@@ -99,3 +99,88 @@ def test_shared_mig_claim_resolves_once_for_all_its_pods() -> None:
     assert {(a.pod, a.dcgm_key) for a in res.assignments} == {("e0", (G2, "2")), ("e1", (G2, "2"))}
     assert all(a.fraction == pytest.approx(3 / 14) for a in res.assignments)
     assert res.learned["MIG-bbbb"].gpu_instance_id == "2"
+
+
+def test_claim_names_travel_to_the_snapshot_and_survive_a_restart() -> None:
+    """Each DRA holder names its claim (``<namespace>/<name>``) on the wire; a device-plugin holder names
+    none. 15 s on G0 through claim w: 1 x 15 = 15 GPU-s under ml/w; the state file keeps the name."""
+    from exporter.agent.meter import Meter
+    from exporter.agent.publish import snapshot_of
+    from exporter.agent.state import dump_meter, load_meter
+    from exporter.clients.podresources import ContainerDevices
+
+    claims = [_claim("whole", "main", "w", "gpu-0"), _claim("p1", "main", "s", "gpu-1")]
+    plain = ContainerDevices("ml", "plain", "main", "nvidia.com/gpu", ("GPU-3333",))
+    ctx = NodeContext(dra_slices=SLICES)
+    m = Meter(node="n")
+    for now in (0.0, 15.0):
+        m.tick(now, attribute([plain], DCGM, None, {}, {}, context=ctx, claims=claims), DCGM, 60.0)
+    claim_of = {h.pod: (h.claim, h.allocated_s) for h in snapshot_of(m, 15.0, dcgm_up=True,
+                                                                       podresources_up=True).holders}
+    assert claim_of == {"whole": ("ml/w", 15.0), "p1": ("ml/s", 15.0), "plain": ("", 15.0)}
+    again = load_meter(dump_meter(m), "n")
+    assert {h.pod: h.claim for h in again.holders.values()} == {"whole": "ml/w", "p1": "ml/s", "plain": ""}
+
+
+GI = 2.0**30
+CAP_SLICES = {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", G0, memory=80 * GI)}
+
+
+def _share(device: str, memory: str, share: str = "s-1", **extra: object) -> dict[str, object]:
+    return {"driver": NV, "pool": "node-a", "device": device, "shareID": share,
+            "consumedCapacity": {"memory": memory, "multiprocessors": "0"}, **extra}
+
+
+def test_consumed_memory_sums_a_claims_shares_per_device() -> None:
+    """Two shares of gpu-0 in one claim: 10Gi + 5Gi = 15 GiB; a result without shareID (an ordinary
+    allocation) and an adminAccess share are not shares to charge."""
+    claim = {"status": {"allocation": {"devices": {"results": [
+        _share("gpu-0", "10Gi"), _share("gpu-0", "5Gi", "s-2"), {"driver": NV, "pool": "node-a", "device": "gpu-1"},
+        _share("gpu-1", "20Gi", "s-3", adminAccess=True)]}}}}
+    assert consumed_memory(claim) == {DeviceKey(NV, "node-a", "gpu-0"): 15 * GI}
+    assert consumed_memory({}) == {}
+
+
+def test_slice_index_reads_device_memory() -> None:
+    """capacity.memory 80Gi = 80 x 2^30 bytes; an unreadable quantity is unknown, not 0."""
+    def slice_(memory: str) -> dict[str, object]:
+        return {"spec": {"driver": NV, "pool": {"name": "node-a", "generation": 1}, "devices": [
+            {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": G0}},
+             "capacity": {"memory": {"value": memory}}}]}}
+    assert slice_index([slice_("80Gi")])[DeviceKey(NV, "node-a", "gpu-0")].memory == 80 * GI
+    assert slice_index([slice_("eighty")])[DeviceKey(NV, "node-a", "gpu-0")].memory is None
+
+
+def test_consumable_capacity_shares_charge_memory_over_device_memory_and_split_busy_time() -> None:
+    """gpu-0 (80 GiB) reads 0.6. Claim a consumes 20 GiB: 20/80 = 0.25. Claim b consumes 40 GiB and is
+    shared by b1 and b2: 40/80 / 2 = 0.25 each. 15 s: allocated 0.25 x 15 = 3.75 GPU-s each; the busy
+    0.6 x 15 = 9 GPU-s split by fraction, 9 x 0.25 / 0.75 = 3 each (under 3.75): used 3 GPU-s each."""
+    from exporter.agent.meter import Meter
+
+    claims = [_claim("a", "main", "a", "gpu-0"), _claim("b1", "main", "b", "gpu-0"), _claim("b2", "main", "b", "gpu-0")]
+    ctx = NodeContext(dra_slices=CAP_SLICES, dra_consumed={"ml/a": {DeviceKey(NV, "node-a", "gpu-0"): 20 * GI},
+                                                           "ml/b": {DeviceKey(NV, "node-a", "gpu-0"): 40 * GI}})
+    dcgm = {(G0, ""): DcgmDevice(gpu_uuid=G0, index="0", model=A100, gr_engine=0.6)}
+    res = attribute([], dcgm, None, {}, {}, context=ctx, claims=claims)
+    assert {a.pod: a.fraction for a in res.assignments} == {"a": 20 / 80, "b1": 40 / 80 / 2, "b2": 40 / 80 / 2}
+    assert res.unresolved == []
+    m = Meter(node="n")
+    for now in (0.0, 15.0):
+        m.tick(now, attribute([], dcgm, None, {}, {}, context=ctx, claims=claims), dcgm, 60.0)
+    for h in m.holders.values():
+        assert h.usage.allocated == pytest.approx(0.25 * 15)
+        assert h.usage.used == pytest.approx(0.6 * 15 * 0.25 / 0.75)
+    assert m.unallocated[A100] == pytest.approx((1 - 0.75) * 15)
+
+
+def test_share_of_a_device_without_published_memory() -> None:
+    """No capacity.memory in the slice: DCGM's used + free framebuffer (30 + 50 = 80 GiB) stands in, 20/80;
+    without either the share is charged the whole device and counted unresolved (never guessed smaller)."""
+    claims = [_claim("a", "main", "a", "gpu-0")]
+    consumed = {"ml/a": {DeviceKey(NV, "node-a", "gpu-0"): 20 * GI}}
+    bare = {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", G0)}
+    fb = {(G0, ""): DcgmDevice(gpu_uuid=G0, index="0", model=A100, fb_used=30 * GI, fb_free=50 * GI)}
+    res = attribute([], fb, None, {}, {}, context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
+    assert [a.fraction for a in res.assignments] == [20 / 80] and res.unresolved == []
+    res = attribute([], DCGM, None, {}, {}, context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
+    assert [a.fraction for a in res.assignments] == [1.0] and res.unresolved == ["node-a/gpu-0"]

@@ -1,0 +1,22 @@
+"""Make a fresh ledger look as an older build left it, for migration tests: the tables and columns each
+later schema added are dropped (the usage key's ``claim``, schema 7, is left to the tests that rebuild usage)."""
+
+from __future__ import annotations
+
+_ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
+                  "unused_commitment_totals")
+
+
+def back_to(version: int) -> list[str]:
+    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 9 on a fresh ledger, then
+    marking it ``version``."""
+    out: list[str] = []
+    if version < 9:
+        out.append("DROP TABLE fleet")
+    if version < 8:
+        out += ["DROP TABLE unmeasured_energy_totals", *(f"ALTER TABLE {t} DROP COLUMN energy_j" for t in _ENERGY_TABLES)]
+    if version < 6:
+        out.append("DROP TABLE namespace_team")
+    if version < 5:
+        out.append("DROP TABLE evidence")
+    return [*out, f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'"]
