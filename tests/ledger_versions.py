@@ -14,7 +14,8 @@ def back_to(version: int) -> list[str]:
     if version < 9:
         out.append("DROP TABLE fleet")
     if version < 8:
-        out += ["DROP TABLE unmeasured_energy_totals", *(f"ALTER TABLE {t} DROP COLUMN energy_j" for t in _ENERGY_TABLES)]
+        out.append("DROP TABLE unmeasured_energy_totals")
+        out += [f"ALTER TABLE {t} DROP COLUMN energy_j" for t in _ENERGY_TABLES]
     if version < 6:
         out.append("DROP TABLE namespace_team")
     if version < 5:
