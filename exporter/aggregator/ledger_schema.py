@@ -7,6 +7,8 @@ their rows keep the cluster ``default``. Schema 4 added list prices beside effec
 energy, commitments' unused part with its "booked until" marks, and the billing labels of nodes:
 booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing). Schema 5 added
 the right-sizing evidence (utilisation seconds per fixed bucket and framebuffer peaks, per hour x device).
+Schema 6 added the energy of capacity nobody held (or observed) and, per node, the GPU-seconds whose
+energy DCGM did not measure; rows booked before it measured no such energy (0).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEFAULT_CLUSTER = "default"
 
 
@@ -39,7 +41,7 @@ POSTGRES = Dialect("postgresql", real="DOUBLE PRECISION", money="NUMERIC", bigin
 @dataclass(frozen=True, slots=True)
 class Table:
     """One table: key columns then value columns, each ``(name, type word)``; type words are
-    ``text``, ``int``, ``real``, ``money`` or ``real?`` (nullable)."""
+    ``text``, ``int``, ``real``, ``money``, ``real?`` (nullable) or ``real0`` (0 unless written)."""
 
     name: str
     key: tuple[tuple[str, str], ...]
@@ -100,14 +102,24 @@ _V5_TABLES: tuple[Table, ...] = (
                        ("device", "text")),
           (("fraction", "real"), *((f"s_u{b:03d}", "real") for b in EVIDENCE_BUCKETS), ("fb_peak_bytes", "real?"))),
 )
-TABLES: tuple[Table, ...] = (
-    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES)
+#: Schema 6: energy on the capacity rows (they share one amount type, so the commitment tables get it too,
+#: always 0), and the GPU-seconds whose energy was not measured, per node.
+_V6_CAPACITY = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
+                "unused_commitment_totals")
+_V6_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {name: (("energy_j", "real0"),) for name in _V6_CAPACITY}
+_V6_TABLES: tuple[Table, ...] = (Table("unmeasured_energy_totals", (("node", "text"),), (("seconds", "real"),)),)
+TABLES: tuple[Table, ...] = tuple(
+    Table(t.name, t.key, t.values + _V6_COLUMNS.get(t.name, ())) for t in (
+        *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES,
+        *_V5_TABLES)) + _V6_TABLES
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
 
 def _type(d: Dialect, word: str) -> str:
-    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real}[word]
+    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real, "real0": d.real}[word]
+    if word == "real0":  # a column added later: rows (and writers) from before it read 0, fresh or migrated
+        return f"{base} NOT NULL DEFAULT 0"
     return base if word.endswith("?") else f"{base} NOT NULL"
 
 
@@ -215,8 +227,14 @@ def add_list_prices(d: Dialect) -> list[str]:
     return out + [create_table(d, t) for t in _V4_TABLES]
 
 
+def add_energy(d: Dialect) -> list[str]:
+    """Schema 5 -> 6: capacity rows' energy (0 where booked before it was measured) and the new table."""
+    return [f"ALTER TABLE {table} ADD COLUMN {name} {_type(d, word)}"
+            for table, cols in _V6_COLUMNS.items() for name, word in cols] + [create_table(d, t) for t in _V6_TABLES]
+
+
 def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
     """Statements taking a ledger from version ``v - 1`` to ``v``."""
     return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
             3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
-            5: lambda: [create_table(d, t) for t in _V5_TABLES]}
+            5: lambda: [create_table(d, t) for t in _V5_TABLES], 6: lambda: add_energy(d)}

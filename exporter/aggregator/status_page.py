@@ -124,6 +124,11 @@ async def render_status(agg: AggregatorView) -> str:
     rejections = [f"<tr><td>{escape(ts)}</td><td>{escape(ns)}</td><td style='text-align:left'>{escape(msg)}</td></tr>"
                   for ts, ns, msg in reversed(kube.recent_rejections[-10:])]
     agents_up = sum(1 for a in g.agents.values() if a.up)
+    ((gap_s, gap_nodes),) = await agg.ledger.query(  # energy priced at nothing because nobody measured it
+        "SELECT COALESCE(SUM(seconds), 0), COUNT(*) FROM unmeasured_energy_totals WHERE cluster = ?",
+        [agg.ledger.cluster])
+    energy_gap = (f'<p class="warn">Energy DCGM did not measure: {float(gap_s) / 3600:.2f} GPU-h on {gap_nodes} '
+                  "node(s) since the ledger began; its cost is not in these figures.</p>") if float(gap_s) > 0 else ""
     refresh = max(5, int(agg.settings.tick))
 
     def table(head: list[str], body: list[str], empty: str) -> str:
@@ -147,6 +152,7 @@ async def render_status(agg: AggregatorView) -> str:
         "<h2>Capacity nobody used</h2>",
         table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
               "None booked this month."),
+        energy_gap,
         "<h2>Which pool serves whom</h2>",
         table(["pool", "namespace", "GPUs held"], serve_rows, "Nothing held."),
         "<h2>GPUs held by priority class</h2>",

@@ -28,7 +28,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from exporter.aggregator.exposition import ExpositionRenderer
 from exporter.aggregator.http import build_app
-from exporter.aggregator.ledger import Ledger
+from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger
 from exporter.aggregator.recommendations import recommendations
 from exporter.clock import VirtualClock
 from exporter.model.recommend_types import Action, RuleSettings
@@ -75,7 +75,7 @@ def test_evidence_rows_carry_utilisation_and_framebuffer_peaks(ledger: Path) -> 
     s010, others, peak = conn.execute(
         "SELECT SUM(s_u010), SUM(s_u001 + s_u002 + s_u005 + s_u015 + s_u100), MAX(fb_peak_bytes) FROM evidence "
         "WHERE pod = 'serve'").fetchone()
-    assert version == "5"
+    assert version == str(SCHEMA_VERSION)
     assert s010 == pytest.approx(3600.0, abs=15.0) and others == 0
     assert peak == 57391 * 1048576
 
@@ -146,13 +146,18 @@ def _series(agg: Any) -> str:
 
 
 def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
-    """A ledger an older build wrote (no evidence table, version 4) gains the table on open; rows are kept."""
+    """A ledger an older build wrote (no evidence table, version 4) gains the table on open (and every later
+    step: it opens at the current version); rows are kept."""
     path = tmp_path / "old.db"
     ledger = Ledger(path)
     ledger.open_sync()
     ledger.backend.close()
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE evidence")
+    conn.execute("DROP TABLE unmeasured_energy_totals")  # schema 6's, as a version-4 ledger lacks them
+    for table in ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
+                  "unused_commitment_totals"):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN energy_j")
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -160,7 +165,7 @@ def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
     again.open_sync()
     again.backend.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert conn.execute("SELECT COUNT(*) FROM evidence").fetchone() == (0,)
 
 
