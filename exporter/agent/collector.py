@@ -145,3 +145,12 @@ class AgentCollector(Collector):
         for u in snap.unobserved:
             unobserved.add_metric([u.gpu_model], u.seconds)
         yield unobserved
+        unalloc_energy = CounterMetricFamily("gpucost_agent_unallocated_energy_joules",
+                                             "energy DCGM measured on this node's capacity nobody held",
+                                             labels=["gpu_model"])
+        for u in snap.unallocated:
+            unalloc_energy.add_metric([u.gpu_model], u.energy_j)
+        yield unalloc_energy
+        yield CounterMetricFamily("gpucost_agent_unmeasured_energy_seconds",
+                                  "GPU-seconds whose energy DCGM did not measure (no energy field, DCGM down, "
+                                  "an impossible reading)", value=snap.unmeasured_energy_s)

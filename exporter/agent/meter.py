@@ -9,6 +9,7 @@ intervals while pod-resources was unreachable beyond the cap), so
 With the own-node pod watch, holders are charged to the second between their pod's ``startTime``
 and ``finishedAt`` (``holding``); without it, to the tick, and each such boundary is counted.
 Counters survive restarts through ``state`` (same epoch), or restart from zero with a new epoch.
+Energy follows the same buckets, with the GPU-seconds DCGM did not measure counted (``energy``).
 
 Edge cases of the identity: a holder whose device could not be resolved (a MIG instance without a
 known parent) is charged at its profile's fraction under the node's model when the node has one
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 
 from exporter.agent.attribution import Assignment, Attribution, MigLocation, node_model, replica_counts
 from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.energy import NodeEnergy, TickEnergy, read_deltas
 from exporter.model.accounting import Holding, Reading, Usage, charge_exclusive, charge_shared, clamp_utilization
 from exporter.model.devices import DeviceKind, mig_profile_from_resource, parse_device_id
 from exporter.model.holding import PodLifetime, Window, free_capacity, request_fraction
@@ -99,6 +101,7 @@ class Meter:
     unallocated: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     unobserved: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     energy_last: dict[str, float] = field(default_factory=dict)
+    energy: NodeEnergy = field(default_factory=NodeEnergy)
     mig_known: dict[str, MigLocation] = field(default_factory=dict)
     inventory: dict[str, str] = field(default_factory=dict)  # physical GPU uuid -> model
     inventory_index: dict[str, str] = field(default_factory=dict)
@@ -125,7 +128,8 @@ class Meter:
         self.seq += 1
         if dcgm:
             self._learn_inventory(dcgm)
-        energy_delta = self._energy_deltas(dcgm) if dcgm else {}
+        energy_delta = read_deltas(self.energy_last, dcgm,
+                                   elapsed=None if self.last_tick is None else now - self.last_tick)
         self._record_device_util(dcgm)
         if attribution is not None:
             self.mig_known.update(attribution.learned)
@@ -138,11 +142,16 @@ class Meter:
         since = self.last_tick
         elapsed = max(0.0, now - since)
         self.last_tick = now
+        self.energy.count_unmeasured(gpus=sum(capacity.values()), deltas=energy_delta, inventory=self.inventory,
+                                     seconds=elapsed)
         if attribution is None:  # holders unknown (pod-resources gone beyond the cap): all of it unobserved
             self._add_unobserved(capacity, elapsed)
+            self.energy.to_unobserved(energy_delta, share=1.0, inventory=self.inventory)
             stats.unobserved_seconds = elapsed
             return stats
         dt = min(elapsed, cap)
+        energy = TickEnergy(self.energy.charged_part(energy_delta, charged_s=dt, elapsed=elapsed,
+                                                     inventory=self.inventory))
         stats.charged_seconds = dt
         stats.capped_seconds = stats.unobserved_seconds = elapsed - dt
         self.capped_seconds_total += stats.capped_seconds
@@ -150,9 +159,10 @@ class Meter:
         window = Window(now - dt, now)
         lives = lifetimes or {}
         held: dict[str, float] = defaultdict(float)
-        seen = self._charge_listed(window, attribution, dcgm=dcgm, energy_delta=energy_delta, lives=lives,
-                                   skew=skew, stats=stats, held=held)
-        self._charge_ended(window, seen, lives=lives, skew=skew, stats=stats, held=held)
+        seen = self._charge_listed(window, attribution, dcgm=dcgm, energy=energy, lives=lives, skew=skew,
+                                   stats=stats, held=held)
+        self._charge_ended(window, seen, lives=lives, skew=skew, stats=stats, held=held, energy=energy)
+        self.energy.to_unallocated(energy, inventory=self.inventory)
         model = node_model(dcgm, self.inventory) or (next(iter(capacity)) if len(capacity) == 1 else None)
         self._charge_unlisted(window, since, lives=lives, model=model or UNKNOWN_MODEL, allocatable=allocatable,
                               held=held)
@@ -207,7 +217,7 @@ class Meter:
         return window.overlap(life.start if new else None, until)
 
     def _charge_listed(self, window: Window, attribution: Attribution, *,
-                       dcgm: dict[tuple[str, str], DcgmDevice] | None, energy_delta: dict[str, float],
+                       dcgm: dict[tuple[str, str], DcgmDevice] | None, energy: TickEnergy,
                        lives: Mapping[PodKey, PodLifetime], skew: float, stats: TickStats,
                        held: dict[str, float]) -> set[str]:
         groups: dict[str, list[Assignment]] = defaultdict(list)
@@ -224,7 +234,7 @@ class Meter:
             util, bad = clamp_utilization(raw)
             stats.bad_readings += int(bad)
             stats.unmeasured_devices += int(util is None)
-            gpu_energy = energy_delta.get(first.gpu_uuid, 0.0)
+            gpu_energy = energy.deltas.get(first.gpu_uuid, 0.0)
             # Per-second rates: holders of one device may have held it for different parts of the window.
             if first.kind is DeviceKind.REPLICA:
                 rates = charge_shared([Holding(a.holder_key, a.fraction) for a in members], 1.0,
@@ -249,6 +259,7 @@ class Meter:
                 usage = Usage(rate.allocated * secs, rate.used * secs, rate.unmeasured * secs,
                               rate.energy_j * secs / window.seconds if window.seconds > 0 else 0.0)
                 state.usage.add(usage)
+                energy.charged[a.gpu_uuid] += usage.energy_j
                 state.used_ratio = rate.used / rate.allocated if util is not None and rate.allocated > 0 else None
                 state.active = True
                 state.last_active = window.end
@@ -259,9 +270,10 @@ class Meter:
         return seen
 
     def _charge_ended(self, window: Window, seen: set[str], *, lives: Mapping[PodKey, PodLifetime], skew: float,
-                      stats: TickStats, held: dict[str, float]) -> None:
-        """Holders listed at the last tick and gone now: charged up to their pod's end, at their last
-        reading; without a known end (or one beyond ``skew``), to the tick: nothing, counted."""
+                      stats: TickStats, held: dict[str, float], energy: TickEnergy) -> None:
+        """Holders listed at the last tick and gone now: charged up to their pod's end, at their last reading,
+        with their share of the device's energy; without a known end (or one beyond ``skew``), to the tick:
+        nothing, counted."""
         for key, state in self.holders.items():
             if key in seen:
                 continue
@@ -276,8 +288,10 @@ class Meter:
             secs = window.overlap(None, end)
             allocated = state.fraction * secs
             ratio = state.used_ratio
+            joules = energy.deltas.get(state.gpu_uuid, 0.0) * state.fraction * secs / window.seconds
             state.usage.add(Usage(allocated, 0.0 if ratio is None else allocated * ratio,
-                                  allocated if ratio is None else 0.0))
+                                  allocated if ratio is None else 0.0, joules))
+            energy.charged[state.gpu_uuid] += joules
             state.last_active = window.start + secs
             held[state.model or UNKNOWN_MODEL] += allocated
 
@@ -313,20 +327,6 @@ class Meter:
                 dev.gpu_uuid, UNKNOWN_MODEL)
             self.inventory_index[dev.gpu_uuid] = dev.index
         self.inventory = inventory
-
-    def _energy_deltas(self, dcgm: dict[tuple[str, str], DcgmDevice]) -> dict[str, float]:
-        """Energy used per physical GPU since the last tick (GPU-wide: read once per GPU, never summed)."""
-        current: dict[str, float] = {}
-        for dev in dcgm.values():
-            if dev.energy is not None and dev.gpu_uuid not in current:
-                current[dev.gpu_uuid] = dev.energy
-        deltas: dict[str, float] = {}
-        for uuid, value in current.items():
-            last = self.energy_last.get(uuid)
-            if last is not None:
-                deltas[uuid] = value - last if value >= last else value  # driver reload resets it
-            self.energy_last[uuid] = value
-        return deltas
 
     def _record_device_util(self, dcgm: dict[tuple[str, str], DcgmDevice] | None) -> None:
         self.device_readings = dict(dcgm or {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from exporter.model.usage import GpuCapacity, HolderCounters, UnallocatedCounter, UsageSnapshot
@@ -33,9 +34,16 @@ def snapshot_of(meter: Meter, now: float, *, dcgm_up: bool, podresources_up: boo
                 fb_peak_bytes=s.fb_peak_bytes, fb_peak_hour=s.fb_peak_hour, claim=s.claim)
             for s in meter.holders.values()
         ],
-        unallocated=[UnallocatedCounter(gpu_model=m, seconds=v) for m, v in sorted(meter.unallocated.items())],
-        unobserved=[UnallocatedCounter(gpu_model=m, seconds=v) for m, v in sorted(meter.unobserved.items())],
+        unallocated=_capacity_counters(meter.unallocated, meter.energy.unallocated),
+        unobserved=_capacity_counters(meter.unobserved, meter.energy.unobserved),
         capacity=[GpuCapacity(gpu_uuid=u, gpu_model=m, index=meter.inventory_index.get(u, ""),
                               utilization=utils.get(u), held_fraction=min(held.get(u, 0.0), 1.0))
                   for u, m in sorted(meter.inventory.items())],
+        unmeasured_energy_s=meter.energy.unmeasured_s,
     )
+
+
+def _capacity_counters(seconds: Mapping[str, float], joules: Mapping[str, float]) -> list[UnallocatedCounter]:
+    """One counter per model with seconds or energy (a fully held GPU may still leave energy unallocated)."""
+    return [UnallocatedCounter(gpu_model=m, seconds=seconds.get(m, 0.0), energy_j=joules.get(m, 0.0))
+            for m in sorted(set(seconds) | set(joules))]

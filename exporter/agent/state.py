@@ -3,7 +3,8 @@
 A missing or corrupt file starts a new epoch; the aggregator then sees a reset, never a decrease.
 Version 2 adds ``started_at``, the ``unobserved`` counters and named holder fields; a version-1 file
 is migrated (same epoch, counters kept): its ``started_at`` becomes its last tick, the first moment
-from which the new counters can vouch for conservation, and ``unobserved`` starts at 0.
+from which the new counters can vouch for conservation, and ``unobserved`` starts at 0. The energy of
+capacity nobody held and the GPU-seconds DCGM did not measure start at 0 in a file written before them.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def dump_meter(meter: Meter) -> dict[str, Any]:
         "unallocated": dict(meter.unallocated),
         "unobserved": dict(meter.unobserved),
         "energy_last": meter.energy_last,
+        "unallocated_energy": dict(meter.energy.unallocated),
+        "unobserved_energy": dict(meter.energy.unobserved),
+        "unmeasured_energy_s": meter.energy.unmeasured_s,
         "mig_known": {k: [v.gpu_uuid, v.gpu_instance_id, v.profile] for k, v in meter.mig_known.items()},
         "inventory": meter.inventory,
         "inventory_index": meter.inventory_index,
@@ -106,6 +110,10 @@ def load_meter(data: dict[str, Any], node: str) -> Meter:
         meter.unallocated = defaultdict(float, {str(k): float(v) for k, v in data["unallocated"].items()})
         meter.unobserved = defaultdict(float, {str(k): float(v) for k, v in data.get("unobserved", {}).items()})
         meter.energy_last = {str(k): float(v) for k, v in data["energy_last"].items()}
+        for name, bucket in (("unallocated_energy", meter.energy.unallocated),
+                             ("unobserved_energy", meter.energy.unobserved)):  # absent before energy per model
+            bucket.update({str(k): float(v) for k, v in data.get(name, {}).items()})
+        meter.energy.unmeasured_s = float(data.get("unmeasured_energy_s", 0.0))
         meter.mig_known = {k: MigLocation(v[0], v[1], v[2]) for k, v in data["mig_known"].items()}
         meter.inventory = {str(k): str(v) for k, v in data["inventory"].items()}
         meter.inventory_index = {str(k): str(v) for k, v in data.get("inventory_index", {}).items()}
@@ -113,7 +121,8 @@ def load_meter(data: dict[str, Any], node: str) -> Meter:
         for h in meter.holders.values():
             if min(h.usage.as_tuple()) < 0:
                 raise StateError("negative counter in state")
-        if min([*meter.unallocated.values(), *meter.unobserved.values(), 0.0]) < 0:
+        if min([*meter.unallocated.values(), *meter.unobserved.values(), *meter.energy.unallocated.values(),
+                *meter.energy.unobserved.values(), meter.energy.unmeasured_s, 0.0]) < 0:
             raise StateError("negative counter in state")
         return meter
     except StateError:

@@ -43,6 +43,8 @@ from exporter.model.books import (
     CounterMark,
     NamespaceKey,
     NamespaceTotals,
+    NodeKey,
+    UnmeasuredEnergy,
     UsageAmounts,
     UsageKey,
     hour_of,
@@ -56,7 +58,7 @@ __all__ = ["Books", "NodeGone", "NodePrice", "Prepared", "hour_of"]
 
 UNALLOCATED_PREFIX = "__unallocated__/"
 UNOBSERVED_PREFIX = "__unobserved__/"
-#: Headroom of the plausibility check: clocks and tick jitter, never a whole extra GPU-hour.
+UNMEASURED_ENERGY = "__unmeasured_energy__"  # the hwm key of the node's unmeasured-energy GPU-seconds
 
 
 @dataclass(slots=True)
@@ -116,6 +118,7 @@ class Books:
         self.unused_commitment_totals = dict(state.unused_commitment_totals)
         self.commitment_marks = dict(state.commitment_marks)
         self.node_billing = dict(state.node_billing)
+        self.unmeasured_energy = dict(state.unmeasured_energy)
         self.node_prices: dict[str, NodePrice] = {}
         self.unpriced_seconds: dict[str, float] = defaultdict(float)
         self.resets_total = 0
@@ -192,6 +195,8 @@ class Books:
             add(self.breakdown, bk, bv)
         for uk, uv in w.unused_commitment_totals.items():
             add(self.unused_commitment_totals, uk, uv)
+        for nk, nv in w.unmeasured_energy.items():
+            add(self.unmeasured_energy, nk, nv)
         self.commitment_marks.update(w.commitment_marks)
         self.node_billing.update(w.node_billing)
         self.node_prices = dict(prepared.node_prices)
@@ -270,14 +275,21 @@ class _NodeBooking:
         snap = self.snap
         out = {h.key(): CounterMark(h.allocated_s, h.used_s, h.unmeasured_s, h.energy_j) for h in snap.holders}
         for u in snap.unallocated:
-            out[UNALLOCATED_PREFIX + u.gpu_model] = CounterMark(u.seconds)
+            out[UNALLOCATED_PREFIX + u.gpu_model] = CounterMark(u.seconds, energy_j=u.energy_j)
         for u in snap.unobserved:
-            out[UNOBSERVED_PREFIX + u.gpu_model] = CounterMark(u.seconds)
+            out[UNOBSERVED_PREFIX + u.gpu_model] = CounterMark(u.seconds, energy_j=u.energy_j)
+        if snap.unmeasured_energy_s > 0:
+            out[UNMEASURED_ENERGY] = CounterMark(snap.unmeasured_energy_s)
         return out
 
     def _implausible(self, deltas: dict[str, CounterMark], *, start: float | None, gpus: int) -> str:
+        """The capacity checks over every counter but the unmeasured-energy one, which is checked alone (its
+        GPU-seconds overlap the others')."""
         wall = None if start is None else self.snap.timestamp - start
-        return implausible(deltas.values(), wall=wall, gpus=max(gpus, self.kube.gpus_of_node(self.snap.node)))
+        gap = deltas.get(UNMEASURED_ENERGY)
+        return implausible([d for k, d in deltas.items() if k != UNMEASURED_ENERGY], wall=wall,
+                           gpus=max(gpus, self.kube.gpus_of_node(self.snap.node)),
+                           unmeasured_energy_s=gap.allocated_s if gap else 0.0)
 
     def _book(self, deltas: dict[str, CounterMark], *, parts: list[Slice]) -> None:
         snap, out, kube, rates = self.snap, self.out, self.kube, self.rates
@@ -315,9 +327,12 @@ class _NodeBooking:
                                              (True, snap.unobserved, UNOBSERVED_PREFIX)):
             for u in counters:
                 d = deltas.get(prefix + u.gpu_model)
-                if d is None or d.allocated_s <= 0:
+                if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
                     continue
                 model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
                 book_capacity(w, unobserved=unobserved, key=CapacityTotalKey(node, pool, model, currency),
                               hourly=priced_capacity(rates, node_facts(kube, node, model), seconds=d.allocated_s,
-                                                     parts=parts))
+                                                     energy_j=d.energy_j, parts=parts))
+        gap = deltas.get(UNMEASURED_ENERGY)
+        if gap is not None and gap.allocated_s > 0:
+            add(w.unmeasured_energy, NodeKey(node), UnmeasuredEnergy(gap.allocated_s))

@@ -40,26 +40,16 @@ from exporter.model.books import (
     EventCount,
     NamespaceKey,
     NamespaceTotals,
+    NodeKey,
+    UnmeasuredEnergy,
     UsageKey,
     _Amounts,
 )
 
 log = get_logger("aggregator")
 
-__all__ = [
-    "MIGRATIONS", "SCHEMA_VERSION",
-    "Ledger",
-    "LedgerError",
-    "LedgerState",
-    "NodeBooks",
-    "NodeCounterMark",
-    "QuotaEvent",
-    "StaleMarks",
-    "StaleTerm",
-    "TickWrite",
-    "open_reader",
-    "redact",
-]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Ledger", "LedgerError", "LedgerState", "NodeBooks", "NodeCounterMark",
+           "QuotaEvent", "StaleMarks", "StaleTerm", "TickWrite", "open_reader", "redact"]
 
 T = TypeVar("T")
 _A = TypeVar("_A", bound=_Amounts)
@@ -228,6 +218,7 @@ class Ledger:
                                tx.fetch("SELECT commitment, booked_until FROM commitment_marks WHERE cluster = ?", c)}
         st.node_billing = {node: (itype, ctype) for node, itype, ctype in tx.fetch(
             "SELECT node, instance_type, capacity_type FROM node_billing WHERE cluster = ?", c)}
+        st.unmeasured_energy = _load(tx, "unmeasured_energy_totals", NodeKey, UnmeasuredEnergy, cluster=self.cluster)
         return st
 
     async def load_state(self) -> LedgerState:
@@ -278,6 +269,7 @@ class Ledger:
         _accumulate(tx, "breakdown_totals", BreakdownKey._fields, w.breakdown, cluster=cl)
         _accumulate(tx, "unused_commitment", CommitmentKey._fields, w.unused_commitment, cluster=cl)
         _accumulate(tx, "unused_commitment_totals", CommitmentTotalKey._fields, w.unused_commitment_totals, cluster=cl)
+        _accumulate(tx, "unmeasured_energy_totals", NodeKey._fields, w.unmeasured_energy, cluster=cl)
         if w.commitment_marks:  # how far each commitment's unused part is booked: in the same transaction
             tx.executemany("INSERT INTO commitment_marks (cluster, commitment, booked_until) VALUES (?,?,?) "
                            "ON CONFLICT (cluster, commitment) DO UPDATE SET booked_until = excluded.booked_until",

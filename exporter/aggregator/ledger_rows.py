@@ -18,6 +18,8 @@ from exporter.model.books import (
     EventCount,
     NamespaceKey,
     NamespaceTotals,
+    NodeKey,
+    UnmeasuredEnergy,
     UsageAmounts,
     UsageKey,
 )
@@ -67,6 +69,7 @@ class TickWrite:
     node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (instance type, capacity type)
     evidence: dict[EvidenceKey, EvidenceRow] = field(default_factory=dict)  # right-sizing evidence per hour x device
     namespace_teams: dict[tuple[int, str], str] = field(default_factory=dict)  # (hour, namespace) -> team label
+    unmeasured_energy: dict[NodeKey, UnmeasuredEnergy] = field(default_factory=dict)  # GPU-seconds, per node
 
     def empty(self) -> bool:
         return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
@@ -90,3 +93,4 @@ class LedgerState:
     unused_commitment_totals: dict[CommitmentTotalKey, CapacityAmounts] = field(default_factory=dict)
     commitment_marks: dict[str, float] = field(default_factory=dict)
     node_billing: dict[str, tuple[str, str]] = field(default_factory=dict)
+    unmeasured_energy: dict[NodeKey, UnmeasuredEnergy] = field(default_factory=dict)

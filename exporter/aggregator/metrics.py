@@ -85,8 +85,9 @@ def namespace_counters(books: Books) -> Iterator[Family]:
     list_cost = CounterMetricFamily("gpucost_list_cost_total",
                                     "allocated GPU time at public list prices (no spot, pool, commitment discount)",
                                     labels=["namespace", "currency"])
-    energy = CounterMetricFamily("gpucost_energy_joules_total", "energy DCGM measured on the devices pods held",
-                                 labels=["namespace"])
+    energy = CounterMetricFamily("gpucost_energy_joules_total",
+                                 "energy DCGM measured on the devices, by the namespace that held them "
+                                 "(__unallocated__: nobody did; __unobserved__: holders unknown)", labels=["namespace"])
     seconds: dict[str, NamespaceTotals] = {}  # summed over currencies
     for key, t in sorted(books.totals.items()):
         seconds[key.namespace] = seconds[key.namespace] + t if key.namespace in seconds else t
@@ -98,6 +99,9 @@ def namespace_counters(books: Books) -> Iterator[Family]:
         used.add_metric([ns], total.used_s)
         unmeasured.add_metric([ns], total.unmeasured_s)
         energy.add_metric([ns], total.energy_j)
+    for name, capacity in (("__unallocated__", books.unallocated_totals), ("__unobserved__", books.unobserved_totals)):
+        if joules := sum(a.energy_j for a in capacity.values()):
+            energy.add_metric([name], joules)
     yield from (alloc, used, unmeasured, cost, idle_cost, list_cost, energy)
 
 
@@ -144,6 +148,12 @@ def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Famil
         for labels, secs in sorted(per_key.items()):
             alloc.add_metric(list(labels), secs)
         yield from (alloc, cost)
+    unmeasured_energy = CounterMetricFamily(
+        "gpucost_unmeasured_energy_seconds_total", "GPU-seconds whose energy DCGM did not measure (no energy field, "
+        "DCGM down, an impossible reading): their energy is priced at nothing", labels=["node"])
+    for key, gap in sorted(books.unmeasured_energy.items()):
+        unmeasured_energy.add_metric([key.node], gap.seconds)
+    yield unmeasured_energy
     unpriced = CounterMetricFamily("gpucost_unpriced_gpu_seconds_total",
                                    "GPU-seconds of models missing from the pricing file (priced at default)",
                                    labels=["gpu_model"])

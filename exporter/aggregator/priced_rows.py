@@ -46,15 +46,17 @@ def gpus_by_model(snap: UsageSnapshot, kube: KubeState) -> dict[str, int]:
     return dict(by_model)
 
 
-def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts: list[Slice]) -> list[
-        tuple[int, CapacityAmounts]]:
-    """Capacity GPU-seconds spread over their hours, each hour priced at the rate in force at its start."""
+def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts: list[Slice],
+                    energy_j: float = 0.0) -> list[tuple[int, CapacityAmounts]]:
+    """Capacity GPU-seconds (and the energy DCGM measured on them) spread over their hours, each hour priced
+    at the rate in force at its start: energy costs only where that rate prices it (owned hardware)."""
     out = []
     for part in parts:
         rate = rates.rate(facts, mig_profile=None, at=part.start)
-        s = seconds * part.share
-        out.append((part.hour, CapacityAmounts(s, cost_of(s, rate.effective_per_gpu_hour),
-                                               cost_of(s, rate.list_per_gpu_hour))))
+        s, joules = seconds * part.share, energy_j * part.share
+        energy_cost = rate.energy.cost(joules) if rate.energy is not None else 0.0
+        out.append((part.hour, CapacityAmounts(seconds=s, cost=cost_of(s, rate.effective_per_gpu_hour) + energy_cost,
+                                               list_cost=cost_of(s, rate.list_per_gpu_hour), energy_j=joules)))
     return out
 
 

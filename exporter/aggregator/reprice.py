@@ -65,13 +65,14 @@ def _raw_rows(query: Query, by: str, clause: str, params: list[Any]) -> list[Raw
                           float(seconds), float(energy)))
     group = CAPACITY_GROUPS.get(by)
     for table, name in CAPACITY_TABLES:
-        for r in query(f"SELECT {group or 'currency'}, currency, hour, node, pool, gpu_model, SUM(seconds) "
-                       f"FROM {table} {clause} GROUP BY {group or 'currency'}, currency, hour, node, pool, gpu_model",
-                       params):
-            value, currency, hour, node, pool, model, seconds = r
+        for r in query(f"SELECT {group or 'currency'}, currency, hour, node, pool, gpu_model, SUM(seconds), "
+                       f"SUM(energy_j) FROM {table} {clause} GROUP BY {group or 'currency'}, currency, hour, node, "
+                       "pool, gpu_model", params):
+            value, currency, hour, node, pool, model, seconds, energy = r
             key, column = ((value, currency), f"{name.strip('_')}_cost") if group else (
                 (name,) * len(cols) + (currency,), "cost")
-            out.append(RawRow(key, column, int(hour), _facts(billing, node, model, pool), None, float(seconds), 0.0))
+            out.append(RawRow(key, column, int(hour), _facts(billing, node, model, pool), None, float(seconds),
+                              float(energy)))
     return out
 
 

@@ -132,6 +132,11 @@ async def render_status(agg: AggregatorView) -> str:
     trends_html = render_trends(await agg.ledger.read(
         lambda q: read_trends(q, cluster=agg.ledger.cluster, now=now)))
     agents_up = sum(1 for a in g.agents.values() if a.up)
+    ((gap_s, gap_nodes),) = await agg.ledger.query(  # energy priced at nothing because nobody measured it
+        "SELECT COALESCE(SUM(seconds), 0), COUNT(*) FROM unmeasured_energy_totals WHERE cluster = ?",
+        [agg.ledger.cluster])
+    energy_gap = (f'<p class="warn">Energy DCGM did not measure: {float(gap_s) / 3600:.2f} GPU-h on {gap_nodes} '
+                  "node(s) since the ledger began; its cost is not in these figures.</p>") if float(gap_s) > 0 else ""
     refresh = max(5, int(agg.settings.tick))
 
     def table(head: list[str], body: list[str], empty: str) -> str:
@@ -156,6 +161,7 @@ async def render_status(agg: AggregatorView) -> str:
         "<h2>Capacity nobody used</h2>",
         table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
               "None booked this month."),
+        energy_gap,
         "<h2>Which pool serves whom</h2>",
         table(["pool", "namespace", "GPUs held"], serve_rows, "Nothing held."),
         "<h2>GPUs held by priority class</h2>",

@@ -8,6 +8,7 @@ Keys are ``NamedTuple``s: they are identities, not amounts, and hash fast as dic
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from operator import add, attrgetter
 from typing import Any, NamedTuple, Self
@@ -43,14 +44,17 @@ def hour_shares(start: float, end: float) -> list[tuple[int, float]]:
     return out
 
 
-_GETTERS: dict[type, attrgetter[Any]] = {}
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 
 
-def _getter(cls: type) -> attrgetter[Any]:
-    """One C-level getter per amount type, returning all fields as a tuple (fast on the booking path)."""
+def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """One C-level getter per amount type, returning all fields as a tuple (fast on the booking path; a
+    one-field type is wrapped, as ``attrgetter`` of one name returns the bare value)."""
     g = _GETTERS.get(cls)
     if g is None:
-        g = _GETTERS[cls] = attrgetter(*(f.name for f in fields(cls)))
+        first, *rest = (f.name for f in fields(cls))
+        one = attrgetter(first)
+        g = _GETTERS[cls] = attrgetter(first, *rest) if rest else (lambda obj: (one(obj),))
     return g
 
 
@@ -104,13 +108,15 @@ class NamespaceTotals(_Amounts):
 
 @dataclass(frozen=True, slots=True)
 class CapacityAmounts(_Amounts):
-    """GPU-seconds of capacity (unallocated, unobserved, or a commitment's unused part) and their price.
+    """GPU-seconds of capacity (unallocated, unobserved, or a commitment's unused part) and their price,
+    with the energy DCGM measured on that capacity (its cost is in ``cost`` where owned hardware prices it).
 
-    An unused commitment's ``list_cost`` is 0: no GPU-hour was had for it at any price."""
+    An unused commitment's ``list_cost`` and ``energy_j`` are 0: no GPU-hour was had for it at any price."""
 
     seconds: float = 0.0
     cost: float = 0.0
     list_cost: float = 0.0
+    energy_j: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +125,13 @@ class BreakdownTotals(_Amounts):
 
     allocated_s: float = 0.0
     cost: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class UnmeasuredEnergy(_Amounts):
+    """GPU-seconds of a node whose energy DCGM did not measure: priced at nothing, so counted instead."""
+
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +186,10 @@ class CommitmentTotalKey(NamedTuple):
     commitment: str
     gpu_model: str
     currency: str
+
+
+class NodeKey(NamedTuple):
+    node: str
 
 
 class NamespaceKey(NamedTuple):

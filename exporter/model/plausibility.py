@@ -16,6 +16,11 @@ RATE_SLACK_SECONDS = 1.0
 #: Holders pay what Kubernetes allocated them, so an oversubscribed device (which the agent counts) can
 #: take a node's sum above its capacity; never beyond twice it.
 OVERSUBSCRIPTION_LIMIT = 2.0
+#: Highest believable board power per GPU (watts). The largest data-centre GPUs are rated about 1.4 kW
+#: (GB300 class); 2 kW leaves a wide margin for transients and tick jitter, and still refuses an energy
+#: counter read a thousand times too large (mJ taken as J). The agent drops a GPU's delta above it (that
+#: interval is then unmeasured); booking refuses a snapshot whose energy exceeds it over the node's GPUs.
+MAX_GPU_WATTS = 2000.0
 EPS = 1e-6
 
 
@@ -30,12 +35,15 @@ def counter_advance(prev: CounterMark | None, cur: CounterMark) -> CounterMark |
                        max(0.0, cur.unmeasured_s - prev.unmeasured_s), max(0.0, cur.energy_j - prev.energy_j))
 
 
-def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int) -> str:
+def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int,
+                unmeasured_energy_s: float = 0.0) -> str:
     """Why these deltas over ``wall`` seconds on a node of ``gpus`` GPUs cannot be true, or "".
 
-    No counter may advance faster than GPUs x wall time; all together not faster than twice that; used
-    or unmeasured never above allocated. Without the wall time (an agent that does not say when its epoch
-    began) or the GPU count (no inventory, no GPU-count label) only the per-counter checks apply."""
+    No counter may advance faster than GPUs x wall time (nor the GPU-seconds whose energy was not
+    measured); all together not faster than twice that; used or unmeasured never above allocated; the
+    energy of all of them together not above ``MAX_GPU_WATTS`` x GPUs x wall time. Without the wall time
+    (an agent that does not say when its epoch began) or the GPU count (no inventory, no GPU-count
+    label) only the per-counter checks apply."""
     deltas = list(deltas)
     for d in deltas:
         if d.used_s > d.allocated_s + EPS or d.unmeasured_s > d.allocated_s + EPS:
@@ -49,6 +57,8 @@ def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int)
     bound = gpus * (max(0.0, wall) * (1 + RATE_SLACK_RELATIVE) + RATE_SLACK_SECONDS)
     if any(d.allocated_s > bound for d in deltas):
         return "faster_than_wall_time"
-    if sum(d.allocated_s for d in deltas) > OVERSUBSCRIPTION_LIMIT * bound:
+    if sum(d.allocated_s for d in deltas) > OVERSUBSCRIPTION_LIMIT * bound or unmeasured_energy_s > bound:
         return "faster_than_wall_time"
+    if sum(d.energy_j for d in deltas) > MAX_GPU_WATTS * bound:
+        return "energy_above_power_envelope"
     return ""

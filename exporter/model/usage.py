@@ -6,7 +6,9 @@ within one ``epoch``; a new epoch means the agent lost its state and started aga
 Every float must be finite and non-negative: a NaN or infinite value from a broken or hostile agent
 is refused at the door (``allow_inf_nan=False``) instead of poisoning the running totals for ever.
 Conservation: over any interval between two snapshots of one epoch, Σ holders' ``allocated_s`` +
-Σ ``unallocated`` + Σ ``unobserved`` advance by (physical GPUs x wall seconds).
+Σ ``unallocated`` + Σ ``unobserved`` advance by (physical GPUs x wall seconds); Σ holders' ``energy_j``
++ Σ ``unallocated`` and ``unobserved`` ``energy_j`` advance by the DCGM energy counters' deltas of the
+GPUs measured, and ``unmeasured_energy_s`` by the GPU-seconds of the others.
 """
 
 from __future__ import annotations
@@ -51,12 +53,14 @@ class HolderCounters(BaseModel):
 
 
 class UnallocatedCounter(BaseModel):
-    """Cumulative GPU-seconds of capacity nobody held, per GPU model on this node."""
+    """Cumulative GPU-seconds of capacity nobody held, per GPU model on this node, and the energy DCGM
+    measured on that capacity (joules; 0 from an agent that does not measure it)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     gpu_model: str = Field(max_length=MAX_NAME)
     seconds: float = Field(ge=0)
+    energy_j: float = Field(default=0.0, ge=0)
 
 
 class GpuCapacity(BaseModel):
@@ -91,3 +95,7 @@ class UsageSnapshot(BaseModel):
     #: cumulative per GPU model, same shape as ``unallocated``.
     unobserved: list[UnallocatedCounter] = Field(default_factory=list, max_length=1024)
     capacity: list[GpuCapacity] = Field(default_factory=list, max_length=1024)
+    #: GPU-seconds (physical GPUs x wall seconds, cumulative) whose energy DCGM did not measure: a device
+    #: without the energy field, DCGM down, an impossible reading. Their energy is priced at nothing, so
+    #: it is counted instead (``gpucost_unmeasured_energy_seconds_total``).
+    unmeasured_energy_s: float = Field(default=0.0, ge=0)

@@ -114,8 +114,9 @@ def render(layout: NodeLayout, rows: list[DcgmEntity], readings: NodeReadings) -
     family("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda e: str(int(33 + 40 * e.util)))
     family("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).",
            lambda e: f"{readings.power_w[e.gpu.uuid]:.6f}")
-    family("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).",
-           lambda e: str(int(readings.energy_mj.get(e.gpu.uuid, 0.0))))
+    if layout.spec.dcgm_energy:
+        family("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).",
+               lambda e: str(int(readings.energy_mj.get(e.gpu.uuid, 0.0))))
     family("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", lambda e: "0")
     whole = [e for e in rows if not e.mig]
     if whole:

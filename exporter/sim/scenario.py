@@ -150,7 +150,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
                            "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
-                           "dra"}, where)
+                           "dra", "dcgm_energy"}, where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -185,6 +185,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
             mig, time_slicing, bool(n.get("time_slicing_rename", False)), bool(n.get("dcgm_pod_labels", True)),
             bool(n.get("kubelet_lists_terminated", False)), sharing,
             ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", 1), bool(n.get("dra", False))))
+        nodes[-1].dcgm_energy = bool(n.get("dcgm_energy", True))
         if nodes[-1].dra and sharing != "none":
             raise ctx.fail(f"{where}.dra", f"a DRA node has no device plugin to do {sharing}")
 

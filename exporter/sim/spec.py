@@ -67,6 +67,7 @@ class NodeSpec:
     sharing: str = "none"  # none | time-slicing | mps (device-plugin replicas) | hami (HAMi vGPU)
     hami_split: int = 10  # HAMi deviceSplitCount: plugin IDs GPU-<uuid>-<k> per GPU
     dra: bool = False  # GPUs published as ResourceSlices by the NVIDIA DRA driver, no device plugin
+    dcgm_energy: bool = True  # DCGM serves the total-energy counter (older GPUs do not measure it)
 
 
 @dataclass(slots=True)

@@ -198,7 +198,10 @@ async def test_owned_gpus_capital_rate_plus_measured_energy(tmp_path: Path) -> N
     """Capital rate 17520 / (4 x 8760) = 0.50 per GPU-hour: 1 GPU-h -> 0.50, which is also the list cost.
     Energy: the simulated A100 draws 55 W + 0.5 x (400 - 55) W = 227.5 W for 1 h = 819,000 J; DCGM's
     counter of the held GPU must advance by exactly that between the first and the last scrape, and the
-    cost adds 819000 / 3.6e6 = 0.2275 kWh x 0.12 x 1.5 = 0.04095 -> cost 0.54095."""
+    cost adds 819000 / 3.6e6 = 0.2275 kWh x 0.12 x 1.5 = 0.04095 -> cost 0.54095.
+    The idle GPU draws 55 W for 1 h = 198,000 J: __unallocated__ pays 0.50 + 198000 / 3.6e6 = 0.055 kWh
+    x 0.12 x 1.5 = 0.0099 -> 0.5099. Conservation on the node: the ledger's joules (held + unallocated)
+    equal the two DCGM counters' deltas, 819,000 + 198,000 = 1,017,000 J; nothing went unmeasured."""
     assert 17520 / (4 * 8760) == 0.50
     scenario = parse_scenario(OWNED, "owned.yaml")
     pipe = Pipeline(scenario, tmp_path / "w", VirtualClock(START), ledger=tmp_path / "ledger.db")
@@ -222,7 +225,19 @@ async def test_owned_gpus_capital_rate_plus_measured_energy(tmp_path: Path) -> N
     near(owned["list_cost"], 0.50)
     near(owned["cost"], 0.50 + held_delta / 3.6e6 * 0.12 * 1.5)
     near(owned["cost"], 0.54095)
-    near(r["__unallocated__"]["cost"], 0.50)  # the idle GPU: capital only (its energy needs an agent change)
+    idle_delta = deltas[0]
+    near(r["__unallocated__"]["cost"], 0.50 + idle_delta / 3.6e6 * 0.12 * 1.5)
+    near(r["__unallocated__"]["cost"], 0.5099)
+    near(r["__unallocated__"]["list_cost"], 0.50)
+    db = sqlite3.connect(tmp_path / "ledger.db")
+    (held_j,), (idle_j,), (gap,) = (db.execute(sql).fetchone() for sql in (
+        "SELECT SUM(energy_j) FROM usage WHERE node = 'dc'", "SELECT SUM(energy_j) FROM unallocated WHERE node = 'dc'",
+        "SELECT COUNT(*) FROM unmeasured_energy_totals"))
+    db.close()
+    assert held_j == pytest.approx(held_delta, rel=1e-9) and idle_j == pytest.approx(idle_delta, rel=1e-9)
+    assert held_j + idle_j == pytest.approx(sum(deltas), rel=1e-9)
+    assert sum(deltas) == pytest.approx(1_017_000.0, rel=1e-6)
+    assert gap == 0
 
 
 PRICE_CHANGE = """
