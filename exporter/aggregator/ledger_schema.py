@@ -7,6 +7,8 @@ their rows keep the cluster ``default``. Schema 4 added list prices beside effec
 energy, commitments' unused part with its "booked until" marks, and the billing labels of nodes:
 booked rows get ``list_cost = cost`` (nothing was discounted before version-2 pricing). Schema 5 added
 the right-sizing evidence (utilisation seconds per fixed bucket and framebuffer peaks, per hour x device).
+Schema 6 added each node's GPUs by model and held MIG instances (``fleet``), so aggregators that share a
+cluster's nodes (shards) blend commitments over the whole cluster's fleet, not their own part of it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEFAULT_CLUSTER = "default"
 
 
@@ -100,8 +102,14 @@ _V5_TABLES: tuple[Table, ...] = (
                        ("device", "text")),
           (("fraction", "real"), *((f"s_u{b:03d}", "real") for b in EVIDENCE_BUCKETS), ("fb_peak_bytes", "real?"))),
 )
+#: Schema 6: each node's GPUs as its latest booked snapshot showed them (JSON ``{model: gpus}``) and the MIG
+#: instances held on it (JSON ``[[model, profile, fraction], ...]``).
+_V6_TABLES: tuple[Table, ...] = (
+    Table("fleet", (("node", "text"),), (("gpus_by_model", "text"), ("held_mig", "text"))),
+)
 TABLES: tuple[Table, ...] = (
-    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES)
+    *(Table(t.name, t.key, t.values + _V4_COLUMNS.get(t.name, ())) for t in TABLES_V3), *_V4_TABLES, *_V5_TABLES,
+    *_V6_TABLES)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -219,4 +227,4 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
     """Statements taking a ledger from version ``v - 1`` to ``v``."""
     return {1: lambda: statements(SQLITE_MIGRATIONS[1]), 2: lambda: statements(SQLITE_MIGRATIONS[2]),
             3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
-            5: lambda: [create_table(d, t) for t in _V5_TABLES]}
+            5: lambda: [create_table(d, t) for t in _V5_TABLES], 6: lambda: [create_table(d, t) for t in _V6_TABLES]}
