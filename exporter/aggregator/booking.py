@@ -24,6 +24,7 @@ from exporter.aggregator.commitment_books import book_unused
 from exporter.aggregator.evidence import book_evidence
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
+from exporter.aggregator.ledger_rows import FleetFacts
 from exporter.aggregator.priced_rows import (
     UNKNOWN,
     add,
@@ -122,6 +123,9 @@ class Books:
         self.node_prices: dict[str, NodePrice] = {}
         self.unpriced_seconds: dict[str, float] = defaultdict(float)
         self.resets_total = 0
+        self.fleet_written: dict[str, FleetFacts] = {}  # what the ledger's fleet rows say of this book's nodes
+        self.others: dict[str, FleetFacts] = {}  # nodes other aggregators book (shards), from the ledger
+        self.books_commitments = True  # unused commitments: booked by one aggregator of the cluster only
 
     def acked(self, node: str) -> float | None:
         m = self.marks.get(node)
@@ -146,7 +150,8 @@ class Books:
         end = now if now is not None else max((s.timestamp for s in snapshots), default=None)
         if end is not None:
             starts = [m.mark.booked_ts for m in self.marks.values()] + list(w.books_since.values())
-            book_unused(w, rates=rates, marks=self.commitment_marks, first=min(starts, default=end), now=end)
+            if self.books_commitments:
+                book_unused(w, rates=rates, marks=self.commitment_marks, first=min(starts, default=end), now=end)
             for entry in rates.fleet:
                 out.node_prices[entry.facts.name] = NodePrice(
                     entry.facts.gpu_model or UNKNOWN, rates.rate(entry.facts, mig_profile=None, at=end))
@@ -158,6 +163,8 @@ class Books:
         for snap in snapshots:
             latest[snap.node] = (gpus_by_model(snap, kube), tuple(
                 (h.gpu_model or "", h.mig_profile, h.fraction) for h in snap.holders if h.active and h.mig_profile))
+        for node, facts in self.others.items():  # the rest of the cluster (shards), as last booked
+            latest.setdefault(node, (dict(facts.gpus_by_model), facts.held_mig))
         for g in gone:
             latest.pop(g.node, None)
         fleet = []
@@ -198,6 +205,9 @@ class Books:
         for nk, nv in w.unmeasured_energy.items():
             add(self.unmeasured_energy, nk, nv)
         self.commitment_marks.update(w.commitment_marks)
+        self.fleet_written.update(w.fleet)
+        for node in prepared.pruned:
+            self.fleet_written.pop(node, None)
         self.node_billing.update(w.node_billing)
         self.node_prices = dict(prepared.node_prices)
         for model, s in prepared.unpriced.items():
@@ -263,7 +273,10 @@ class _NodeBooking:
         if old is None:
             w.books_since[node] = snap.timestamp if start is None else start
         held = tuple((h.gpu_model or "", h.mig_profile, h.fraction) for h in snap.holders if h.active and h.mig_profile)
-        out.marks[node] = NodeMarks(mark, counters, gpus or (old.gpus_by_model if old else {}), held)
+        out.marks[node] = marks = NodeMarks(mark, counters, gpus or (old.gpus_by_model if old else {}), held)
+        fleet = FleetFacts(tuple(sorted(marks.gpus_by_model.items())), held)
+        if self.books.fleet_written.get(node) != fleet:
+            w.fleet[node] = fleet
         billing = self.kube.nodes.get(node)
         if billing is not None:
             facts = node_facts(self.kube, node, "")

@@ -18,10 +18,12 @@ from typing import Any, TypeVar
 
 from exporter.aggregator.evidence import write_evidence
 from exporter.aggregator.ledger_backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
-from exporter.aggregator.ledger_nodes import NodeBooks, StaleMarks, check_marks, load_nodes
+from exporter.aggregator.ledger_nodes import NodeBooks, StaleMarks, check_marks, load_fleet, load_nodes, write_fleet
 from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader, redact
-from exporter.aggregator.ledger_rows import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
+from exporter.aggregator.ledger_rows import FleetFacts, LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
+from exporter.aggregator.ledger_sql import accumulate as _accumulate
+from exporter.aggregator.ledger_sql import load_table as _load
 from exporter.aggregator.ledger_sqlite import SqliteBackend, sqlite_reader
 from exporter.aggregator.recommendations import Advice
 from exporter.aggregator.report import Query, ReportRequest, report_rows
@@ -54,32 +56,6 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Ledger", "LedgerError", "LedgerState
 T = TypeVar("T")
 _A = TypeVar("_A", bound=_Amounts)
 MIGRATIONS = SQLITE_MIGRATIONS
-
-TableRows = Mapping[Any, _Amounts]  # a NamedTuple key -> amounts
-
-
-def _accumulate(tx: Tx, table: str, keys: tuple[str, ...], rows: TableRows, *, cluster: str) -> None:
-    """Add ``rows`` (key -> amounts) into ``table``: insert new keys, add to existing ones.
-
-    Columns are the key's field names and the amounts' field names: the one place where a named number
-    becomes a column."""
-    if not rows:
-        return
-    values = next(iter(rows.values())).columns()
-    cols = ", ".join(("cluster", *keys, *values))
-    marks = ", ".join("?" * (1 + len(keys) + len(values)))
-    add = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in values)
-    tx.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks}) "
-                   f"ON CONFLICT (cluster, {', '.join(keys)}) DO UPDATE SET {add}",
-                   [(cluster, *k, *v.values()) for k, v in rows.items()])
-
-
-def _load(tx: Tx, table: str, key: type[Any], amounts: type[_A], *, cluster: str) -> dict[Any, _A]:
-    cols = ", ".join(key._fields + amounts.columns())
-    n = len(key._fields)
-    return {key(*r[:n]): amounts(*(float(v) for v in r[n:]))
-            for r in tx.fetch(f"SELECT {cols} FROM {table} WHERE cluster = ?", (cluster,))}
-
 
 def make_backend(target: str | Path, *, password_file: Path | None = None) -> Backend:
     """A path is a SQLite file; a ``postgresql://`` URL is a PostgreSQL database."""
@@ -188,6 +164,10 @@ class Ledger:
         wanted = sorted(set(nodes))
         return self.backend.transaction(lambda tx: load_nodes(tx, wanted, cluster=self.cluster))
 
+    async def load_fleet(self) -> dict[str, FleetFacts]:
+        """The cluster's nodes and their GPUs, as whichever aggregator booked each last wrote them."""
+        return await self._run(self.backend.transaction, lambda tx: load_fleet(tx, cluster=self.cluster))
+
     async def load_nodes(self, nodes: Iterable[str]) -> NodeBooks:
         return await self._run(self.load_nodes_sync, list(nodes))
 
@@ -263,6 +243,7 @@ class Ledger:
         for node in w.pruned_nodes:  # a deleted node: its marks and pin go, its booked history stays
             for table in ("agents", "hwm", "agent_urls"):
                 tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND node = ?", (cl, node))
+        write_fleet(tx, w.fleet, w.pruned_nodes, cluster=cl)
         _accumulate(tx, "totals", NamespaceKey._fields, w.totals, cluster=cl)
         _accumulate(tx, "unallocated_totals", CapacityTotalKey._fields, w.unallocated_totals, cluster=cl)
         _accumulate(tx, "unobserved_totals", CapacityTotalKey._fields, w.unobserved_totals, cluster=cl)

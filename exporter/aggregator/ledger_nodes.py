@@ -8,10 +8,12 @@ both believe they own a node (while the shard count changes) from booking the sa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from exporter.aggregator.ledger_backend import Tx
+from exporter.aggregator.ledger_rows import FleetFacts
 from exporter.model.books import AgentMark, CounterMark
 
 
@@ -68,4 +70,25 @@ def load_nodes(tx: Tx, nodes: list[str], *, cluster: str) -> NodeBooks:
     out.agent_urls.update({node: url for node, url in tx.fetch(f"SELECT node, url FROM agent_urls WHERE {where}", p)})
     out.node_billing.update({node: (it, ct) for node, it, ct in tx.fetch(
         f"SELECT node, instance_type, capacity_type FROM node_billing WHERE {where}", p)})
+    return out
+
+
+def write_fleet(tx: Tx, fleet: Mapping[str, FleetFacts], pruned: list[str], *, cluster: str) -> None:
+    """Upsert the nodes whose GPUs or held MIG instances changed; forget pruned nodes."""
+    if fleet:
+        tx.executemany("INSERT INTO fleet (cluster, node, gpus_by_model, held_mig) VALUES (?,?,?,?) "
+                       "ON CONFLICT (cluster, node) DO UPDATE SET gpus_by_model = excluded.gpus_by_model, "
+                       "held_mig = excluded.held_mig",
+                       [(cluster, node, json.dumps(dict(f.gpus_by_model), sort_keys=True),
+                         json.dumps([list(h) for h in f.held_mig])) for node, f in fleet.items()])
+    for node in pruned:
+        tx.execute("DELETE FROM fleet WHERE cluster = ? AND node = ?", (cluster, node))
+
+
+def load_fleet(tx: Tx, *, cluster: str) -> dict[str, FleetFacts]:
+    """Every node of the cluster with the GPUs its last booking saw (whichever aggregator booked it)."""
+    out = {}
+    for node, gpus, held in tx.fetch("SELECT node, gpus_by_model, held_mig FROM fleet WHERE cluster = ?", (cluster,)):
+        out[node] = FleetFacts(tuple(sorted((str(m), int(n)) for m, n in json.loads(gpus).items())),
+                               tuple((str(m), str(p), float(f)) for m, p, f in json.loads(held)))
     return out

@@ -44,6 +44,15 @@ class QuotaEvent:
     seen_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class FleetFacts:
+    """A node's GPUs by model and the MIG instances held on it, as its latest booked snapshot showed them:
+    what commitments are blended over, shared through the ledger by aggregators that split the nodes."""
+
+    gpus_by_model: tuple[tuple[str, int], ...] = ()
+    held_mig: tuple[tuple[str, str, float], ...] = ()  # (model, profile, fraction)
+
+
 @dataclass(slots=True)
 class TickWrite:
     """Everything one tick writes, in one transaction."""
@@ -70,11 +79,12 @@ class TickWrite:
     evidence: dict[EvidenceKey, EvidenceRow] = field(default_factory=dict)  # right-sizing evidence per hour x device
     namespace_teams: dict[tuple[int, str], str] = field(default_factory=dict)  # (hour, namespace) -> team label
     unmeasured_energy: dict[NodeKey, UnmeasuredEnergy] = field(default_factory=dict)  # GPU-seconds, per node
+    fleet: dict[str, FleetFacts] = field(default_factory=dict)  # nodes whose GPUs or held MIG instances changed
 
     def empty(self) -> bool:
         return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
                     or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes
-                    or self.commitment_marks or self.node_billing)
+                    or self.commitment_marks or self.node_billing or self.fleet)
 
 
 @dataclass(slots=True)

@@ -117,6 +117,7 @@ class Aggregator:
 
     def _restore(self, state: LedgerState) -> None:  # at start, and when taking over a shared ledger
         self.books = Books(state)
+        self.books.books_commitments = self.shard.primary  # one shard books what is not a node's
         self.kube.quota_event_counts.update(state.quota_events)
         self.kube.quota_rejection_base.update(state.quota_rejection_base)
         self.gate.pins.update(state.agent_urls)
@@ -221,6 +222,8 @@ class Aggregator:
                                            if urls is None else [], ledger=self.ledger, books=self.books,
                                            gate=self.gate)  # this shard's nodes, marks loaded
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
+            if self.shard.sharded and any(p.doc.commitments for p in self.pricing.current.book.lists):
+                self.books.others = await self.ledger.load_fleet()  # commitments cover the whole cluster
             prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone, now=self.clock.now())
             book_teams(prepared.write, kube=self.kube, team_label=self.settings.team_label)
             for node, reason in prepared.rejected.items():
@@ -253,7 +256,8 @@ class Aggregator:
                       url_nodes: dict[str, str]) -> None:
         """Mirror what was committed: pins, latest snapshots, agent health, pruned nodes, quota events."""
         self.gate.pins.update(prepared.write.agent_urls)
-        for node, (_url, snap) in admitted.snapshots.items():
+        for node, (url, snap) in admitted.snapshots.items():
+            self.gauges.agents.pop(urlparse(url).netloc, None)  # known by its node now, not by its address
             booked = node not in prepared.rejected
             if booked:
                 self.latest[node] = snap

@@ -270,3 +270,16 @@ async def test_agents_pulled_by_address_verify_against_the_service_name(rig: Rig
     await rig.run(range(45, 90, 15))
     assert agg.gauges.agents["a100"].up
     assert rig.booked("t") == pytest.approx(75.0)
+
+
+async def test_an_agent_first_seen_down_is_reported_by_its_node_once_it_answers(rig: Rig) -> None:
+    """An agent pulled before it serves is reported under its address (its node is not known yet); once it
+    answers, it is reported under its node and the address-named series goes, so no stale
+    ``gpucost_agent_up{node="127.0.0.1:P"} 0`` keeps an agent-down alert firing for ever."""
+    listen = f"127.0.0.1:{free_port()}"
+    agg = await rig.start_aggregator(agents=[f"http://{listen}"])
+    await rig.run(range(0, 15, 15))
+    assert {n: h.up for n, h in agg.gauges.agents.items()} == {listen: False}
+    await rig.agent("a100", node="a100", listen=listen)
+    await rig.run(range(15, 45, 15))
+    assert {n: h.up for n, h in agg.gauges.agents.items()} == {"a100": True}

@@ -176,3 +176,68 @@ def test_paused_leader_resumes_after_losing_the_lease_and_books_nothing(cluster:
     assert set(ledger) == {"team-a", "team-b"} and agent_alloc["team-b"] > 3 * 2.0
     for ns, seconds in agent_alloc.items():
         assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
+
+
+COMMITTED_SCENARIO = SCENARIO.replace('prices: {"NVIDIA L4": 0.8}\n', """pricing:
+  currency: USD
+  default_price: 1.0
+  models: {"NVIDIA L4": 0.8}
+  commitments:
+    - {name: l4-1yr, model: "NVIDIA L4", gpus: 6, hourly: 0.40, start: "2026-01-01T00:00:00Z",
+       end: "2036-01-01T00:00:00Z"}
+""")
+
+
+def _node_books(url: str) -> dict[str, tuple[float, float]]:
+    import psycopg
+
+    with psycopg.connect(url, password=PASSWORD) as pg:
+        rows = pg.execute("SELECT node, SUM(allocated_s), SUM(cost) FROM usage WHERE cluster = 'prod' "
+                          "GROUP BY node").fetchall()
+    return {node: (float(s), float(c)) for node, s, c in rows}
+
+
+def test_shards_blend_a_commitment_over_the_whole_cluster(postgres: PgServer) -> None:
+    """6 L4s committed at 0.40 over the cluster's 12 (6 nodes x 2): c = 6 / 12 = 0.5, so once both shards
+    have seen each other's nodes every GPU-hour costs 0.5 x 0.40 + 0.5 x 0.80 = 0.60 on both shards, and
+    nothing is unused (6 <= 12). Blending over their own nodes alone, shard 0 (8 GPUs: c = 0.75) would
+    charge 0.50 and shard 1 (4 GPUs: c = 1) 0.40, and book 2 unused GPUs."""
+    workdir = Path(tempfile.mkdtemp(prefix="gce-shards-"))
+    (workdir / "s.yaml").write_text(COMMITTED_SCENARIO)
+    cluster = Cluster(workdir)
+    try:
+        cluster.spawn("sim", ["sim-cluster", "--scenario", str(workdir / "s.yaml"), "--workdir", str(workdir)])
+        wait(lambda: (workdir / "ready").exists())
+        url = postgres.database()
+        for n in NODES:
+            cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n))
+        two = {i: _shard_env(cluster, postgres, url, index=i, count=2) for i in range(2)}
+        for i, env in two.items():
+            cluster.spawn(f"agg-{i}", ["aggregator"], env)
+        for i in range(2):
+            try:
+                wait(lambda i=i: _metric_nodes(two[i]["GPUCOST_LISTEN"]) == {n for n in NODES if owner(n, 2) == i},
+                     timeout=60.0)
+            except AssertionError:
+                print(_metric_nodes(two[i]["GPUCOST_LISTEN"]), cluster.tail(f"agg-{i}"), cluster.tail("sim"))
+                raise
+        time.sleep(3.0)  # every node booked at least once: both shards read the whole fleet from the ledger
+        before = _node_books(url)
+        time.sleep(5.0)
+        after = _node_books(url)
+        for i in range(2):
+            assert cluster.stop(f"agg-{i}") == 0
+        import psycopg
+
+        with psycopg.connect(url, password=PASSWORD) as pg:
+            unused = pg.execute("SELECT COALESCE(SUM(seconds), 0) FROM unused_commitment").fetchone()
+    finally:
+        cluster.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert set(after) == set(NODES)
+    for node in NODES:
+        seconds = after[node][0] - before.get(node, (0.0, 0.0))[0]
+        cost = after[node][1] - before.get(node, (0.0, 0.0))[1]
+        assert seconds > 2.0, node  # the pods ran between the two readings
+        assert cost / seconds * 3600 == pytest.approx(0.60, rel=1e-9), node
+    assert unused is not None and float(unused[0]) == 0.0
