@@ -189,8 +189,10 @@ class Books:
     def apply(self, prepared: Prepared) -> None:
         """Advance the in-memory marks and totals; call only after the ledger committed."""
         self.marks.update(prepared.marks)
+        self.fleet_written.update(prepared.write.fleet)
         for node in prepared.pruned:
             self.marks.pop(node, None)
+            self.fleet_written.pop(node, None)
         w = prepared.write
         for k, v in w.totals.items():
             add(self.totals, k, v)
@@ -205,9 +207,6 @@ class Books:
         for nk, nv in w.unmeasured_energy.items():
             add(self.unmeasured_energy, nk, nv)
         self.commitment_marks.update(w.commitment_marks)
-        self.fleet_written.update(w.fleet)
-        for node in prepared.pruned:
-            self.fleet_written.pop(node, None)
         self.node_billing.update(w.node_billing)
         self.node_prices = dict(prepared.node_prices)
         for model, s in prepared.unpriced.items():
