@@ -206,6 +206,12 @@ class AggregatorSettings(_Base):
     budgets: BudgetMap = Field(
         default_factory=dict, description="monthly GPU budget per namespace in the pricing currency, as JSON "
         "{\"ns\": 1500} or ns=1500,other=200; overrides the namespace annotation gpu.platform/monthly-budget")
+    recommend_window: Duration = Field(
+        default=7 * 86400.0, description="right-sizing evidence window ending at the latest booked time (7d)")
+    recommend_min_evidence: Duration = Field(
+        default=86400.0, description="measured time a workload needs in the window before it is advised (24h)")
+    recommend_refresh: Duration = Field(
+        default=3600.0, description="how often (at most) the recommendations behind the metrics are recomputed (1h)")
     forecast_window: Duration = Field(
         default=86400.0, description="booked time the month-end forecast's burn rate is averaged over (24h)")
     forecast_refresh: Duration = Field(

@@ -175,6 +175,24 @@ async def run_simulation(scenario: Scenario, ledger: Path | str, workdir: Path, 
     return stats
 
 
+#: The demo runs for minutes, not weeks: right-sizing and month-end forecasts from what it booked so far.
+DEMO_ADVICE: dict[str, float] = {"recommend_window": 3600.0, "recommend_min_evidence": 60.0,
+                                 "recommend_refresh": 30.0, "forecast_window": 3600.0, "forecast_refresh": 30.0}
+
+
+def _advice_tables(agg: Aggregator) -> str:
+    """Recommendations and budgets as the aggregator last computed them, as tables (empty until there are some)."""
+    from exporter.aggregator import forecasts, recommendations
+
+    out, advice = "", list(agg.ledger.advice.rows)
+    if advice:
+        out += "--- right-sizing (evidence so far) ---\n" + recommendations.render(advice, "table")
+    if any(f.budget is not None for f in agg.forecasts.rows):
+        out += "--- budgets: month-end forecast ---\n" + forecasts.render(
+            [f for f in agg.forecasts.rows if f.budget is not None], "table")
+    return out
+
+
 async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: float | None,
                    out: TextIO = sys.stdout, refresh: float | None = None) -> None:
     """``gpu-cost-exporter demo``: real time, real daemons, a cost table every tick."""
@@ -183,7 +201,7 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
     stop = asyncio.Event()
     install_stop_signals(stop)
     clock = RealClock()
-    pipe = Pipeline(scenario, workdir, clock, aggregator_listen=listen)
+    pipe = Pipeline(scenario, workdir, clock, aggregator_listen=listen, aggregator_extra=DEMO_ADVICE)
     await pipe.start()
     agg_url = f"http://{listen}"
     print(f"gpu-cost-exporter demo: simulated cluster '{scenario.source}' with {len(pipe.agents)} GPU nodes",
@@ -192,7 +210,9 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
     print(f"  aggregator  {agg_url}/metrics  {agg_url}/api/v1/report?by=pod  {agg_url}/healthz", file=out)
     for node, agent in pipe.agents.items():
         print(f"  agent {node:<14} http://{agent.settings.listen}/metrics  /v1/usage", file=out)
-    print(f"  ticks every {scenario.tick:g}s; Ctrl-C to stop\n", file=out)
+    print(f"  {agg_url}/api/v1/recommendations  {agg_url}/api/v1/report?view=budgets", file=out)
+    print(f"  ticks every {scenario.tick:g}s; right-sizing and budget forecasts from the first minutes' evidence "
+          "(window 1h, at least 1m); Ctrl-C to stop\n", file=out)
     out.flush()
 
     async def on_happening(h: Happening) -> None:
@@ -202,6 +222,7 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
     tasks = [asyncio.create_task(realtime_loop(pipe.peers, stop, lambda h: asyncio.ensure_future(on_happening(h))))]
     deadline = None if duration is None else time.monotonic() + duration
     period = refresh or scenario.tick
+    shown = ""
     try:
         while not stop.is_set():
             await asyncio.gather(*(a.tick() for a in pipe.agents.values()))
@@ -211,6 +232,10 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
                 elapsed = clock.now() - pipe.peers.wall_start
                 print(f"--- t+{elapsed:5.0f}s  cost so far by namespace ---", file=out)
                 print(render(rows, "table"), file=out)
+                advice = _advice_tables(pipe.aggregator)
+                if advice != shown:  # printed when it changes, not every tick
+                    print(advice, file=out)
+                    shown = advice
                 out.flush()
             if deadline is not None and time.monotonic() >= deadline:
                 break

@@ -57,13 +57,15 @@ def build_app(agg: AggregatorView) -> web.Application:
 
         q = req.query
         try:
-            window = parse_duration(q.get("window", "7d"))
-            evidence = parse_duration(q.get("min_evidence", "24h"))
+            advice = agg.ledger.advice  # the daemon's settings unless the query says otherwise
+            window = parse_duration(q["window"]) if "window" in q else advice.window_s
+            evidence = (parse_duration(q["min_evidence"]) if "min_evidence" in q
+                        else advice.settings.min_evidence_hours * 3600.0)
         except ValueError as exc:
             return bad(str(exc))
         if window <= 0 or any(len(v) > MAX_PARAM for v in q.values()):
             return bad("window must be longer than 0; parameters at most 253 characters")
-        rules = RuleSettings(idle_threshold=agg.settings.idle_threshold, min_evidence_hours=evidence / 3600.0)
+        rules = RuleSettings(idle_threshold=advice.settings.idle_threshold, min_evidence_hours=evidence / 3600.0)
         rows = await agg.ledger.advice.compute(agg.ledger, window_s=window, settings=rules, remember=False)
         return web.json_response([as_dict(r) for r in rows], dumps=lambda o: json.dumps(o, allow_nan=False))
 

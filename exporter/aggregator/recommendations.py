@@ -212,6 +212,7 @@ class Advice:
 
     settings: RuleSettings = field(default_factory=RuleSettings)
     every: float = 3600.0
+    window_s: float = DEFAULT_WINDOW_S
     rows: tuple[Recommendation, ...] = ()
     at: float | None = None
 
@@ -223,11 +224,12 @@ class Advice:
         except Exception as exc:  # recommendations are advice: a failure never fails the tick's commit
             log.warning("recommendations_failed", error=repr(exc))
 
-    async def compute(self, ledger: LedgerReader, *, window_s: float = DEFAULT_WINDOW_S,
+    async def compute(self, ledger: LedgerReader, *, window_s: float | None = None,
                       settings: RuleSettings | None = None, remember: bool = True) -> tuple[Recommendation, ...]:
-        """Rows over the window ending at the latest booked time; ``remember``: keep them for the metrics."""
-        rules = settings or self.settings
-        rows = tuple(await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster, window_s=window_s,
+        """Rows over the window ending at the latest booked time (this advice's own window and rules unless
+        given); ``remember``: keep them for the metrics."""
+        rules, window = settings or self.settings, window_s or self.window_s
+        rows = tuple(await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster, window_s=window,
                                                                  settings=rules)))
         if remember:
             self.at, self.rows = time.monotonic(), rows

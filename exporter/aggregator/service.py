@@ -24,6 +24,7 @@ from exporter.aggregator.leader import LeaderElector, take_over_ledger
 from exporter.aggregator.ledger import Ledger, LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
 from exporter.aggregator.pricing_source import PricingSource
+from exporter.aggregator.recommendations import Advice
 from exporter.aggregator.targets import AgentTargets, DeletedNodes, own_namespace, parse_selector
 from exporter.aggregator.teams import book_teams
 from exporter.clients.agents import AgentPuller, PullResult
@@ -32,6 +33,7 @@ from exporter.clock import Clock, RealClock
 from exporter.config import AggregatorSettings
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
+from exporter.model.recommend_types import RuleSettings
 from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
@@ -63,6 +65,9 @@ class Aggregator:
                                   server_hostname=settings.agent_tls_server_name or None)
         self.books: Books | None = None
         self.gauges = Gauges()
+        self.ledger.advice = Advice(settings=RuleSettings(
+            idle_threshold=settings.idle_threshold, min_evidence_hours=settings.recommend_min_evidence / 3600.0),
+            every=settings.recommend_refresh, window_s=settings.recommend_window)
         self.budget_source = BudgetSource(overrides=settings.budgets)
         self.forecasts = MonthForecasts(window_s=settings.forecast_window, every=settings.forecast_refresh)
         self.latest: dict[str, UsageSnapshot] = {}

@@ -1,5 +1,6 @@
 """`gpu-cost-exporter demo` as a user runs it: the aggregator serves every contract series on its
-listen address, `promtool check metrics` accepts the scrape, and the cost table is printed."""
+listen address, `promtool check metrics` accepts the scrape, and the cost table is printed; recommendations and
+budgets' forecasts appear within its first minutes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,10 +25,11 @@ CONTRACT = ("gpucost_allocated_gpu_seconds_total", "gpucost_used_gpu_seconds_tot
 
 
 @pytest.mark.slow
-def test_demo_serves_the_contract() -> None:
+def test_demo_serves_the_contract(tmp_path: Path) -> None:
     listen = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([sys.executable, "-m", "exporter", "demo", "--listen", listen, "--duration", "90s",
-                             "--refresh", "2s"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = (tmp_path / "demo.out").open("w")  # a file, not a pipe: minutes of tables would fill a pipe's buffer
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", "demo", "--listen", listen, "--duration", "150s",
+                             "--refresh", "2s"], stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         wait(lambda: get(f"http://{listen}/readyz")[0] == 200, timeout=30)
         wait(lambda: all(f"\n{s}{{" in get(f"http://{listen}/metrics")[1].decode() for s in CONTRACT[:7]), timeout=30)
@@ -42,9 +45,21 @@ def test_demo_serves_the_contract() -> None:
         if promtool is not None:
             check = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, check=False)
             assert check.returncode == 0, check.stdout + check.stderr
+        # Right-sizing from the demo's short evidence settings (1 minute): the idle notebook first of all.
+        wait(lambda: 'workload="notebook-alice",action="scale_to_zero"' in get(f"http://{listen}/metrics")[1].decode(),
+             timeout=120)
+        time.sleep(5)  # the demo prints the new rows after its next tick
+        assert "notebook-alice" in get(f"http://{listen}/api/v1/recommendations")[1].decode()
+        budgets = get(f"http://{listen}/api/v1/report?view=budgets")[1].decode()
+        assert '"ai-training"' in budgets and '"ai-dev"' in budgets, budgets
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        log.close()
+    out = (tmp_path / "demo.out").read_text()
     assert "gpu-cost-exporter demo: simulated cluster 'default.yaml' with 7 GPU nodes" in out
     assert re.search(r"^ai-training\s+\d", out, re.M) and "__unallocated__" in out
+    assert "--- budgets: month-end forecast ---" in out
+    assert re.search(r"^ai-training\s+2\d{3}-\d\d\s+500\.00", out, re.M)
+    assert re.search(r"^ai-training\s+notebook-alice\s+scale_to_zero", out, re.M), out[-3000:]
     assert proc.returncode == 0

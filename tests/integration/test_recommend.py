@@ -146,6 +146,33 @@ def _series(agg: Any) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
 
 
+async def test_the_daemons_settings_set_window_evidence_and_refresh(tmp_path: Path) -> None:
+    """GPUCOST_RECOMMEND_MIN_EVIDENCE=1m, _REFRESH=0s: after 5 simulated minutes the metric already carries the
+    notebook's scale_to_zero (2,920.00 a month = 4.00 x 730) without anyone asking, and the route without
+    parameters answers with the daemon's settings (the defaults, 24 h of evidence, would give nothing)."""
+    extra = {"recommend_window": 3600.0, "recommend_min_evidence": 60.0, "recommend_refresh": 0.0}
+    pipe = Pipeline(parse_scenario(SCENARIO, "recommend.yaml"), tmp_path, VirtualClock(1_800_000_000.0),
+                    aggregator_extra=extra)
+    await pipe.start(serve_aggregator=False)
+    agg = pipe.aggregator
+    assert agg is not None
+    try:
+        for k in range(21):
+            await pipe.step(k * 15)
+        text = _series(agg)
+        client = TestClient(TestServer(build_app(agg)))
+        await client.start_server()
+        try:
+            body = await (await client.get("/api/v1/recommendations")).json()
+        finally:
+            await client.close()
+    finally:
+        await pipe.close()
+    assert 'gpucost_recommendation_monthly_savings{namespace="lab",workload="notebook",action="scale_to_zero"} 2920.0' \
+        in text.splitlines()
+    assert {r["workload"]: r["action"] for r in body} == {"notebook": "scale_to_zero", "serve": "smaller_gpu"}
+
+
 def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
     """A ledger an older build wrote (no evidence table, version 4) gains the table on open; rows are kept."""
     path = tmp_path / "old.db"

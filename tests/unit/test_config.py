@@ -37,3 +37,14 @@ def test_a_bad_environment_value_is_one_line_naming_the_variable(
     assert main(["aggregator"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "GPUCOST_TICK" in err, err
+
+
+def test_recommendation_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Window 1 h (3600 s), evidence 2 min (120 s), refresh 30 s; unset: 7 d, 24 h, 1 h."""
+    assert (AggregatorSettings().recommend_window, AggregatorSettings().recommend_min_evidence,
+            AggregatorSettings().recommend_refresh) == (604800.0, 86400.0, 3600.0)
+    monkeypatch.setenv("GPUCOST_RECOMMEND_WINDOW", "1h")
+    monkeypatch.setenv("GPUCOST_RECOMMEND_MIN_EVIDENCE", "2m")
+    monkeypatch.setenv("GPUCOST_RECOMMEND_REFRESH", "30s")
+    s = AggregatorSettings()
+    assert (s.recommend_window, s.recommend_min_evidence, s.recommend_refresh) == (3600.0, 120.0, 30.0)
