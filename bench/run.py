@@ -129,6 +129,13 @@ asyncio.run(main())
 """
 
 
+def bare_rss_mb() -> float:
+    """The floor every asyncio + aiohttp daemon pays on this interpreter: nothing of ours imported."""
+    code = ("import asyncio, aiohttp, aiohttp.web\nfor l in open('/proc/self/status'):\n"
+            "    if l.startswith('VmRSS:'): print(int(l.split()[1]) / 1024)")
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
 def bench_agent_rss(ticks: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
         scen = Path(tmp) / "s.yaml"
@@ -586,7 +593,7 @@ def bench_focus_export(nodes: int, pods_per_node: int = 3) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under 3 minutes on 2 cores")
-    parser.add_argument("--only", choices=["ledger", "shards", "scale"], default=None,
+    parser.add_argument("--only", choices=["agent", "ledger", "shards", "scale"], default=None,
                         help="run one benchmark only (scale: 2,500 and 10,000 nodes per backend, 4 shards; ~10 min)")
     parser.add_argument("--focus-only", action="store_true", help="only the FOCUS export memory figure")
     args = parser.parse_args()
@@ -594,6 +601,12 @@ def main() -> int:
 
     configure_logging("error", "json")
     quick = args.quick
+    if args.only == "agent":
+        rss = bench_agent_rss(300 if quick else 1000)
+        print(json.dumps({"agent_rss_mb": round(rss["rss_at_end"], 1),
+                          "agent_rss_mb_at_tick_100": round(rss["rss_at_100"], 1),
+                          "baseline_asyncio_aiohttp_rss_mb": round(bare_rss_mb(), 1)}, indent=2))
+        return 0
     if args.only == "ledger":
         print(json.dumps(bench_ledger_write(2000, 6 if quick else 21), indent=2))
         return 0
@@ -625,6 +638,7 @@ def main() -> int:
         "baseline_parse_mig_ms": round(mig["baseline_parse_ms"], 3),
         "agent_rss_mb": round(rss["rss_at_end"], 1),
         "agent_rss_mb_at_tick_100": round(rss["rss_at_100"], 1),
+        "baseline_asyncio_aiohttp_rss_mb": round(bare_rss_mb(), 1),
         "aggregator": aggregator,
         "aggregator_how": "agents simulated by one aiohttp server in a separate process (one URL per agent, 8 GPUs "
                           "each, counters advancing per pull); the aggregator in this process pulls them over "

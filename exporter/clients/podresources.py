@@ -1,9 +1,9 @@
-"""kubelet pod-resources v1 client over the node's unix socket (grpc.aio).
+"""kubelet pod-resources v1 client over the node's unix socket (unary gRPC calls, ``grpc_unary``).
 
 The kubelet rate-limits this socket with one token bucket (100 req/s, burst 10) shared by every
 client on the node; ``RESOURCE_EXHAUSTED`` therefore means "back off", not "fail". Responses on busy
 nodes exceed gRPC's default 4 MiB receive limit, so the limit is raised. The kubelet deletes and
-recreates the socket when it restarts: on ``UNAVAILABLE`` the channel is dropped and rebuilt.
+recreates the socket when it restarts: each call connects anew, so nothing needs rebuilding.
 DRA allocations (``dynamic_resources``) are read too, keyed on (driver, pool, device): the kubelet's
 CDI list repeats earlier devices' names under later ones, so it identifies nothing.
 """
@@ -13,14 +13,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-import grpc
+from google.protobuf.message import DecodeError, Message
 
 from exporter.clients.errors import PeerBadResponse, PeerRateLimited, PeerUnavailable
+from exporter.clients.grpc_unary import (
+    DEADLINE_EXCEEDED,
+    RESOURCE_EXHAUSTED,
+    UNAVAILABLE,
+    UNIMPLEMENTED,
+    GrpcError,
+    unary_call,
+)
 from exporter.clients.proto import podresources_v1_pb2 as pb
-from exporter.clients.proto import podresources_v1_pb2_grpc as pb_grpc
 
 MAX_RECEIVE_BYTES = 64 << 20
+M = TypeVar("M", bound=Message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,53 +89,37 @@ class PodResourcesClient:
     def __init__(self, socket_path: Path, timeout: float, rate: float = 10.0, burst: int = 5) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: pb_grpc.PodResourcesListerStub | None = None
         self._bucket = TokenBucket(rate, burst)
         self.last_claims: list[ContainerClaim] = []  # DRA claims of the last successful List
 
-    def _get_stub(self) -> pb_grpc.PodResourcesListerStub:
-        if not self.socket_path.exists():
-            raise PeerUnavailable(f"pod-resources socket {self.socket_path} does not exist")
-        if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(
-                f"unix://{self.socket_path}",
-                options=[
-                    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
-                    ("grpc.enable_retries", 0),
-                ],
-            )
-            self._stub = pb_grpc.PodResourcesListerStub(self._channel)
-        return self._stub
-
-    async def _reset(self) -> None:
-        channel, self._channel, self._stub = self._channel, None, None
-        if channel is not None:
-            await channel.close()
-
-    async def _call(self, method: str, request: object) -> object:
+    async def _call(self, method: str, request: Message, reply: type[M]) -> M:
+        """``UNIMPLEMENTED`` is raised as the :class:`GrpcError` itself (callers decide what it means)."""
         if not self._bucket.take():
             raise PeerRateLimited("client-side pod-resources budget exhausted")
-        stub = self._get_stub()
+        if not self.socket_path.exists():
+            raise PeerUnavailable(f"pod-resources socket {self.socket_path} does not exist")
         try:
-            return await getattr(stub, method)(request, timeout=self.timeout)
-        except grpc.aio.AioRpcError as exc:
-            code = exc.code()
-            if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                raise PeerRateLimited(f"kubelet rate limit: {exc.details()}") from exc
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                await self._reset()
-                raise PeerUnavailable(f"pod-resources {method}: {code.name}: {exc.details()}") from exc
-            if code == grpc.StatusCode.UNIMPLEMENTED:
+            data = await unary_call(self.socket_path, f"/v1.PodResourcesLister/{method}", request.SerializeToString(),
+                                    timeout=self.timeout, max_receive_bytes=MAX_RECEIVE_BYTES)
+        except GrpcError as exc:
+            if exc.code == RESOURCE_EXHAUSTED:
+                raise PeerRateLimited(f"kubelet rate limit: {exc.details}") from exc
+            if exc.code in (UNAVAILABLE, DEADLINE_EXCEEDED):
+                raise PeerUnavailable(f"pod-resources {method}: {exc.name}: {exc.details}") from exc
+            if exc.code == UNIMPLEMENTED:
                 raise
-            raise PeerBadResponse(f"pod-resources {method}: {code.name}: {exc.details()}") from exc
+            raise PeerBadResponse(f"pod-resources {method}: {exc.name}: {exc.details}") from exc
+        try:
+            return reply.FromString(data)
+        except DecodeError as exc:
+            raise PeerBadResponse(f"pod-resources {method}: undecodable reply: {exc}") from exc
 
     async def list(self) -> list[ContainerDevices]:
         """Every (pod, container, resource) with device IDs, from ``List``."""
-        resp = await self._call("List", pb.ListPodResourcesRequest())
+        resp = await self._call("List", pb.ListPodResourcesRequest(), pb.ListPodResourcesResponse)
         out: list[ContainerDevices] = []
         claims: list[ContainerClaim] = []
-        for pod in resp.pod_resources:  # type: ignore[attr-defined]
+        for pod in resp.pod_resources:
             for ctr in pod.containers:
                 for dev in ctr.devices:
                     if dev.device_ids:
@@ -144,15 +137,16 @@ class PodResourcesClient:
     async def allocatable(self) -> dict[str, tuple[str, ...]] | None:
         """resource -> device IDs the node can allocate; None when the kubelet does not implement it."""
         try:
-            resp = await self._call("GetAllocatableResources", pb.AllocatableResourcesRequest())
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            resp = await self._call("GetAllocatableResources", pb.AllocatableResourcesRequest(),
+                                    pb.AllocatableResourcesResponse)
+        except GrpcError as exc:  # only UNIMPLEMENTED reaches here
+            if exc.code == UNIMPLEMENTED:
                 return None
-            raise PeerBadResponse(f"GetAllocatableResources: {exc.code().name}") from exc
+            raise PeerBadResponse(f"GetAllocatableResources: {exc.name}") from exc
         out: dict[str, list[str]] = {}
-        for dev in resp.devices:  # type: ignore[attr-defined]
+        for dev in resp.devices:
             out.setdefault(dev.resource_name, []).extend(dev.device_ids)
         return {k: tuple(v) for k, v in out.items()}
 
     async def close(self) -> None:
-        await self._reset()
+        """Nothing is held between calls; kept so owners close every client alike."""
