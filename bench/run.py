@@ -439,6 +439,83 @@ def bench_ledger_write(rows: int, ticks: int) -> dict[str, Any]:
     return out
 
 
+def _hour_tick(hour_index: int, rows: int) -> Any:
+    """One tick's usage and evidence rows for ``rows`` holders, in an hour of their own (new keys)."""
+    from exporter.aggregator.evidence import EvidenceKey, EvidenceRow
+    from exporter.model.recommend_evidence import UtilHistogram
+
+    w = _usage_tick(hour_index * 240, rows)
+    hist = UtilHistogram.empty().add(0.42, 15.0)
+    for key in w.usage:
+        w.evidence[EvidenceKey(key.hour, key.namespace, key.pod, key.workload, key.node, key.gpu_model, "",
+                               "gpu", f"GPU-{key.pod}")] = EvidenceRow(1.0, hist, 6.0e9)
+    return w
+
+
+def bench_ledger_size(rows: int, hours: int) -> dict[str, Any]:
+    """Bytes the ledger keeps per usage row and per evidence row (table and indexes), on each backend:
+    ``hours`` hours of ``rows`` holders, inserted (no dead rows), sizes read from the database."""
+    from exporter.aggregator.ledger import Ledger
+
+    async def fill(target: str, password_file: Path | None) -> Ledger:
+        ledger = Ledger(target, cluster="bench", password_file=password_file)
+        await ledger.open()
+        for h in range(hours):
+            await ledger.commit(_hour_tick(h, rows))
+        return ledger
+
+    total = rows * hours
+    out: dict[str, Any] = {"rows_per_hour": rows, "hours": hours}
+
+    async def sqlite_size(path: Path) -> dict[str, float]:
+        ledger = await fill(str(path), None)
+        await ledger.close()
+        import sqlite3
+
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("VACUUM")
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        whole = conn.execute("PRAGMA page_count").fetchone()[0] * page
+        conn.execute("DELETE FROM evidence")
+        conn.commit()
+        conn.execute("VACUUM")
+        no_evidence = conn.execute("PRAGMA page_count").fetchone()[0] * page
+        conn.execute("DELETE FROM usage")
+        conn.commit()
+        conn.execute("VACUUM")
+        empty = conn.execute("PRAGMA page_count").fetchone()[0] * page
+        conn.close()
+        return {"usage_bytes_per_row": round((no_evidence - empty) / total, 1),
+                "evidence_bytes_per_row": round((whole - no_evidence) / total, 1)}
+
+    with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
+        out["sqlite"] = asyncio.run(sqlite_size(Path(tmp) / "l.db"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.pg import PG_BIN, start_server
+
+    if not (PG_BIN / "initdb").exists():
+        return out
+    server = start_server()
+
+    async def pg_size() -> dict[str, float]:
+        ledger = await fill(server.database(), server.password_file)
+        usage = await ledger.query(
+            "SELECT COALESCE(SUM(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits "
+            "WHERE inhparent = 'usage'::regclass")
+        evidence = await ledger.query("SELECT pg_total_relation_size('evidence')")
+        await ledger.close()
+        return {"usage_bytes_per_row": round(float(usage[0][0]) / total, 1),
+                "evidence_bytes_per_row": round(float(evidence[0][0]) / total, 1)}
+
+    try:
+        out["postgres"] = asyncio.run(pg_size())
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+    return out
+
+
 # -- shards: rendezvous hashing, and what checking node marks in each commit costs on PostgreSQL -----------
 def bench_shards(nodes: int, rows: int, ticks: int) -> dict[str, Any]:
     """Balance and movement of rendezvous hashing over ``nodes`` names, the time to place them, and usage
@@ -593,7 +670,7 @@ def bench_focus_export(nodes: int, pods_per_node: int = 3) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, under 3 minutes on 2 cores")
-    parser.add_argument("--only", choices=["agent", "ledger", "shards", "scale"], default=None,
+    parser.add_argument("--only", choices=["agent", "ledger", "shards", "scale", "size"], default=None,
                         help="run one benchmark only (scale: 2,500 and 10,000 nodes per backend, 4 shards; ~10 min)")
     parser.add_argument("--focus-only", action="store_true", help="only the FOCUS export memory figure")
     args = parser.parse_args()
@@ -606,6 +683,9 @@ def main() -> int:
         print(json.dumps({"agent_rss_mb": round(rss["rss_at_end"], 1),
                           "agent_rss_mb_at_tick_100": round(rss["rss_at_100"], 1),
                           "baseline_asyncio_aiohttp_rss_mb": round(bare_rss_mb(), 1)}, indent=2))
+        return 0
+    if args.only == "size":
+        print(json.dumps(bench_ledger_size(2000, 6 if quick else 24), indent=2))
         return 0
     if args.only == "ledger":
         print(json.dumps(bench_ledger_write(2000, 6 if quick else 21), indent=2))
