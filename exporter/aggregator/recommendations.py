@@ -91,8 +91,8 @@ def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[st
         key = (ns, wl, model, profile, kind)
         g = groups.setdefault(key, _Group(_placement(model, profile, kind, float(fraction))))
         pod_group[(ns, wl, pod, model, profile)] = g
-        hist = UtilHistogram(tuple(UtilBucket(int(c[3:]), float(s or 0.0)) for c, s in zip(BUCKET_COLUMNS, secs,
-                                                                                          strict=True)))
+        hist = UtilHistogram.of_buckets(UtilBucket(int(c[3:]), float(s or 0.0))
+                                        for c, s in zip(BUCKET_COLUMNS, secs, strict=True))
         fb = None if kind == "replica" or not peaks else int(peak)
         g.devices.setdefault(pod, {})[device] = DeviceUse(hist, fb)
     for ns, wl, pod, model, profile, hour, n, measured in held:

@@ -9,6 +9,7 @@ than it was", the safe side when the answer is used to shrink a workload.
 from __future__ import annotations
 
 import json
+import operator
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,9 +29,16 @@ class UtilBucket:
 
 @dataclass(frozen=True, slots=True)
 class UtilHistogram:
-    """Seconds per utilisation bucket, one bucket per ``BUCKET_UPPER_PERCENT`` entry, in order."""
+    """Seconds per utilisation bucket: ``seconds[i]`` is the time spent below ``BUCKET_UPPER_PERCENT[i]``
+    (and at or above the bound before it). Plain floats rather than one object per bucket: booking adds a
+    histogram per holder and hour every tick, and building fifteen objects each time dominated the tick."""
 
-    buckets: tuple[UtilBucket, ...]
+    seconds: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.seconds) != len(BUCKET_UPPER_PERCENT):
+            raise ValueError(f"utilisation histogram: {len(self.seconds)} buckets, expected "
+                             f"{len(BUCKET_UPPER_PERCENT)}")
 
     @classmethod
     def empty(cls) -> UtilHistogram:
@@ -44,23 +52,35 @@ class UtilHistogram:
             hist = hist.add(util, seconds)
         return hist
 
+    @classmethod
+    def of_buckets(cls, buckets: Iterable[UtilBucket]) -> UtilHistogram:
+        """From named buckets (any order, missing ones empty); an unknown bound is refused."""
+        by_bound: dict[int, float] = {}
+        for b in buckets:
+            if b.upper_percent not in _INDEX:
+                raise ValueError(f"utilisation histogram: unknown bucket {b.upper_percent}")
+            by_bound[b.upper_percent] = by_bound.get(b.upper_percent, 0.0) + b.seconds
+        return cls(tuple(by_bound.get(upper, 0.0) for upper in BUCKET_UPPER_PERCENT))
+
+    @property
+    def buckets(self) -> tuple[UtilBucket, ...]:
+        """The buckets with their bounds, in order (for readers; booking never builds them)."""
+        return tuple(UtilBucket(upper, s) for upper, s in zip(BUCKET_UPPER_PERCENT, self.seconds, strict=True))
+
     @property
     def total_seconds(self) -> float:
-        return sum(b.seconds for b in self.buckets)
+        return sum(self.seconds)
 
     def add(self, utilization: float, seconds: float) -> UtilHistogram:
         """This histogram with ``seconds`` more at ``utilization`` (a 0..1 ratio, clamped)."""
         percent = min(max(utilization, 0.0), 1.0) * 100.0
         i = min(bisect_right(BUCKET_UPPER_PERCENT, percent), len(BUCKET_UPPER_PERCENT) - 1)
-        old = self.buckets[i]
-        return UtilHistogram((*self.buckets[:i], UtilBucket(old.upper_percent, old.seconds + seconds),
-                              *self.buckets[i + 1:]))
+        old = self.seconds
+        return UtilHistogram((*old[:i], old[i] + seconds, *old[i + 1:]))
 
     def merge(self, other: UtilHistogram) -> UtilHistogram:
         """Both histograms' seconds together (hours of one holder, or pods of one workload)."""
-        extra = {b.upper_percent: b.seconds for b in other.buckets}
-        return UtilHistogram(tuple(UtilBucket(b.upper_percent, b.seconds + extra.get(b.upper_percent, 0.0))
-                                   for b in self.buckets))
+        return UtilHistogram(tuple(map(operator.add, self.seconds, other.seconds)))
 
     def quantile(self, q: float) -> float | None:
         """Upper bound (ratio) of the bucket holding the ``q`` quantile; None without observations."""
@@ -72,7 +92,7 @@ class UtilHistogram:
             running += bucket.seconds
             if bucket.seconds > 0 and running >= q * total - 1e-9:
                 return bucket.upper_percent / 100.0
-        return self.buckets[-1].upper_percent / 100.0
+        return BUCKET_UPPER_PERCENT[-1] / 100.0
 
     def to_json(self) -> str:
         """Compact text for a ledger column: ``{"upper percent": seconds}`` for non-empty buckets."""
@@ -90,7 +110,8 @@ class UtilHistogram:
         unknown = sorted(set(seconds) - known)
         if unknown:
             raise ValueError(f"utilisation histogram: unknown bucket {unknown[0]}")
-        return cls(tuple(UtilBucket(upper, seconds.get(upper, 0.0)) for upper in BUCKET_UPPER_PERCENT))
+        return cls(tuple(seconds.get(upper, 0.0) for upper in BUCKET_UPPER_PERCENT))
 
 
-_EMPTY = UtilHistogram(tuple(UtilBucket(upper, 0.0) for upper in BUCKET_UPPER_PERCENT))
+_INDEX = {upper: i for i, upper in enumerate(BUCKET_UPPER_PERCENT)}
+_EMPTY = UtilHistogram((0.0,) * len(BUCKET_UPPER_PERCENT))

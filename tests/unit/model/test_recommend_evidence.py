@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.model.recommend_evidence import BUCKET_UPPER_PERCENT, UtilHistogram
+from exporter.model.recommend_evidence import BUCKET_UPPER_PERCENT, UtilBucket, UtilHistogram
 from exporter.model.recommend_gpus import GB, gpu_spec, mig_profile_memory_bytes
 
 
@@ -35,6 +35,17 @@ def test_merge_adds_seconds_and_json_round_trips() -> None:
     assert len(merged.buckets) == len(BUCKET_UPPER_PERCENT)
     with pytest.raises(ValueError, match="unknown bucket 7"):
         UtilHistogram.from_json('{"7": 1.0}')
+
+
+def test_named_buckets_in_any_order_and_a_wrong_shape_refused() -> None:
+    """Ledger columns arrive as named buckets: 3 s below 1 %, 2 + 4 s at [90 %, 100 %]; p50 = 100 %."""
+    h = UtilHistogram.of_buckets([UtilBucket(100, 2.0), UtilBucket(1, 3.0), UtilBucket(100, 4.0)])
+    assert h == UtilHistogram.of([(0.0, 3.0), (0.95, 6.0)])
+    assert h.quantile(0.5) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="unknown bucket 7"):
+        UtilHistogram.of_buckets([UtilBucket(7, 1.0)])
+    with pytest.raises(ValueError, match="14 buckets"):
+        UtilHistogram((0.0,) * 14)
 
 
 def test_gpu_table_matches_dcgm_model_names() -> None:
