@@ -289,6 +289,34 @@ def _at(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def test_replicas_of_one_deployment_are_one_pooled_row(span: tuple[Path, float]) -> None:
+    """web-0 and web-1 (owner Deployment web) are one row, neither pod alone: cost pooled, 2 pods x 4.00 x 2 h
+    over the 2 h window x 730 = 5840.00 a month; utilisation pooled, half the seconds in the <1 % bucket and
+    half in [2 %, 5 %) (web-1's 3 %): p50 0.01, p95 0.05 (web-0 alone: p95 0.01); the framebuffer peak is the
+    larger pod's, 5 GiB; hours observed 2.0, the most any one device was measured per hour (side by side,
+    not 2 pods x 2 h = 4.0); each pod holds 1 GPU, so the placement is 1 GPU."""
+    ledger, _first = span
+    conn = sqlite3.connect(ledger)
+    try:
+        pods = conn.execute("SELECT DISTINCT pod FROM evidence WHERE workload = 'web' ORDER BY pod").fetchall()
+    finally:
+        conn.close()
+    assert pods == [("web-0",), ("web-1",)]
+    rows = _recommend(ledger, "7d")
+    assert set(rows) == {"web", "early", "late"}
+    web = rows["web"]
+    assert (web["namespace"], web["action"]) == ("shop", "scale_to_zero")
+    assert web["current"] == {"gpu_model": H100, "mig_profile": None, "gpus": 1, "replicas": None}
+    assert web["monthly_cost_now"] == pytest.approx(2 * 4.00 * 2 / 2 * MONTH_H)  # 5840.00
+    assert web["monthly_savings"] == pytest.approx(5840.00)
+    assert (web["evidence"]["util_p50"], web["evidence"]["util_p95"]) == (pytest.approx(0.01), pytest.approx(0.05))
+    assert web["evidence"]["framebuffer_peak_bytes"] == 5 * GIB
+    assert web["evidence"]["hours_observed"] == pytest.approx(2.0)
+    # the whole 2 h window: early and late each booked 1 h: 4.00 x 1 h / 2 h x 730 = 1460.00
+    for wl in ("early", "late"):
+        assert rows[wl]["monthly_cost_now"] == pytest.approx(4.00 * 1 / 2 * MONTH_H, rel=TICK_OF_HOUR)
+
+
 def test_since_drops_the_first_hour_and_the_pace_follows(span: tuple[Path, float]) -> None:
     """`--since` 1h20m into the run starts the window at the start of its hour, 1h: late ran all of that hour,
     4.00 x 1 h / 1 h x 730 = 2920.00 a month (over the whole run it was 1460.00; a window starting at 1h20m
