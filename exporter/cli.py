@@ -103,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
     rec.add_argument("--cluster", default="default", help="the cluster whose rows to judge (default: default)")
     rec.add_argument("--window", default="7d", help="evidence window ending at the latest booked time (default 7d)")
+    rec.add_argument("--since", default=None, help="start of the window instead (as in report: RFC3339 time or a "
+                     "duration back from now); widened to the start of its hour")
+    rec.add_argument("--until", default=None, help="end of the window instead (as in report), capped at the latest "
+                     "booked time; --window then counts back from it")
     rec.add_argument("--min-evidence", default="24h", help="no row for a workload observed fewer hours (24h)")
     rec.add_argument("--idle-threshold", type=float, default=0.05, help="p95 at or below this is idle (0.05)")
     rec.add_argument("--format", default="table", choices=["table", "json", "csv"])
@@ -217,7 +221,8 @@ def _budgets_report(args: argparse.Namespace) -> int:
 
 def _recommend(args: argparse.Namespace) -> int:
     from exporter.aggregator.ledger import LedgerError, open_reader
-    from exporter.aggregator.recommendations import recommendations, render
+    from exporter.aggregator.recommendations import explicit_window, recommendations, render
+    from exporter.aggregator.report import ReportError
     from exporter.model.recommend_types import RuleSettings
 
     window = _duration(args.window, "--window") or 0.0
@@ -228,10 +233,12 @@ def _recommend(args: argparse.Namespace) -> int:
         raise UsageError("--idle-threshold: must be between 0 and 1")
     settings = RuleSettings(idle_threshold=args.idle_threshold, min_evidence_hours=evidence / 3600.0)
     try:
+        since, until = explicit_window(args.since, args.until, now=time.time())
         with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
             _check_schema(query, args.ledger)
-            rows = recommendations(query, cluster=args.cluster, window_s=window, settings=settings)
-    except LedgerError as exc:
+            rows = recommendations(query, cluster=args.cluster, window_s=window, settings=settings, since=since,
+                                   until=until)
+    except (ReportError, LedgerError) as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(render(rows, args.format))
     return 0

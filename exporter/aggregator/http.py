@@ -51,7 +51,7 @@ def build_app(agg: AggregatorView) -> web.Application:
         return web.json_response(rows, dumps=lambda o: json.dumps(o, allow_nan=False))
 
     async def recommendations(req: web.Request) -> web.Response:
-        from exporter.aggregator.recommendations import as_dict
+        from exporter.aggregator.recommendations import as_dict, explicit_window
         from exporter.model.durations import parse_duration
         from exporter.model.recommend_types import RuleSettings
 
@@ -61,12 +61,15 @@ def build_app(agg: AggregatorView) -> web.Application:
             window = parse_duration(q["window"]) if "window" in q else advice.window_s
             evidence = (parse_duration(q["min_evidence"]) if "min_evidence" in q
                         else advice.settings.min_evidence_hours * 3600.0)
-        except ValueError as exc:
+            since, until = explicit_window(q.get("since"), q.get("until"), now=agg.clock.now(),
+                                           names=("since", "until"))  # as in /api/v1/report
+        except ValueError as exc:  # a ReportError too
             return bad(str(exc))
         if window <= 0 or any(len(v) > MAX_PARAM for v in q.values()):
             return bad("window must be longer than 0; parameters at most 253 characters")
         rules = RuleSettings(idle_threshold=advice.settings.idle_threshold, min_evidence_hours=evidence / 3600.0)
-        rows = await agg.ledger.advice.compute(agg.ledger, window_s=window, settings=rules, remember=False)
+        rows = await agg.ledger.advice.compute(agg.ledger, window_s=window, settings=rules, remember=False,
+                                               since=since, until=until)
         return web.json_response([as_dict(r) for r in rows], dumps=lambda o: json.dumps(o, allow_nan=False))
 
     async def keda(req: web.Request) -> web.Response:

@@ -2,12 +2,15 @@
 
 The window ends at the ledger's latest booked snapshot and spans ``window`` seconds back, widened to the
 start of that clock hour (the ledger's rows are hourly), or the ledger's history if shorter: the cost pace
-is taken over the time actually covered. What the cluster "offers" is what some workload held in the
-window, priced at the higher of what booking charged and the list price per device-hour for it. A
-workload seen on several device kinds is judged on the one it spent most on. A pod's GPU count is the
-most devices it held in any one hour. Hours observed are measured seconds, not clock hours touched: per
-hour the most any one device of the workload was measured (pods side by side overlap; pods one after the
-other in one hour are undercounted, the side that never claims more evidence than there is).
+is taken over the time actually covered. An explicit ``since`` / ``until`` (``--since/--until``, as in
+``report``: the hour buckets that start in [since, until)) overrides either end: ``since`` widened to the
+start of its hour, ``until`` to the end of the hour it falls in, capped at the latest booked snapshot.
+What the cluster "offers" is what some workload held in the window, priced at the higher of what booking
+charged and the list price per device-hour for it. A workload seen on several device kinds is judged on
+the one it spent most on. A pod's GPU count is the most devices it held in any one hour. Hours observed
+are measured seconds, not clock hours touched: per hour the most any one device of the workload was
+measured (pods side by side overlap; pods one after the other in one hour are undercounted, the side that
+never claims more evidence than there is).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from exporter.aggregator.evidence import BUCKET_COLUMNS
+from exporter.aggregator.report import ReportError, parse_time
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.recommend import recommend_all
@@ -61,15 +65,37 @@ def _placement(model: str, profile: str, kind: str, fraction: float) -> Placemen
     return Placement(model, profile or None, 1, replicas)
 
 
-def _window(query: Query, cluster: str, window_s: float) -> tuple[float, float] | None:
-    """(start, end): ``end`` the latest booked snapshot; ``start`` a window back, or where the books begin."""
-    end, since = query("SELECT MAX(booked_ts), MIN(since) FROM agents WHERE cluster = ?", (cluster,))[0]
+def explicit_window(since: str | None, until: str | None, *, now: float,
+                    names: tuple[str, str] = ("--since", "--until")) -> tuple[float | None, float | None]:
+    """``since`` / ``until`` parsed as ``report`` parses them (RFC3339, a duration back from ``now``, or
+    ``now``); a bad one raises ReportError naming it (``names``: how the caller spells the two)."""
+    bounds: list[float | None] = []
+    for name, text in zip(names, (since, until), strict=True):
+        try:
+            bounds.append(parse_time(text, now))
+        except ReportError as exc:
+            raise ReportError(f"{name}: {exc}") from None
+    start, end = bounds
+    if start is not None and end is not None and end < start:
+        raise ReportError(f"{names[1]} is before {names[0]}")
+    return start, end
+
+
+def _window(query: Query, cluster: str, window_s: float, *, since: float | None = None,
+            until: float | None = None) -> tuple[float, float] | None:
+    """(start, end): ``end`` the latest booked snapshot (or ``until``'s hour's end, if earlier); ``start`` a
+    window back from ``end`` (or ``since``), or where the books begin. None: nothing booked in it."""
+    latest, books = query("SELECT MAX(booked_ts), MIN(since) FROM agents WHERE cluster = ?", (cluster,))[0]
     (first,) = query("SELECT MIN(hour) FROM usage WHERE cluster = ?", (cluster,))[0]
-    first = since if since is not None else first
-    if end is None or first is None:
+    first = books if books is not None else first
+    if latest is None or first is None:
         return None
+    end = float(latest)
+    if until is not None:  # the hour bucket ``until`` falls in is reported whole: so is its time
+        end = min(end, float(until if until == hour_of(until) else hour_of(until) + 3600))
     # The ledger books by the clock hour: the window starts at the hour its first moment falls in.
-    return max(float(hour_of(float(end) - window_s)), float(first)), float(end)
+    start = max(float(hour_of(end - window_s if since is None else since)), float(first))
+    return (start, end) if end > start else None
 
 
 def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[str, str], list[_Group]]:
@@ -138,9 +164,11 @@ def _use(ns: str, wl: str, g: _Group) -> WorkloadUse:
 
 
 def recommendations(query: Query, *, cluster: str, window_s: float = DEFAULT_WINDOW_S,
-                    settings: RuleSettings | None = None) -> list[Recommendation]:
-    """Every workload's best action over the window ending at the ledger's latest booked time."""
-    span = _window(query, cluster, window_s)
+                    settings: RuleSettings | None = None, since: float | None = None,
+                    until: float | None = None) -> list[Recommendation]:
+    """Every workload's best action over the window ending at the ledger's latest booked time (or over the
+    explicit ``since`` / ``until``, which override the window's start / end)."""
+    span = _window(query, cluster, window_s, since=since, until=until)
     if span is None:
         return []
     start, end = span
@@ -225,12 +253,13 @@ class Advice:
             log.warning("recommendations_failed", error=repr(exc))
 
     async def compute(self, ledger: LedgerReader, *, window_s: float | None = None,
-                      settings: RuleSettings | None = None, remember: bool = True) -> tuple[Recommendation, ...]:
+                      settings: RuleSettings | None = None, remember: bool = True, since: float | None = None,
+                      until: float | None = None) -> tuple[Recommendation, ...]:
         """Rows over the window ending at the latest booked time (this advice's own window and rules unless
-        given); ``remember``: keep them for the metrics."""
+        given; ``since`` / ``until`` as in ``recommendations``); ``remember``: keep them for the metrics."""
         rules, window = settings or self.settings, window_s or self.window_s
         rows = tuple(await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster, window_s=window,
-                                                                 settings=rules)))
+                                                                 settings=rules, since=since, until=until)))
         if remember:
             self.at, self.rows = time.monotonic(), rows
         return rows

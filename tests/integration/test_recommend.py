@@ -123,14 +123,28 @@ async def test_route_and_metric_on_a_running_aggregator(tmp_path: Path) -> None:
         client = TestClient(TestServer(build_app(agg)))
         await client.start_server()
         try:
-            resp = await client.get("/api/v1/recommendations", params={"window": "1h", "min_evidence": "0s"})
+            params = {"window": "1h", "min_evidence": "0s"}
+            resp = await client.get("/api/v1/recommendations", params=params)
             body = await resp.json()
             bad = await client.get("/api/v1/recommendations", params={"window": "tomorrow"})
+            # since/until as in /api/v1/report; the books run 08:00-08:05 (1_800_000_000 = 2027-01-15T08:00:00Z)
+            windows = {}
+            for name, extra in (("from_start", {"since": "2027-01-15T08:00:00Z"}),
+                                ("after_books", {"since": "2027-01-15T09:00:00Z"}),
+                                ("before_books", {"until": "2027-01-15T08:00:00Z"}),
+                                ("bad_since", {"since": "soon"}),
+                                ("backwards", {"since": "2027-01-15T08:05:00Z", "until": "2027-01-15T08:00:00Z"})):
+                answer = await client.get("/api/v1/recommendations", params={**params, **extra})
+                windows[name] = (answer.status, await answer.json())
         finally:
             await client.close()
         assert resp.status == 200 and {r["workload"]: r["action"] for r in body} == {
             "notebook": "scale_to_zero", "serve": "smaller_gpu"}
         assert bad.status == 400
+        assert windows["from_start"] == (200, body)  # since at the books' start: the same window
+        assert windows["after_books"] == (200, []) and windows["before_books"] == (200, [])  # nothing booked in it
+        assert windows["bad_since"][0] == 400 and windows["bad_since"][1]["error"].startswith("since: bad time")
+        assert windows["backwards"] == (400, {"error": "until is before since"})
         assert "gpucost_recommendation_monthly_savings" not in _series(agg)
         agg.ledger.advice.settings = RuleSettings(min_evidence_hours=0.0)
         await agg.ledger.advice.compute(agg.ledger)

@@ -19,6 +19,10 @@ replica 0.80 x 1/4 = 0.20. A month is 730 hours; every pod runs the whole hour u
   0.5 h observed. Its memory on the time-sliced GPU is the GPU's, not the pod's: unmeasured, said so.
 * dev-light (a 1/4 L4 replica alone on its GPU, 8 %, 6 GiB): memory unmeasured, busy -> no row.
 Whole-hour figures come out exact; dev-idle's start may be off by one 15 s tick (SCENARIO.md).
+
+A second cluster (SPAN, 2 simulated hours, 4 x H100 at 4.00) pins pooling and `--since/--until`: web, a
+Deployment of 2 replicas (web-0 at 0 %, 2 GiB; web-1 at 3 %, 5 GiB) the whole run; early (a Job) the first
+hour only, late (a Job) the second hour only; all idle, so each row is scale_to_zero.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +87,18 @@ def _simulate(text: str, name: str) -> Path:
     return path
 
 
-def _recommend(ledger: Path, window: str = "1h") -> dict[str, dict[str, Any]]:
-    """`recommend --window W --min-evidence 30m --format json`, by workload."""
-    out = subprocess.run(
+def _run(ledger: Path, window: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-c", "import sys; from exporter.cli import main; sys.exit(main(sys.argv[1:]))",
-         "recommend", "--ledger", str(ledger), "--window", window, "--min-evidence", "30m", "--format", "json"],
-        capture_output=True, text=True, check=True).stdout
-    return {r["workload"]: r for r in json.loads(out)}
+         "recommend", "--ledger", str(ledger), "--window", window, "--min-evidence", "30m", "--format", "json",
+         *flags], capture_output=True, text=True, check=False)
+
+
+def _recommend(ledger: Path, window: str = "1h", *flags: str) -> dict[str, dict[str, Any]]:
+    """`recommend --window W --min-evidence 30m --format json [flags]`, by workload."""
+    proc = _run(ledger, window, *flags)
+    assert proc.returncode == 0, proc.stderr
+    return {r["workload"]: r for r in json.loads(proc.stdout)}
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +253,104 @@ def test_targets_are_priced_at_the_margin_not_at_a_discount_already_used() -> No
     assert serve["monthly_cost_after"] == pytest.approx(round(2.50 / 7 * 1.2 * MONTH_H, 2), abs=0.005)  # 312.86
     assert serve["monthly_savings"] == pytest.approx(round(2.50 * MONTH_H - 2.50 / 7 * 1.2 * MONTH_H, 2),
                                                      abs=0.01)  # 1512.14
+
+
+SPAN = f"""
+tick: 15s
+duration: 2h
+prices: {{"{H100}": 4.0}}
+nodes:
+  - {{name: h100, model: "{H100}", gpus: 4}}
+pods:
+  - {{name: web-0, namespace: shop, node: h100, owner: {{kind: Deployment, name: web}}, utilization: 0.0,
+     framebuffer: 2GiB}}
+  - {{name: web-1, namespace: shop, node: h100, owner: {{kind: Deployment, name: web}}, utilization: 0.03,
+     framebuffer: 5GiB}}
+  - {{name: early-0, namespace: lab, node: h100, owner: {{kind: Job, name: early}}, end: 1h, utilization: 0.0}}
+  - {{name: late-0, namespace: lab, node: h100, owner: {{kind: Job, name: late}}, start: 1h, utilization: 0.0}}
+"""
+H = 3600.0
+TICK_OF_HOUR = 15.0 / 3600.0  # early's end and late's start may each be off by one tick
+
+
+@pytest.fixture(scope="module")
+def span() -> tuple[Path, float]:
+    """The SPAN ledger and its first hour (scenario time 0 is on an hour boundary)."""
+    path = _simulate(SPAN, "span.yaml")
+    conn = sqlite3.connect(path)
+    try:
+        (first,) = conn.execute("SELECT MIN(hour) FROM usage").fetchone()
+    finally:
+        conn.close()
+    return path, float(first)
+
+
+def _at(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_replicas_of_one_deployment_are_one_pooled_row(span: tuple[Path, float]) -> None:
+    """web-0 and web-1 (owner Deployment web) are one row, neither pod alone: cost pooled, 2 pods x 4.00 x 2 h
+    over the 2 h window x 730 = 5840.00 a month; utilisation pooled, half the seconds in the <1 % bucket and
+    half in [2 %, 5 %) (web-1's 3 %): p50 0.01, p95 0.05 (web-0 alone: p95 0.01); the framebuffer peak is the
+    larger pod's, 5 GiB; hours observed 2.0, the most any one device was measured per hour (side by side,
+    not 2 pods x 2 h = 4.0); each pod holds 1 GPU, so the placement is 1 GPU."""
+    ledger, _first = span
+    conn = sqlite3.connect(ledger)
+    try:
+        pods = conn.execute("SELECT DISTINCT pod FROM evidence WHERE workload = 'web' ORDER BY pod").fetchall()
+    finally:
+        conn.close()
+    assert pods == [("web-0",), ("web-1",)]
+    rows = _recommend(ledger, "7d")
+    assert set(rows) == {"web", "early", "late"}
+    web = rows["web"]
+    assert (web["namespace"], web["action"]) == ("shop", "scale_to_zero")
+    assert web["current"] == {"gpu_model": H100, "mig_profile": None, "gpus": 1, "replicas": None}
+    assert web["monthly_cost_now"] == pytest.approx(2 * 4.00 * 2 / 2 * MONTH_H)  # 5840.00
+    assert web["monthly_savings"] == pytest.approx(5840.00)
+    assert (web["evidence"]["util_p50"], web["evidence"]["util_p95"]) == (pytest.approx(0.01), pytest.approx(0.05))
+    assert web["evidence"]["framebuffer_peak_bytes"] == 5 * GIB
+    assert web["evidence"]["hours_observed"] == pytest.approx(2.0)
+    # the whole 2 h window: early and late each booked 1 h: 4.00 x 1 h / 2 h x 730 = 1460.00
+    for wl in ("early", "late"):
+        assert rows[wl]["monthly_cost_now"] == pytest.approx(4.00 * 1 / 2 * MONTH_H, rel=TICK_OF_HOUR)
+
+
+def test_since_drops_the_first_hour_and_the_pace_follows(span: tuple[Path, float]) -> None:
+    """`--since` 1h20m into the run starts the window at the start of its hour, 1h: late ran all of that hour,
+    4.00 x 1 h / 1 h x 730 = 2920.00 a month (over the whole run it was 1460.00; a window starting at 1h20m
+    would claim the hour's 4.00 over 40 min, 4380.00); early booked nothing after 1h: no row; web's pace is
+    unchanged, 2 x 4.00 x 730 = 5840.00, on 1 h observed."""
+    ledger, first = span
+    rows = _recommend(ledger, "7d", "--since", _at(first + H + 20 * 60))
+    assert set(rows) == {"web", "late"}
+    assert rows["late"]["monthly_cost_now"] == pytest.approx(4.00 * MONTH_H, rel=TICK_OF_HOUR)  # 2920.00
+    assert rows["web"]["monthly_cost_now"] == pytest.approx(2 * 4.00 * MONTH_H)  # 5840.00
+    assert rows["web"]["evidence"]["hours_observed"] == pytest.approx(1.0)
+
+
+def test_until_ends_the_window_at_its_hour_capped_at_the_latest_booked_time(span: tuple[Path, float]) -> None:
+    """`--until` 40 min into the run ends the window at the end of that hour (its bucket is counted whole):
+    early alone is 4.00 x 1 h / 1 h x 730 = 2920.00, late (from 1h) has no row. An `--until` 10 h after the
+    start is capped at the latest booked time (2 h): the same as none (uncapped, late's 4.00 over 10 h would be
+    292.00 a month)."""
+    ledger, first = span
+    rows = _recommend(ledger, "7d", "--until", _at(first + 40 * 60))
+    assert set(rows) == {"web", "early"}
+    assert rows["early"]["monthly_cost_now"] == pytest.approx(4.00 * MONTH_H, rel=TICK_OF_HOUR)  # 2920.00
+    assert rows["web"]["evidence"]["hours_observed"] == pytest.approx(1.0)
+    late = _recommend(ledger, "7d", "--until", _at(first + 10 * H))
+    assert late == _recommend(ledger, "7d")
+    assert late["late"]["monthly_cost_now"] == pytest.approx(4.00 * 1 / 2 * MONTH_H, rel=TICK_OF_HOUR)  # 1460.00
+
+
+def test_since_and_until_reject_bad_times_in_one_line(span: tuple[Path, float]) -> None:
+    """A time that is neither RFC3339 nor a duration, or an --until before --since: one line, exit 2."""
+    ledger, first = span
+    for flags, said in ((["--since", "soon"], "--since: bad time 'soon'"),
+                        (["--until", "2026-13-01T00:00:00Z"], "--until: bad time"),
+                        (["--since", _at(first + H), "--until", _at(first)], "--until is before --since")):
+        proc = _run(ledger, "7d", *flags)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert len(proc.stderr.strip().splitlines()) == 1 and said in proc.stderr, proc.stderr

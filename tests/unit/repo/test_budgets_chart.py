@@ -1,5 +1,5 @@
 """Budgets in the chart and in alert routing: the values become the aggregator's GPUCOST_BUDGETS, and
-GPUBudgetForecastExceeded reaches the team's Slack channel (real amtool)."""
+GPUBudgetForecastExceeded (like GPURightSizingOpportunity) reaches the team's Slack channel (real amtool)."""
 
 from __future__ import annotations
 
@@ -50,10 +50,14 @@ def test_schema_rejects_bad_budgets(budgets: dict[str, object]) -> None:
     (["alertname=GPUBudgetForecastExceeded", "team=training", "namespace=ai-training"], "slack-gpu-team"),
     (["alertname=GPUAllocatedButIdle", "team=training", "namespace=ai-training"], "slack-gpu-team"),
     (["alertname=GPUBudgetForecastExceeded", "namespace=lab"], "slack-gpu-platform"),  # no team label
+    (["alertname=GPURightSizingOpportunity", "team=research", "namespace=lab", "workload=notebook",
+      "action=scale_to_zero", "severity=info"], "slack-gpu-team"),
+    (["alertname=GPURightSizingOpportunity", "namespace=scratch", "workload=ddp", "action=fewer_gpus",
+      "severity=info"], "slack-gpu-platform"),  # no team label
 ])
 def test_budget_alert_routes_to_the_team_channel(labels: list[str], receiver: str) -> None:
-    """`amtool config routes test`: the budget alert goes where the idle alert goes (the team's channel
-    when the namespace has a team), else to the platform channel."""
+    """`amtool config routes test`: the budget and right-sizing alerts go where the idle alert goes (the
+    team's channel when the namespace has a team), else to the platform channel."""
     amtool = shutil.which("amtool")
     if amtool is None:
         pytest.skip("amtool not installed (Debian's prometheus-alertmanager package)")
