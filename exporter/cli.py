@@ -174,6 +174,14 @@ def _check_schema(query: Any, ledger: Path | str) -> None:
                          f"({SCHEMA_VERSION}); start the aggregator on it once to migrate it")
 
 
+def _reprice_currency(rows: list[dict[str, Any]], *, pricing: Any, path: Path) -> None:
+    """A what-if in another currency would print two currencies' amounts side by side as if comparable."""
+    booked = sorted({str(r["currency"]) for r in rows} - {pricing.currency})
+    if booked:
+        raise UsageError(f"{path}: field currency: {pricing.currency} is not the currency of the ledger's rows "
+                         f"({', '.join(booked)}); reprice with a document in the ledger's currency")
+
+
 def _report(args: argparse.Namespace) -> int:
     from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.report import ReportError, build_report, parse_time, render
@@ -192,6 +200,7 @@ def _report(args: argparse.Namespace) -> int:
             if what_if is not None:
                 from exporter.aggregator.reprice import reprice
 
+                _reprice_currency(rows, pricing=what_if, path=args.reprice)
                 rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
                                cluster=args.cluster)
     except (ReportError, LedgerError) as exc:

@@ -1,10 +1,13 @@
 """Make a fresh ledger look as an older build left it, for migration tests: the tables and columns each
-later schema added are dropped (the usage key's ``claim``, schema 7, is left to the tests that rebuild usage)."""
+later schema added are dropped (the usage table itself, whose key gained ``claim`` in schema 7 and whose
+``list_cost`` came with schema 4, is left to the tests that rebuild it)."""
 
 from __future__ import annotations
 
 _ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
                   "unused_commitment_totals")
+_V4_TABLES = ("unused_commitment", "unused_commitment_totals", "commitment_marks", "node_billing")
+_V4_LIST_COST = ("unallocated", "unobserved", "totals", "unallocated_totals", "unobserved_totals")
 
 
 def back_to(version: int) -> list[str]:
@@ -20,4 +23,8 @@ def back_to(version: int) -> list[str]:
         out.append("DROP TABLE namespace_team")
     if version < 5:
         out.append("DROP TABLE evidence")
+    if version < 4:
+        out += [f"DROP TABLE {t}" for t in _V4_TABLES]
+        out += [f"ALTER TABLE {t} DROP COLUMN list_cost" for t in _V4_LIST_COST]
+        out.append("ALTER TABLE totals DROP COLUMN energy_j")
     return [*out, f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'"]

@@ -25,6 +25,7 @@ from exporter.aggregator.evidence import book_evidence
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.ledger_rows import FleetFacts
+from exporter.aggregator.node_prices import NodeModel, NodePrice, node_prices
 from exporter.aggregator.priced_rows import (
     UNKNOWN,
     add,
@@ -52,10 +53,9 @@ from exporter.model.books import (
 )
 from exporter.model.plausibility import counter_advance, implausible
 from exporter.model.pricing import Pricing
-from exporter.model.pricing_resolve import GpuRate
 from exporter.model.usage import UsageSnapshot
 
-__all__ = ["Books", "NodeGone", "NodePrice", "Prepared", "hour_of"]
+__all__ = ["Books", "NodeGone", "NodeModel", "NodePrice", "Prepared", "hour_of"]
 
 UNALLOCATED_PREFIX = "__unallocated__/"
 UNOBSERVED_PREFIX = "__unobserved__/"
@@ -70,14 +70,6 @@ class NodeMarks:
     counters: dict[str, CounterMark] = field(default_factory=dict)
     gpus_by_model: dict[str, int] = field(default_factory=dict)
     held_mig: tuple[tuple[str, str, float], ...] = ()  # (model, profile, fraction) of MIG instances held
-
-
-@dataclass(frozen=True, slots=True)
-class NodePrice:
-    """What one GPU-hour of a node's model costs now (``gpucost_node_gpu_hourly_price``)."""
-
-    gpu_model: str
-    rate: GpuRate
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +93,7 @@ class Prepared:
     unpriced: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     rejected: dict[str, str] = field(default_factory=dict)  # node -> reason
     pruned: list[str] = field(default_factory=list)
-    node_prices: dict[str, NodePrice] = field(default_factory=dict)
+    node_prices: dict[NodeModel, NodePrice] = field(default_factory=dict)
     resets: int = 0
     stale: int = 0
 
@@ -120,7 +112,7 @@ class Books:
         self.commitment_marks = dict(state.commitment_marks)
         self.node_billing = dict(state.node_billing)
         self.unmeasured_energy = dict(state.unmeasured_energy)
-        self.node_prices: dict[str, NodePrice] = {}
+        self.node_prices: dict[NodeModel, NodePrice] = {}
         self.unpriced_seconds: dict[str, float] = defaultdict(float)
         self.resets_total = 0
         self.fleet_written: dict[str, FleetFacts] = {}  # what the ledger's fleet rows say of this book's nodes
@@ -152,9 +144,7 @@ class Books:
             starts = [m.mark.booked_ts for m in self.marks.values()] + list(w.books_since.values())
             if self.books_commitments:
                 book_unused(w, rates=rates, marks=self.commitment_marks, first=min(starts, default=end), now=end)
-            for entry in rates.fleet:
-                out.node_prices[entry.facts.name] = NodePrice(
-                    entry.facts.gpu_model or UNKNOWN, rates.rate(entry.facts, mig_profile=None, at=end))
+            out.node_prices = node_prices(rates.fleet, rates=rates, at=end)
         return out
 
     def _fleet(self, snapshots: list[UsageSnapshot], kube: KubeState, gone: list[NodeGone]) -> list[FleetNode]:

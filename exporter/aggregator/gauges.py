@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from exporter.aggregator.booking import NodePrice
+from exporter.aggregator.booking import NodeModel, NodePrice
 from exporter.aggregator.kubestate import KubeState
 from exporter.model.books import UsageAmounts
 from exporter.model.pricing import Pricing
@@ -79,12 +79,12 @@ class HeldNow:
 
 
 def hourly_rate(*, node: str, model: str | None, mig_profile: str | None, kube: KubeState, pricing: Pricing,
-                now: float, booked: Mapping[str, NodePrice]) -> float:
+                now: float, booked: Mapping[NodeModel, NodePrice]) -> float:
     """What one GPU-hour of a holder's device costs now, as booking prices it: the node's last booked
     rate (commitments blended in) for a whole GPU of the node's model, else the rules of the pricing
     document in force (instance type, capacity type, pool, MIG listed price, owned hardware's capital)."""
-    price = booked.get(node)
-    if price is not None and not mig_profile and price.gpu_model == model:
+    price = booked.get(NodeModel(node, model)) if model and not mig_profile else None
+    if price is not None:
         return price.rate.effective_per_gpu_hour
     pool = kube.pool_of(node) or None
     facts = NodeFacts.from_labels(node, model, labels=kube.nodes.get(node, {}), pool=pool)
@@ -93,7 +93,7 @@ def hourly_rate(*, node: str, model: str | None, mig_profile: str | None, kube: 
 
 def held_now(latest: Mapping[str, UsageSnapshot], *, kube: KubeState, pricing: Pricing, now: float,
              idle_threshold: float, idle_since: dict[tuple[str, str], float], max_pods_per_namespace: int,
-             pod_gone: Callable[[str, str], bool], booked: Mapping[str, NodePrice] | None = None) -> HeldNow:
+             pod_gone: Callable[[str, str], bool], booked: Mapping[NodeModel, NodePrice] | None = None) -> HeldNow:
     """GPUs held now per namespace and per pod, from the latest snapshots. ``idle_since`` (pod -> when it
     went below the idle threshold) is the one piece of memory across ticks; it is updated in place."""
     alloc: dict[str, float] = {}

@@ -115,8 +115,8 @@ def commitment_and_node_prices(books: Books) -> Iterator[Family]:
     node_price = GaugeMetricFamily("gpucost_node_gpu_hourly_price",
                                    "effective price of one GPU-hour on the node now (commitments blended in)",
                                    labels=["node", "gpu_model", "capacity_type", "pricing_source"])
-    for node, price in sorted(books.node_prices.items()):
-        node_price.add_metric([node, price.gpu_model, str(price.rate.capacity_type), str(price.rate.source)],
+    for at, price in sorted(books.node_prices.items()):  # one series per node and GPU model
+        node_price.add_metric([at.node, at.gpu_model, str(price.rate.capacity_type), str(price.rate.source)],
                               price.rate.effective_per_gpu_hour)
     yield from (unused, node_price)
 

@@ -6,10 +6,11 @@ commitment may cover, the coverage blended in.
 
 Coverage is evaluated per tick over the fleet present that tick: ``n`` = the GPUs of the model that
 can take the blended rate (non-spot, not owned, minus held MIG instances with a listed price) on every
-node the aggregator knows, from each node's latest snapshot. A tick is short against the hour rule of
-the pricing docs, so the books equal the hourly rule whenever the fleet holds still within the hour,
-and follow it within a tick when it does not; the unused part is booked for exactly the seconds the
-same coverage was applied to (see ``commitment_ledger``).
+node the aggregator knows, from each node's latest snapshot: the design's per-interval rule, so a fleet
+that scales within an hour is billed as the invoice bills it. The unused part is booked for exactly the
+seconds the same coverage was applied to (see ``commitment_books``). ``report --reprice`` only has the
+ledger's hourly GPU-seconds and evaluates coverage per hour: the same whenever the fleet holds still
+within each hour (docs/pricing.md, rule 4).
 """
 
 from __future__ import annotations

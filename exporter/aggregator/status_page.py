@@ -5,7 +5,6 @@ pod and namespace names are user input."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -13,6 +12,8 @@ from typing import Any
 from exporter.aggregator.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED, UNUSED_COMMITMENT
 from exporter.aggregator.status_budgets import budgets_section
 from exporter.aggregator.status_charts import render_trends
+from exporter.aggregator.status_pools import HEAD as POOL_HEAD
+from exporter.aggregator.status_pools import bar, pool_rows
 from exporter.aggregator.status_savings import render_savings
 from exporter.aggregator.status_trends import read_trends
 from exporter.aggregator.view import AggregatorView
@@ -24,25 +25,6 @@ table{border-collapse:collapse;background:#fff;min-width:60%}th,td{padding:.3em 
 text-align:right}th{background:#f0f2f7}td:first-child,th:first-child{text-align:left}.muted{color:#778}
 .bar{vertical-align:middle}.warn{color:#b3261e;font-weight:600}.tag{background:#eef;border-radius:3px;padding:0 .3em}
 """
-
-
-def _bar(value: float, limit: float, width: int = 120) -> str:
-    """A small inline SVG bar: value against limit (red when over 90 %)."""
-    if limit <= 0:
-        return ""
-    frac = max(0.0, min(1.0, value / limit))
-    color = "#b3261e" if frac >= 0.9 else "#2f6fde"
-    return (f'<svg class="bar" width="{width}" height="10" role="img" aria-label="{frac:.0%}">'
-            f'<rect width="{width}" height="10" fill="#e3e7ef"/><rect width="{frac * width:.1f}" height="10" '
-            f'fill="{color}"/></svg>')
-
-
-@dataclass(slots=True)
-class PoolHeld:
-    """A pool's physical GPUs and how much of them is held now."""
-
-    gpus: float = 0.0
-    held: float = 0.0
 
 
 def _money(v: float, currency: str) -> str:
@@ -86,7 +68,7 @@ async def render_status(agg: AggregatorView) -> str:
         hard, used = quotas.get(ns, (0.0, 0.0))
         util = g.ns_utilization.get(ns)
         t, m = today.get(ns, {}), this_month.get(ns, {})
-        quota_cell = f"{used:g} / {hard:g} {_bar(used, hard)}" if hard else '<span class="muted">none</span>'
+        quota_cell = f"{used:g} / {hard:g} {bar(used, hard)}" if hard else '<span class="muted">none</span>'
         rows.append(
             f"<tr><td>{escape(ns)}</td><td>{held:.2f}</td><td>{quota_cell}</td>"
             f"<td>{'' if util is None else f'{util:.0%}'}</td>"
@@ -95,13 +77,8 @@ async def render_status(agg: AggregatorView) -> str:
             f"<td>{_money(m.get('list_cost', 0.0) - m.get('cost', 0.0), currency)}</td>"
             f"<td>{'<br>'.join(pending.get(ns, [])) or '<span class=muted>none</span>'}</td></tr>")
 
-    pools: dict[str, PoolHeld] = {}
-    for node, snap in agg.latest.items():
-        acc = pools.setdefault(kube.pool_of(node) or "(no pool)", PoolHeld())
-        acc.gpus += len(snap.capacity)
-        acc.held += sum(c.held_fraction for c in snap.capacity)
-    pool_rows = [f"<tr><td>{escape(p)}</td><td>{ph.gpus:g}</td><td>{ph.held:.2f} {_bar(ph.held, ph.gpus)}</td>"
-                 f"<td>{max(0.0, ph.gpus - ph.held):.2f}</td></tr>" for p, ph in sorted(pools.items())]
+    pool_table = pool_rows(agg.latest, kube=kube, prices=agg.books.node_prices if agg.books else {},
+                           currency=currency)
 
     # Who holds the GPUs: by pool x namespace, and by priority class.
     by_pool_ns: dict[tuple[str, str], float] = {}
@@ -157,7 +134,7 @@ async def render_status(agg: AggregatorView) -> str:
               rows, "No GPU usage booked yet."),
         budgets_section(agg.forecasts.rows, budgets=agg.budgets(), currency=currency),
         "<h2>Pools</h2>",
-        table(["pool", "GPUs", "held", "unallocated"], pool_rows, "No agent reported yet."),
+        table(POOL_HEAD, pool_table, "No agent reported yet."),
         "<h2>Capacity nobody used</h2>",
         table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
               "None booked this month."),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from exporter.aggregator.booking import Books
 from exporter.aggregator.forecasts import MonthForecasts
 from exporter.aggregator.gauges import Gauges
 from exporter.aggregator.kubestate import KubeState
@@ -26,6 +27,7 @@ class AggregatorView(Protocol):
     pricing: PricingSource
     collector: AggregatorCollector
     forecasts: MonthForecasts
+    books: Books | None
 
     def health_report(self) -> dict[str, Any]: ...
 

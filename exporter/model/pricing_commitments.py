@@ -3,6 +3,10 @@
 A commitment is paid every hour of its term. Spreading it over the GPUs it could cover (coverage
 blending) and booking the remainder on its own row means the hour's books add up to the invoice:
 covered cost + unused cost = Σ committed GPUs * hourly rate, whatever the fleet did.
+
+This is the hour-at-once evaluation of ``report --reprice``, which has only the ledger's hourly
+GPU-seconds. Booking evaluates coverage per tick (``aggregator/rates.py``, the design's per-interval
+rule); the two agree whenever the fleet holds still within each hour (docs/pricing.md, rule 4).
 """
 
 from __future__ import annotations

@@ -335,7 +335,12 @@ async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> N
     """Three simulated minutes of the built-in scenario (12 intervals of 15 s = 0.05 h per GPU).
     ai-research: sweep 8 spot H100s on p5.48xlarge: 0.4 GPU-h, list 0.4 x 6.88 = 2.752, cost x 0.35
     = 0.9632; pretrain 8 H200s: 0.4 GPU-h, list 0.4 x 5.00 = 2.00, cost 0.4 x 3.50 = 1.40.
-    Saved this month = (2.752 - 0.9632) + (2.00 - 1.40) = 2.3888. ai-training pays list: saved 0."""
+    Saved this month = (2.752 - 0.9632) + (2.00 - 1.40) = 2.3888. ai-training pays list: saved 0.
+    Pool table, GPU-weighted over each pool's booked node prices (effective / list per GPU-hour):
+    research: 8 spot H100s at 6.88 x 0.35 = 2.408 and 8 H200s at 0.75 x 3.00 + 0.25 x 5.00 = 3.50:
+    (8 x 2.408 + 8 x 3.50) / 16 = 47.264 / 16 = 2.954, list (8 x 6.88 + 8 x 5.00) / 16 = 95.04 / 16 = 5.94;
+    dev: 4 L4s at 0.80 x 0.5 = 0.40, list 0.80; training: 8 H100s at 4.00 / 4.00; inference: 4 A100s at
+    2.50 / 2.50; shared: 2 A100s (DRA, HAMi) at 2.50 / 2.50."""
     from exporter.aggregator.exposition import ExpositionRenderer
     from exporter.aggregator.status_page import render_status
     from exporter.cli import DEFAULT_SCENARIO
@@ -364,6 +369,13 @@ async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> N
     assert research is not None and "<td>2.3888 USD</td>" in research.group(1)
     training = re.search(r"<tr><td>ai-training</td>(.*?)</tr>", html)
     assert training is not None and "<td>0.0000 USD</td>" in training.group(1)
+    assert "<th>effective per GPU-hour</th><th>list per GPU-hour</th>" in html
+    pools = dict(re.findall(r"<tr><td>(\w+)</td><td>\d+</td><td>[^<]*<svg.*?</svg></td><td>[\d.]+</td>"
+                            r"<td>([\d.]+ USD</td><td>[\d.]+) USD</td></tr>", html))
+    assert round((8 * 2.408 + 8 * 3.50) / 16, 4) == 2.954 and round((8 * 6.88 + 8 * 5.00) / 16, 4) == 5.94
+    assert pools == {"research": "2.9540 USD</td><td>5.9400", "dev": "0.4000 USD</td><td>0.8000",
+                     "training": "4.0000 USD</td><td>4.0000", "inference": "2.5000 USD</td><td>2.5000",
+                     "shared": "2.5000 USD</td><td>2.5000"}
     assert ('gpucost_node_gpu_hourly_price{node="gpu-h200-0",gpu_model="NVIDIA H200",capacity_type="on-demand",'
             'pricing_source="commitment"} 3.5') in metrics
     assert ('gpucost_node_gpu_hourly_price{node="gpu-h100-spot-0",gpu_model="NVIDIA H100 80GB HBM3",'

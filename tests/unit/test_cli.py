@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from exporter.aggregator.ledger import Ledger, TickWrite
 from exporter.cli import main
+from exporter.model.books import UsageAmounts, UsageKey
 from tests.unit.model.test_pricing_schema import HEAD, _commitment
 from tests.unit.sim.test_scenario import BASE
 
@@ -52,3 +55,26 @@ def test_aggregator_exits_2_on_an_invalid_version_2_file(tmp_path: Path, capsys:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{bad}: field commitments[0].gpus:" in err[0]
     assert not (tmp_path / "l.db").exists()
+
+
+async def test_reprice_in_another_currency_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ledger booked in USD (1 GPU-h at 4.00) repriced by a EUR document: one line naming the file and
+    the field, exit 2, nothing printed. The same document in USD reprices it (1 GPU-h x 3.00 = 3.00)."""
+    ledger = Ledger(tmp_path / "l.db")
+    await ledger.open()
+    w = TickWrite()
+    w.usage[UsageKey(3600, "ns", "p", "wl", "n1", "", "M", "", "", "USD")] = UsageAmounts(
+        allocated_s=3600.0, cost=4.0, list_cost=4.0)
+    await ledger.commit(w)
+    await ledger.close()
+    eur, usd = tmp_path / "eur.yaml", tmp_path / "usd.yaml"
+    eur.write_text("currency: EUR\ndefault_price: 3.0\n")
+    usd.write_text("currency: USD\ndefault_price: 3.0\n")
+    args = ["report", "--ledger", str(tmp_path / "l.db"), "--format", "json", "--reprice"]
+    assert main([*args, str(eur)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert f"{eur}: field currency: EUR" in err and "USD" in err
+    assert main([*args, str(usd)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["cost"], row["reprice_cost"]) == (4.0, 3.0)

@@ -30,8 +30,8 @@ def test_node_labels_set_list_and_effective_rates() -> None:
     assert unused.seconds == pytest.approx(4 * 3600) and unused.cost == pytest.approx(8.40)
     assert unused.list_cost == 0.0
     assert p.write.node_billing == {}  # unchanged since the first tick wrote them
-    prices = {node: (str(n.rate.capacity_type), str(n.rate.source), round(n.rate.effective_per_gpu_hour, 6))
-              for node, n in p.node_prices.items()}
+    prices = {key.node: (str(n.rate.capacity_type), str(n.rate.source), round(n.rate.effective_per_gpu_hour, 6))
+              for key, n in p.node_prices.items()}
     assert prices == {"od": ("on-demand", "commitment", 2.10), "spot": ("spot", "instance_type", 2.408)}
 
 

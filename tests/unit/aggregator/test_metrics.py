@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from exporter.aggregator.booking import Books
+from exporter.aggregator.booking import Books, NodeModel
 from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.gauges import AgentHealth, Gauges, PodGauge
+from exporter.aggregator.gauges import AgentHealth, Gauges, PodGauge, hourly_rate
 from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import LedgerState
 from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
@@ -22,7 +22,8 @@ from exporter.model.books import (
     NamespaceKey,
     NamespaceTotals,
 )
-from tests.unit.aggregator.pricing_books import COMMITTED, H100, T0, cluster, snap
+from exporter.model.usage import GpuCapacity, HolderCounters, UsageSnapshot
+from tests.unit.aggregator.pricing_books import A100, COMMITTED, H100, T0, cluster, snap
 
 HOSTILE = 'we"ird\\pod\nname'
 
@@ -79,3 +80,29 @@ def test_metrics_show_list_cost_energy_unused_commitments_and_node_prices() -> N
                     (("commitment", "h100-1yr"), ("currency", "USD"), ("gpu_model", H100)))] == pytest.approx(8.40)
     assert samples[("gpucost_node_gpu_hourly_price", (("capacity_type", "spot"), ("gpu_model", H100), ("node", "spot"),
                                                       ("pricing_source", "instance_type")))] == pytest.approx(2.408)
+
+
+def test_a_node_with_two_gpu_models_has_a_price_series_for_each() -> None:
+    """Node ``mixed`` has 4 H100s and 4 A100s. H100: the 12-GPU commitment over n = 4 eligible GPUs, c = 1,
+    rate 2.10 (commitment); A100: not listed, default 1.00 (default). Two series, one per model, and the
+    pod gauges price each model's holder at its own booked rate."""
+    books, k = Books(LedgerState()), cluster(mixed={})
+    capacity = [GpuCapacity(gpu_uuid=f"H-{i}", gpu_model=H100) for i in range(4)] + [
+        GpuCapacity(gpu_uuid=f"A-{i}", gpu_model=A100) for i in range(4)]
+    holders = [HolderCounters(namespace="ns", pod=f"p-{m}", container="c", device_id=f"{m}-0", gpu_uuid=f"{m}-0",
+                              gpu_model=model, fraction=1.0, allocated_s=0.0, used_s=0.0, unmeasured_s=0.0)
+               for m, model in (("H", H100), ("A", A100))]
+    first = UsageSnapshot(node="mixed", epoch="e1", timestamp=T0, seq=1, started_at=T0, holders=holders,
+                          capacity=capacity)
+    books.apply(books.prepare([first], k, COMMITTED, now=T0))
+    assert set(books.node_prices) == {NodeModel("mixed", H100), NodeModel("mixed", A100)}
+    assert [p.gpus for p in books.node_prices.values()] == [4, 4]
+    collector = AggregatorCollector(lambda: MetricsInputs(
+        is_leader=True, books=books, gauges=Gauges(), kube=k, pricing=COMMITTED, now=T0, kube_up=True,
+        pricing_reload_errors=0, snapshots_rejected=Counter(), team_label="team", breakdown_series=False))
+    prices = {(s.labels["gpu_model"], s.labels["pricing_source"]): s.value for f in collector.collect()
+              for s in f.samples if s.name == "gpucost_node_gpu_hourly_price"}
+    assert prices == {(H100, "commitment"): pytest.approx(2.10), (A100, "default"): pytest.approx(1.00)}
+    for model, rate in ((H100, 2.10), (A100, 1.00)):
+        assert hourly_rate(node="mixed", model=model, mig_profile=None, kube=k, pricing=COMMITTED, now=T0,
+                           booked=books.node_prices) == pytest.approx(rate)
