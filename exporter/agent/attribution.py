@@ -255,9 +255,9 @@ def _hami_assignments(cd: ContainerDevices, ctx: NodeContext, dcgm: dict[tuple[s
         if fb is None and dev is not None and dev.fb_used is not None and dev.fb_free is not None:
             fb = (dev.fb_used + dev.fb_free) / MIB
         frac = hami_fraction(share, framebuffer_mib=fb)
-        if frac is None:  # memory-only share of a GPU whose size nobody told us: one plugin slot
-            result.unresolved.append(share.uuid)
-            frac = 1.0 / max(1, slots.get(share.uuid, 1))
+        if frac is None:  # a memory share of a GPU whose size nobody told us: unresolved, and charged no less
+            result.unresolved.append(share.uuid)  # than its cores nor than one plugin slot
+            frac = max(min(share.cores_percent, 100) / 100.0, 1.0 / max(1, slots.get(share.uuid, 1)))
         result.assignments.append(Assignment(
             cd.namespace, cd.pod, cd.container, share.uuid, DeviceKind.REPLICA, share.uuid,
             key if dev is not None else None, model_of(share.uuid), None, frac, SharingMode.HAMI))

@@ -79,9 +79,10 @@ def by_container(slots: list[list[HamiDevice]], *, init_containers: list[str],
 def hami_fraction(dev: HamiDevice, *, framebuffer_mib: float | None) -> float | None:
     """max(memory / physical framebuffer, cores / 100); memory alone when cores is 0; at most 1.
 
-    None when the memory share is needed but the GPU's physical framebuffer is unknown.
+    None when the share holds memory and the GPU's physical framebuffer is unknown: its memory part is then
+    unknown too, and the cores part alone would understate the share whenever memory is the larger.
     """
     cores = min(dev.cores_percent, 100) / 100.0
     if framebuffer_mib is None or framebuffer_mib <= 0:
-        return cores if cores > 0 else None
+        return cores if cores > 0 and dev.memory_mib == 0 else None
     return min(1.0, max(dev.memory_mib / framebuffer_mib, cores))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
+from exporter.agent.dra import DRIVER, DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
 from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
 from exporter.agent.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
@@ -122,7 +122,7 @@ class KubeInfo:
         due = self._slices_at is None or self._ticks - self._slices_at >= LABELS_REFRESH_TICKS
         if (due or not keys <= set(self._slices)) and self._may_try("slices", every=RETRY_READ_TICKS):
             doc = await self._get("list_cluster_custom_object", "resource.k8s.io", "v1", "resourceslices",
-                                  custom=True, field_selector=f"spec.nodeName={self.node}")
+                                  custom=True, field_selector=f"spec.driver={DRIVER},spec.nodeName={self.node}")
             if doc is not None:
                 self._slices = slice_index([i for i in doc.get("items") or [] if isinstance(i, dict)])
                 self._slices_at = self._ticks

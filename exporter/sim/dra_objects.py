@@ -51,11 +51,17 @@ def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[Po
                 **({"adminAccess": True} if claim.admin_access else {}), **share_fields(claim, namespace, d)}
                for d in claim.devices]
     capacity = {} if claim.memory_mib is None else {"capacity": {"requests": {"memory": f"{claim.memory_mib}Mi"}}}
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": claim.name, "namespace": namespace, "uid": claim_uid(namespace, claim.name),
-                         "creationTimestamp": iso(created)},
+    meta: dict[str, Any] = {"name": claim.name, "namespace": namespace, "uid": claim_uid(namespace, claim.name),
+                            "creationTimestamp": iso(created)}
+    if claim.pod_claim is not None:  # generated from the pod's template: the claim controller's marks
+        (owner,) = pods
+        meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": claim.pod_claim}
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner.name, "controller": True,
+                                    "blockOwnerDeletion": True,
+                                    "uid": stable_uid(f"pod/{owner.namespace}/{owner.name}")}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": len(claim.devices),
+                "deviceClassName": claim.device_class, "allocationMode": "ExactCount", "count": len(claim.devices),
                 **({"adminAccess": True} if claim.admin_access else {}), **capacity}}]}},
             "status": {"allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}},

@@ -137,8 +137,10 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
     if pod.priority_class:
         spec["priorityClassName"] = pod.priority_class
     if pod.claims:  # DRA: the pod names its claims, the container uses them all
-        spec["resourceClaims"] = [{"name": c.name, "resourceClaimName": c.name} for c in pod.claims]
-        spec["containers"][0]["resources"]["claims"] = [{"name": c.name} for c in pod.claims]
+        spec["resourceClaims"] = [{"name": c.name, "resourceClaimName": c.name} if c.pod_claim is None else
+                                  {"name": c.pod_claim, "resourceClaimTemplateName": f"{c.pod_claim}-template"}
+                                  for c in pod.claims]
+        spec["containers"][0]["resources"]["claims"] = [{"name": c.pod_claim or c.name} for c in pod.claims]
     if running:
         spec["nodeName"] = pod.node
         state: dict[str, Any] = {"running": {"startedAt": iso(created)}}
@@ -163,7 +165,8 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
     if owner_refs:
         meta["ownerReferences"] = owner_refs
     if pod.claims and running:
-        status["resourceClaimStatuses"] = [{"name": c.name, "resourceClaimName": c.name} for c in pod.claims]
+        status["resourceClaimStatuses"] = [{"name": c.pod_claim or c.name, "resourceClaimName": c.name}
+                                           for c in pod.claims]
     if hami and running:
         meta["annotations"] = {"hami.io/vgpu-devices-allocated": hami_annotation(hami),
                                "hami.io/vgpu-devices-to-allocate": ";",  # the plugin empties it on Allocate

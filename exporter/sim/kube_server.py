@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,8 @@ class KubeApiServer:
         self.bookmark_interval = bookmark_interval
         self.active_watches = 0
         self.requests = 0
+        #: (plural, fieldSelector) of recent lists and watches: what clients asked for, as an audit log would.
+        self.selections: deque[tuple[str, str]] = deque(maxlen=512)
         self.app = web.Application()
         r = self.app.router
         r.add_get("/version", self.version)
@@ -164,6 +167,7 @@ class KubeApiServer:
             namespace = req.match_info.get("namespace") if namespaced else None
             labels = _parse_selector(req.query.get("labelSelector", ""))
             fields = _parse_selector(req.query.get("fieldSelector", ""))
+            self.selections.append((kind, req.query.get("fieldSelector", "")))
             if namespace:
                 fields.append(("metadata.namespace", "=", namespace))
             as_table = kube_tables.wants_table(req.headers.get("Accept", ""))

@@ -13,7 +13,9 @@ import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.pricing import PricingError
-from exporter.sim.layout import place_pods
+from exporter.sim.dra_allocate import allocate_claims
+from exporter.sim.layout import node_layout, place_pods
+from exporter.sim.scenario_claims import PodClaim, pod_claims, resource_claims
 from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
@@ -36,8 +38,23 @@ __all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec",
            "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
 def _node_sharing(ctx: Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
-    """``sharing`` and its replica count: ``time_slicing: r`` alone means time-slicing with r replicas."""
-    sharing = ctx.string(n.get("sharing", "time-slicing" if time_slicing else "none"), f"{where}.sharing")
+    """``sharing`` and its replica count: ``time_slicing: r`` alone means time-slicing with r replicas,
+    ``mps: r`` MPS with r replicas, ``hami: true`` the HAMi device plugin."""
+    implied = "time-slicing" if time_slicing else "none"
+    if n.get("mps") is not None:
+        if time_slicing is not None or n.get("replicas") is not None:
+            raise ctx.fail(f"{where}.mps", "give mps or time_slicing/replicas, not both")
+        time_slicing, implied = ctx.integer(n["mps"], f"{where}.mps", 2), "mps"
+    hami = n.get("hami", False)
+    if not isinstance(hami, bool):
+        raise ctx.fail(f"{where}.hami", f"expected true or false, got {hami!r}")
+    if hami:
+        if implied != "none":
+            raise ctx.fail(f"{where}.hami", f"HAMi is its own device plugin: drop {implied} replicas")
+        implied = "hami"
+    if n.get("sharing") is not None and implied in ("mps", "hami") and n["sharing"] != implied:
+        raise ctx.fail(f"{where}.sharing", f"{n['sharing']!r} contradicts the node's {implied} fields")
+    sharing = ctx.string(n.get("sharing", implied), f"{where}.sharing")
     if sharing not in SHARING_MODES:
         raise ctx.fail(f"{where}.sharing", f"expected one of {', '.join(SHARING_MODES)}, got {sharing!r}")
     if n.get("replicas") is not None:
@@ -66,29 +83,6 @@ def _pod_hami(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) ->
     if cores > 100:
         raise ctx.fail(f"{where}.hami.cores", f"{cores} is over 100 (percent of the GPU's SMs)")
     return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", 1), cores)
-
-
-def _pod_claims(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[ClaimSpec]:
-    """DRA claims, only on a ``dra: true`` node; the devices are checked against its slice at placement."""
-    raw = ctx.seq(p.get("claims"), f"{where}.claims")
-    if not raw:
-        return []
-    node = next((x for x in nodes if x.name == p.get("node")), None)
-    if node is None or not node.dra:
-        raise ctx.fail(f"{where}.claims", "only for pods on a node with dra: true")
-    out = []
-    for j, c in enumerate(raw):
-        c = ctx.mapping(c, f"{where}.claims[{j}]")
-        ctx.known_keys(c, {"name", "devices", "admin_access", "memory_mib"}, f"{where}.claims[{j}]")
-        devices = tuple(ctx.string(d, f"{where}.claims[{j}].devices") for d in
-                        ctx.seq(c.get("devices"), f"{where}.claims[{j}].devices"))
-        if not devices:
-            raise ctx.fail(f"{where}.claims[{j}].devices", "name at least one published device (e.g. gpu-0)")
-        mib = c.get("memory_mib")
-        memory = None if mib is None else ctx.integer(mib, f"{where}.claims[{j}].memory_mib", 1)
-        out.append(ClaimSpec(ctx.string(c.get("name"), f"{where}.claims[{j}].name"), devices,
-                             bool(c.get("admin_access", False)), memory))
-    return out
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -126,7 +120,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         raise ScenarioError(f"{source}: not valid YAML: {str(exc).splitlines()[0]}") from None
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
-                         "nodes", "namespaces", "pods", "events", "queues", "pricing"}, "")
+                         "nodes", "namespaces", "pods", "events", "queues", "pricing",
+                         "resource_claims"}, "")
     pricing = _pricing(ctx, raw)
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
@@ -150,7 +145,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
                            "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
-                           "dra", "dcgm_energy"}, where)
+                           "dra", "dcgm_energy", "mps", "hami"}, where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -204,7 +199,13 @@ def parse_scenario(text: str, source: str) -> Scenario:
             None if budget is None else float(budget)))
     ns_names = {ns.name for ns in namespaces}
 
+    shared = resource_claims(ctx, raw.get("resource_claims"))
+    for claim_ns, _claim in shared:
+        if claim_ns not in ns_names:
+            ns_names.add(claim_ns)
+            namespaces.append(NamespaceSpec(claim_ns))
     pods: list[PodSpec] = []
+    requested: list[list[PodClaim]] = []
     for i, p in enumerate(ctx.seq(raw.get("pods"), "pods")):
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
@@ -237,8 +238,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             resource, p.get("pending_reason"), owner, p.get("priority_class"),
             str(p.get("container", "main")),
             {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
-            _pod_hami(ctx, p, where, nodes), _pod_claims(ctx, p, where, nodes), per_device,
-            pod_framebuffer(ctx, p, where, nodes)))
+            _pod_hami(ctx, p, where, nodes), [], per_device, pod_framebuffer(ctx, p, where, nodes)))
+        requested.append(pod_claims(ctx, p, where, nodes))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}
@@ -283,6 +284,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
 
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
                         namespaces, pods, events, queues, pricing)
+    allocate_claims(source, pods=pods, requested=requested, shared=shared,
+                    nodes={n.name: node_layout(n) for n in nodes if n.dra})
     # Device placement is part of validation: a scenario that cannot be placed is an error now.
     place_pods(scenario)
     return scenario

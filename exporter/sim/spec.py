@@ -51,6 +51,10 @@ class ClaimSpec:
     admin_access: bool = False
     #: A consumable-capacity share (alpha DRAConsumableCapacity): MiB of each device's memory it consumes.
     memory_mib: int | None = None
+    device_class: str = "gpu.nvidia.com"  # the request's deviceClassName: gpu.nvidia.com or mig.nvidia.com
+    #: The pod's own claim, generated from a template: its name in the pod's ``spec.resourceClaims``
+    #: (the claim object itself is ``name``, ``<pod>-<pod_claim>-<suffix>``); None for a claim named outright.
+    pod_claim: str | None = None
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +39,6 @@ queues:
 pods:
   - {name: train-0, namespace: team-a, node: gpu-h100-0, gpus: 1, utilization: 0.5}
   - {name: wide-job, namespace: team-a, gpus: 8, pending_reason: Insufficient nvidia.com/gpu}
-  - {name: late-0, namespace: team-a, node: gpu-h100-0, gpus: 1, start: 8s, end: 10s, utilization: 0.1}
   - {name: claimer, namespace: team-a, node: gpu-h100-dra, claims: [{name: one-gpu, devices: [gpu-0]}]}
 """
 
@@ -118,35 +117,117 @@ def test_describe_pod_and_node(kubectl: Kubectl) -> None:
     assert "train-0" in node and "nvidia.com/gpu" in node
 
 
-def test_watch_prints_added_and_deleted_rows(kubectl: Kubectl) -> None:
-    """late-0 runs from 8 s to 10 s of the scenario: the watch prints it coming and going."""
-    proc = subprocess.Popen(kubectl.argv("get", "pods", "-n", "team-a", "-w", "--output-watch-events"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=kubectl.env())
-    killer = threading.Timer(90, proc.kill)  # a safety net only: the loop below ends on DELETED late-0
+#: Short-lived pods every 15 s from 10 s on: whenever kubectl's watch starts (however loaded the machine),
+#: a later one comes and goes while it watches. (The module's cluster is shared and its clock runs on.)
+WAVES = SCENARIO + "".join(
+    f"  - {{name: wave-{k}, namespace: team-a, node: gpu-h100-0, gpus: 1, start: {10 + 15 * k}s, "
+    f"end: {14 + 15 * k}s}}\n" for k in range(12))
+
+
+def _watch(kubectl: Kubectl, *args: str, until: Callable[[list[list[str]]], bool],
+           then: Callable[[], object] | None = None) -> list[list[str]]:
+    """Rows ``get -w --output-watch-events`` prints until ``until(rows)``; ``then`` runs once it is started.
+    The timer is a safety net for a broken server, not a timing expectation."""
+    proc = subprocess.Popen(kubectl.argv("get", *args, "-w", "--output-watch-events"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=kubectl.env())
+    killer = threading.Timer(300, proc.kill)
     killer.start()
     seen: list[list[str]] = []
     try:
+        if then is not None:
+            then()
         assert proc.stdout is not None
         for line in proc.stdout:
             seen.append(line.split())
-            if seen[-1][:2] == ["DELETED", "late-0"]:
+            if until(seen):
                 break
     finally:
         killer.cancel()
         proc.kill()
         proc.wait(timeout=10)
+    assert until(seen), f"kubectl get {' '.join(args)} -w printed {seen}"
+    return seen
+
+
+def _came_and_went(rows: list[list[str]]) -> bool:
+    """Some wave pod was printed ADDED and, after that, DELETED."""
+    added: set[str] = set()
+    for r in rows:
+        if r[:1] == ["ADDED"] and r[1].startswith("wave-"):
+            added.add(r[1])
+        if r[:1] == ["DELETED"] and r[1] in added:
+            return True
+    return False
+
+
+def test_watch_prints_added_and_deleted_rows(tmp_path: Path) -> None:
+    """On a cluster of its own: the watch prints the server's table rows, a running pod ADDED, and a pod
+    that ends DELETED (waves of pods, so no window of wall-clock time has to be hit)."""
+    with running_sim_cluster(tmp_path / "sim", WAVES) as sim:
+        kubectl = Kubectl(sim.kubeconfig, tmp_path)
+        seen = _watch(kubectl, "pods", "-n", "team-a", until=_came_and_went)
     assert seen[0][:3] == ["EVENT", "NAME", "READY"]
     assert ["ADDED", "train-0", "1/1", "Running"] in [r[:4] for r in seen]
-    assert ["DELETED", "late-0"] in [r[:2] for r in seen]
+
+
+@pytest.mark.parametrize(("args", "row"), [
+    (("resourceclaims", "-n", "team-a"), ["ADDED", "one-gpu"]),
+    (("resourceslices",), ["ADDED", "gpu-h100-dra-gpu.nvidia.com-"]),
+    (("namespaces",), ["ADDED", "team-a", "Active"]),
+    (("resourcequotas", "-n", "team-a"), ["ADDED", "gpu-quota"]),
+    (("clusterqueues",), ["ADDED", "gpu-cq"]),
+    (("queues.scheduling.volcano.sh",), ["ADDED", "research", "Open"]),
+])
+def test_watch_every_kind(kubectl: Kubectl, args: tuple[str, ...], row: list[str]) -> None:
+    """A watch first prints what exists, as ADDED rows of the server's table."""
+    def found(rows: list[list[str]]) -> bool:  # the last cell may be a prefix (generated names)
+        n = len(row)
+        return any(len(r) >= n and r[: n - 1] == row[:-1] and r[n - 1].startswith(row[-1]) for r in rows)
+    seen = _watch(kubectl, *args, until=found)
+    assert seen[0][0] == "EVENT"
+
+
+def test_watch_leases_prints_one_created_meanwhile(kubectl: Kubectl) -> None:
+    """A Lease created while the watch runs is printed ADDED (live, or listed if the watch started later)."""
+    lease = LEASE.replace("NAME", "watched").replace("HOLDER", "operator-2")
+    seen = _watch(kubectl, "leases", "-n", "team-a", until=lambda rows: ["ADDED", "watched"] in [r[:2] for r in rows],
+                  then=lambda: kubectl("create", "--validate=false", "-f", "-", stdin=lease))
+    assert seen[0][:2] == ["EVENT", "NAME"]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("resourceclaim", "one-gpu", "-n", "team-a"),
+     ["Kind:         ResourceClaim", "Device Class Name:  gpu.nvidia.com", "Device:   gpu-0", "Reserved For:"]),
+    (("resourceslices",), ["Kind:         ResourceSlice", "Driver:       gpu.nvidia.com", "Name:       gpu-0"]),
+    (("namespace", "team-a"), ["Status:       Active", "Resource Quotas", "requests.nvidia.com/gpu"]),
+    (("resourcequota", "gpu-quota", "-n", "team-a"), ["Name:                    gpu-quota",
+                                                      "requests.nvidia.com/gpu"]),
+    (("clusterqueue", "gpu-cq"), ["Kind:         ClusterQueue", "Nominal Quota:  4"]),
+    (("queues.scheduling.volcano.sh", "research"), ["Kind:         Queue", "State:             Open"]),
+])
+def test_describe_every_kind(kubectl: Kubectl, args: tuple[str, ...], expected: list[str]) -> None:
+    out = kubectl("describe", *args)
+    for text in expected:
+        assert text in out, f"{text!r} not in:\n{out}"
+
+
+def test_describe_lease(kubectl: Kubectl) -> None:
+    kubectl("create", "--validate=false", "-f", "-",
+            stdin=LEASE.replace("NAME", "described").replace("HOLDER", "operator-3"))
+    out = kubectl("describe", "lease", "described", "-n", "team-a")
+    assert "Kind:         Lease" in out and "Holder Identity:         operator-3" in out
+
+
+LEASE = textwrap.dedent("""\
+    apiVersion: coordination.k8s.io/v1
+    kind: Lease
+    metadata: {name: NAME, namespace: team-a}
+    spec: {holderIdentity: HOLDER, leaseDurationSeconds: 15}
+    """)
 
 
 def test_lease_created_with_kubectl_is_listed(kubectl: Kubectl) -> None:
-    lease = textwrap.dedent("""\
-        apiVersion: coordination.k8s.io/v1
-        kind: Lease
-        metadata: {name: ops-check, namespace: team-a}
-        spec: {holderIdentity: operator-1, leaseDurationSeconds: 15}
-        """)
-    kubectl("create", "--validate=false", "-f", "-", stdin=lease)
+    kubectl("create", "--validate=false", "-f", "-", stdin=LEASE.replace("NAME", "ops-check").replace(
+        "HOLDER", "operator-1"))
     rows = _rows(kubectl("get", "leases", "-n", "team-a"))
-    assert [r[:2] for r in rows] == [["ops-check", "operator-1"]]
+    assert ["ops-check", "operator-1"] in [r[:2] for r in rows]

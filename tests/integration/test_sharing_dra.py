@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from exporter.clients.grpc_unary import unary_call
+from exporter.clients.proto import podresources_v1_pb2 as pb
 from exporter.sim.cluster import SimCluster
+from exporter.sim.dra_objects import cdi_name
+from exporter.sim.runner import SimPeers
 from exporter.sim.scenario import ScenarioError, parse_scenario
 from tests.integration.test_golden import close, simulate
 
@@ -91,3 +95,49 @@ def test_dra_scenario_errors_name_the_field(pods: str, error: str) -> None:
             'dra: true}, {name: plain, model: "NVIDIA A100-SXM4-80GB", gpus: 1}]\npods: ' + pods + "\n")
     with pytest.raises(ScenarioError, match=error.replace("[", r"\[").replace("]", r"\]")):
         parse_scenario(text, "s.yaml")
+
+
+#: One claim of two whole GPUs: the kubelet lists both devices under the claim, and the second also
+#: carries the first's CDI name (cdi_devices accumulates across a driver's devices).
+PAIR = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA A100-SXM4-80GB": 2.0}
+nodes:
+  - {name: dra, model: "NVIDIA A100-SXM4-80GB", gpus: 3, dra: true}
+pods:
+  - {name: pair, namespace: team-a, node: dra, claims: [{device_class: gpu.nvidia.com, count: 2}], utilization: 0.5}
+"""
+
+
+async def test_kubelet_lists_a_two_device_claim_with_accumulating_cdi_names(tmp_path: Path) -> None:
+    """The simulated kubelet's List, decoded as sent: gpu-0 with its CDI name, gpu-1 with gpu-0's and its own."""
+    peers = SimPeers(parse_scenario(PAIR, "pair.yaml"), tmp_path, 1_800_000_000.0)
+    await peers.start()
+    try:
+        await peers.advance(0.0)
+        socket_path = Path(peers.agent_env("dra")["GPUCOST_PODRESOURCES_SOCKET"])
+        data = await unary_call(socket_path, "/v1.PodResourcesLister/List",
+                                pb.ListPodResourcesRequest().SerializeToString(), timeout=10.0,
+                                max_receive_bytes=1 << 20)
+    finally:
+        await peers.close()
+    (pod,) = pb.ListPodResourcesResponse.FromString(data).pod_resources
+    (ctr,) = pod.containers
+    (dyn,) = ctr.dynamic_resources
+    claim = peers.cluster.scenario.pods[0].claims[0]
+    assert dyn.claim_name == claim.name and not ctr.devices
+    cdi = [cdi_name("team-a", claim.name, d) for d in ("gpu-0", "gpu-1")]
+    assert [(r.device_name, [c.name for c in r.cdi_devices]) for r in dyn.claim_resources] == [
+        ("gpu-0", cdi[:1]), ("gpu-1", cdi)]
+
+
+async def test_two_device_claim_is_two_gpu_hours_not_more(tmp_path: Path) -> None:
+    """pair holds gpu-0 and gpu-1 for 1 h: 2 GPU-h (keyed on (driver, pool, device): the three CDI names
+    the kubelet lists count for nothing), used 2 x 0.5 = 1.0, cost 2 x 2.00 = 4.00. Unallocated: gpu-2,
+    1 GPU-h -> 2.00."""
+    r = await simulate(PAIR, tmp_path)
+    close(r["team-a"]["allocated_gpu_hours"], 2.0)
+    close(r["team-a"]["used_gpu_hours"], 1.0)
+    close(r["team-a"]["cost"], 4.0)
+    close(r["__unallocated__"]["idle_gpu_hours"], 1.0)

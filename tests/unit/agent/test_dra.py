@@ -69,14 +69,36 @@ def test_without_slices_gpu_names_fall_back_to_the_minor_number() -> None:
     assert by["m"].fraction == pytest.approx(3 / 7)
 
 
+def _device(name: str, kind: str, uuid: str, *, qualified: bool = False, **extra: str) -> dict[str, object]:
+    attrs = {"type": {"string": kind}, (f"{NV}/uuid" if qualified else "uuid"): {"string": uuid},
+             **{k: {"string": v} for k, v in extra.items()}}
+    return {"name": name, "attributes": attrs}
+
+
+def _slice(gen: int, *devices: dict[str, object], pool: str = "node-a", count: int = 1) -> dict[str, object]:
+    return {"spec": {"driver": NV, "pool": {"name": pool, "generation": gen, "resourceSliceCount": count},
+                     "devices": list(devices)}}
+
+
 def test_slice_index_takes_the_newest_generation_and_driver_domain_names() -> None:
-    def slice_(gen: int, uuid: str, qualified: bool) -> dict[str, object]:
-        key = f"{NV}/uuid" if qualified else "uuid"
-        return {"spec": {"driver": NV, "pool": {"name": "node-a", "generation": gen},
-                         "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"},
-                                                                       key: {"string": uuid}}}]}}
-    idx = slice_index([slice_(1, "GPU-old", False), slice_(2, "GPU-new", True)])
+    """The newer generation is listed first, so neither first- nor last-seen wins by accident; gpu-1 is
+    only in the old generation, which the driver has since replaced: it must be gone."""
+    new = _slice(2, _device("gpu-0", "gpu", "GPU-new", qualified=True))
+    old = _slice(1, _device("gpu-0", "gpu", "GPU-old"), _device("gpu-1", "gpu", "GPU-gone"))
+    idx = slice_index([new, old])
     assert idx == {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", "GPU-new")}
+    assert slice_index([old, new]) == idx
+
+
+def test_slice_index_reads_every_slice_of_a_pool() -> None:
+    """One pool (generation 3) in two slices, as under DynamicMIG: a whole GPU in one, a MIG device in the
+    other. Both are indexed, whichever slice is listed last."""
+    gpu = _slice(3, _device("gpu-0", "gpu", G0), count=2)
+    mig = _slice(3, _device("gpu-1-mig-3g40gb-9-1", "mig", "MIG-aaaa", parentUUID=G1, profile="3g.40gb"), count=2)
+    want = {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", G0),
+            DeviceKey(NV, "node-a", "gpu-1-mig-3g40gb-9-1"): SliceDevice("mig", "MIG-aaaa", G1, "3g.40gb")}
+    assert slice_index([gpu, mig]) == want
+    assert slice_index([mig, gpu]) == want
 
 
 def test_admin_devices_reads_the_allocation_results() -> None:

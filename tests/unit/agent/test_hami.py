@@ -53,13 +53,16 @@ def test_slots_name_init_then_regular_containers_or_regular_only() -> None:
 
 def test_fraction_golden() -> None:
     """10 GiB of an 80 GiB GPU with 30 % cores: max(10/80 = 0.125, 0.30) = 0.3.
-    40 GiB with cores unset (0): memory alone, 40/80 = 0.5. 90 GiB (over-subscribed memory): at most 1."""
+    40 GiB with cores unset (0): memory alone, 40/80 = 0.5. 90 GiB (over-subscribed memory): at most 1.
+    GPU size unknown: a share holding memory is unknown (None: 40 GiB might be half the GPU, more than its
+    25 % cores); a cores-only share (0 MiB, 25 %) is still 0.25."""
     fb = 80 * GIB
     assert hami_fraction(HamiDevice(G0, "NVIDIA", 10 * GIB, 30), framebuffer_mib=fb) == pytest.approx(0.3)
     assert hami_fraction(HamiDevice(G0, "NVIDIA", 40 * GIB, 0), framebuffer_mib=fb) == pytest.approx(0.5)
     assert hami_fraction(HamiDevice(G0, "NVIDIA", 90 * GIB, 0), framebuffer_mib=fb) == 1.0
     assert hami_fraction(HamiDevice(G0, "NVIDIA", 40 * GIB, 0), framebuffer_mib=None) is None
-    assert hami_fraction(HamiDevice(G0, "NVIDIA", 40 * GIB, 25), framebuffer_mib=None) == pytest.approx(0.25)
+    assert hami_fraction(HamiDevice(G0, "NVIDIA", 40 * GIB, 25), framebuffer_mib=None) is None
+    assert hami_fraction(HamiDevice(G0, "NVIDIA", 0, 25), framebuffer_mib=None) == pytest.approx(0.25)
 
 
 @settings(max_examples=400, deadline=None)
@@ -113,3 +116,17 @@ def test_memory_share_sized_from_dcgm_when_the_node_label_is_missing() -> None:
     ctx = NodeContext(hami={ContainerKey("ns", "p", "main"): [HamiDevice(G0, "NVIDIA", 40 * GIB, 0)]})
     (a,) = attribute(held, {(G0, ""): dev}, None, {}, {}, context=ctx).assignments
     assert a.fraction == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("cores", "fraction"), [(25, 0.25), (5, 0.1)])
+def test_share_of_a_gpu_of_unknown_size_is_unresolved_not_its_cores_alone(cores: int, fraction: float) -> None:
+    """No node label and no DCGM framebuffer fields: 40 GiB of a GPU of unknown size cannot be sized. The
+    device is reported unresolved (gpucost_agent_unresolved_devices) and charged no less than what is known,
+    its cores, nor than one of the 10 plugin slots: 25 % -> max(0.25, 1/10) = 0.25; 5 % -> max(0.05, 0.1) = 0.1."""
+    held = [ContainerDevices("ns", "p", "main", "nvidia.com/gpu", (f"{G0}-0",))]
+    alloc = {"nvidia.com/gpu": tuple(f"{G0}-{k}" for k in range(10))}
+    ctx = NodeContext(hami={ContainerKey("ns", "p", "main"): [HamiDevice(G0, "NVIDIA", 40 * GIB, cores)]})
+    res = attribute(held, {(G0, ""): _dev(G0, 0.2)}, alloc, {}, {}, context=ctx)
+    (a,) = res.assignments
+    assert a.fraction == pytest.approx(fraction)
+    assert res.unresolved == [G0]

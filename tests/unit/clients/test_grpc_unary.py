@@ -15,7 +15,7 @@ import pytest
 
 from exporter.clients.errors import PeerBadResponse, PeerRateLimited, PeerUnavailable
 from exporter.clients.grpc_unary import RESOURCE_EXHAUSTED, GrpcError, unary_call
-from exporter.clients.podresources import PodResourcesClient
+from exporter.clients.podresources import ClaimDevice, ContainerClaim, PodResourcesClient
 from exporter.clients.proto import podresources_v1_pb2 as pb
 from exporter.clients.proto import podresources_v1_pb2_grpc as pb_grpc
 
@@ -158,3 +158,32 @@ def test_the_agent_does_not_load_the_grpc_runtime() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('grpc')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _claim_resource(device: str, *cdi: str, share_id: str | None = None) -> pb.ClaimResource:
+    res = pb.ClaimResource(driver_name="gpu.nvidia.com", pool_name="node-a", device_name=device,
+                           cdi_devices=[pb.CDIDevice(name=c) for c in cdi])
+    if share_id is not None:
+        res.share_id = share_id
+    return res
+
+
+async def test_list_reads_dynamic_resources_per_claim_and_device(serve: Serve) -> None:
+    """The kubelet's DRA answer (reference example): a container with no plugin devices and a claim of two
+    devices whose CDI names accumulate; a second claim with a shareID and no claim_namespace (the pod's
+    namespace then). Devices are (driver, pool, device, share_id); CDI names are not carried."""
+    cdi0 = "k8s.gpu.nvidia.com/claim=5d1c7a3e-gpu-0"
+    cdi1 = "k8s.gpu.nvidia.com/claim=5d1c7a3e-gpu-1"
+    pod = pb.PodResources(name="trainer-0", namespace="ml", containers=[pb.ContainerResources(
+        name="main", dynamic_resources=[
+            pb.DynamicResource(claim_name="trainer-0-gpu-x7k2p", claim_namespace="ml",
+                               claim_resources=[_claim_resource("gpu-0", cdi0), _claim_resource("gpu-1", cdi0, cdi1)]),
+            pb.DynamicResource(claim_name="share", claim_resources=[_claim_resource("gpu-2", share_id="s-1")])])])
+    client = PodResourcesClient(await serve(Kubelet(pods=[pod])), timeout=5.0)
+    assert await client.list() == []  # no device-plugin devices
+    nv = "gpu.nvidia.com"
+    assert client.last_claims == [
+        ContainerClaim("ml", "trainer-0", "main", "ml", "trainer-0-gpu-x7k2p",
+                       (ClaimDevice(nv, "node-a", "gpu-0"), ClaimDevice(nv, "node-a", "gpu-1"))),
+        ContainerClaim("ml", "trainer-0", "main", "ml", "share", (ClaimDevice(nv, "node-a", "gpu-2", "s-1"),)),
+    ]
