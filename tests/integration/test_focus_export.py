@@ -110,12 +110,23 @@ def committed_ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     yield work / "ledger.db"
 
 
-@pytest.mark.parametrize(("scenario", "fmt"), [("default", "csv"), ("default", "parquet"), ("committed", "csv")])
-def test_validator_passes(sim_ledger: Path, committed_ledger: Path, tmp_path: Path, scenario: str, fmt: str) -> None:
+# BilledCost zero: beside the cloud's own FOCUS data, so the cloud is HostProviderName and InvoiceIssuerName
+ZERO = ("--billed-cost", "zero", "--host-provider", "Amazon Web Services")
+
+
+@pytest.mark.parametrize(("scenario", "fmt", "billing"), [("default", "csv", ()), ("default", "parquet", ()),
+                                                          ("committed", "csv", ()), ("default", "csv", ZERO)],
+                         ids=["default-csv", "default-parquet", "committed-csv", "default-csv-billed-zero"])
+def test_validator_passes(sim_ledger: Path, committed_ledger: Path, tmp_path: Path, scenario: str, fmt: str,
+                          billing: tuple[str, ...]) -> None:
     out = tmp_path / f"focus.{fmt}"
     ledger = sim_ledger if scenario == "default" else committed_ledger
     cli("export", "--ledger", str(ledger), "--format", f"focus-{fmt}", *ALL, "--focus-version", "1.2",
-        "--output", str(out))
+        *billing, "--output", str(out))
+    if billing:  # the validator sees what it is meant to see: every BilledCost 0, the cloud invoices (1.2 has no
+        rows = read_csv(out.read_text())  # HostProviderName: its 1.3 value is pinned by the unit tests)
+        assert rows and {(r["BilledCost"], r["InvoiceIssuerName"], r["ProviderName"]) for r in rows} == {
+            ("0.0", "Amazon Web Services", "GPU Platform")}
     outcome = run_validator(out, tmp_path)
     assert outcome.tests - outcome.skipped > 200, outcome  # the applicable rules did run
     unexpected = {rule: msg for rule, msg in outcome.failed.items() if rule not in KNOWN_QUIRKS}
