@@ -17,15 +17,19 @@ from exporter.export.focus_export import export, focus_hours
 from exporter.export.focus_rows import FocusSettings
 from exporter.export.focus_writers import CsvSink, ParquetSink, metadata, parquet_available
 from exporter.export.ledger_open import LedgerReader, open_ledger
-from exporter.export.ledger_source import Window, inspect_ledger, ledger_clusters
+from exporter.export.ledger_source import LedgerLayout, Window, inspect_ledger, ledger_clusters
 from exporter.export.rate_card import (
     PriceEntry,
+    PriceMismatch,
     booked_price,
     commitment_prices,
     file_keys,
     price_list,
+    published_price,
     render_price_list,
 )
+from exporter.model.pricing import Pricing
+from exporter.model.pricing_labels import CapacityType, NodeFacts
 
 
 class CommandError(ValueError):
@@ -100,7 +104,8 @@ def _write(r: LedgerReader, *, fmt: str, window: Window, settings: FocusSettings
 
 
 def run_price_list(*, pricing_file: Path, ledger: str | None, password_file: Path | None = None) -> str:
-    """The price list of every SKU in the pricing file, or of every SKU the ledger's rows reference."""
+    """The price list of every SKU the pricing file names (each pool's too), or of every SKU the ledger's rows
+    reference, each priced from the pricing file: a booked list price it does not publish is refused."""
     from exporter.aggregator.pricing_source import load_pricing_file
     from exporter.model.pricing import PricingError
 
@@ -112,14 +117,9 @@ def run_price_list(*, pricing_file: Path, ledger: str | None, password_file: Pat
         return render_price_list(price_list(pricing, file_keys(pricing)) + commitment_prices(pricing))
     reader = _open(ledger, password_file)
     try:
-        entries: dict[str, PriceEntry] = {}
-        for cluster in ledger_clusters(reader.query, dialect=reader.dialect):  # exactly what an export cites
-            settings = FocusSettings(cluster=cluster)
-            for rows in focus_hours(reader.query, settings, Window(None, None), dialect=reader.dialect):
-                for row in rows:
-                    entry = booked_price(row)
-                    if entry is not None:
-                        entries.setdefault(entry.sku_price_id, entry)
+        entries = _ledger_prices(reader, pricing)
+    except PriceMismatch as exc:
+        raise CommandError(f"{reader.where}: {exc} ({pricing_file})") from None
     except (sqlite3.DatabaseError, ValueError) as exc:
         raise CommandError(f"{reader.where}: not a gpu-cost-exporter ledger ({exc})") from None
     except LedgerError as exc:
@@ -127,3 +127,40 @@ def run_price_list(*, pricing_file: Path, ledger: str | None, password_file: Pat
     finally:
         reader.close()
     return render_price_list(sorted(entries.values(), key=lambda e: (e.sku_id, e.unit_price)))
+
+
+def _node_facts(reader: LedgerReader, layout: LedgerLayout, cluster: str) -> dict[str, NodeFacts]:
+    """Each node's instance and capacity type as the ledger last saw them (what its list price depends on
+    beyond model, MIG profile and pool); the table came with commitments (schema 4), so older ledgers have none."""
+    if not layout.commitments:
+        return {}
+    out: dict[str, NodeFacts] = {}
+    for node, instance_type, capacity_type in reader.query(
+            "SELECT node, instance_type, capacity_type FROM node_billing WHERE cluster = ?", (cluster,)):
+        try:
+            kind = CapacityType(str(capacity_type))
+        except ValueError:
+            kind = CapacityType.ON_DEMAND
+        out[str(node)] = NodeFacts(str(node), None, str(instance_type or "") or None, kind)
+    return out
+
+
+def _ledger_prices(reader: LedgerReader, pricing: Pricing) -> dict[str, PriceEntry]:
+    """Every price the ledger's export cites, checked against the pricing file row by row, an hour at a time."""
+    entries: dict[str, PriceEntry] = {}
+    for cluster in ledger_clusters(reader.query, dialect=reader.dialect):  # exactly what an export cites
+        layout = inspect_ledger(reader.query, cluster=cluster, dialect=reader.dialect)
+        list_is_effective = "usage" not in layout.list_cost_in  # a ledger from before list prices
+        nodes = _node_facts(reader, layout, cluster)
+        settings = FocusSettings(cluster=cluster)
+        for rows in focus_hours(reader.query, settings, Window(None, None), dialect=reader.dialect):
+            for row in rows:
+                booked = booked_price(row)
+                if booked is None:
+                    continue
+                node = str(row.get("ResourceName") or "")
+                entry = published_price(pricing, booked, hour=int(str(row["ChargePeriodStart"])),
+                                        node=nodes.get(node, NodeFacts(node, None)) if node else None,
+                                        list_is_effective=list_is_effective)
+                entries.setdefault(entry.sku_price_id, entry)
+    return entries

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -39,9 +41,26 @@ KNOWN_QUIRKS = {
 # The default scenario's prices (exporter/sim/scenarios/default.yaml) as a pricing file.
 PRICING = """currency: USD
 default_price: 1.00
-models: {"NVIDIA H100 80GB HBM3": 4.00, "NVIDIA A100-SXM4-80GB": 2.50, "NVIDIA L4": 0.80}
+models: {"NVIDIA H100 80GB HBM3": 4.00, "NVIDIA A100-SXM4-80GB": 2.50, "NVIDIA L4": 0.80, "NVIDIA H200": 5.00}
 pools: {dev: 0.5}
+instance_types: {p5.48xlarge: {gpus: 8, hourly: 55.04}}
+capacity_types: {spot: 0.35}
+commitments:
+  - {name: h200-1yr, model: "NVIDIA H200", gpus: 6, hourly: 3.00,
+     start: "2026-01-01T00:00:00Z", end: "2036-01-01T00:00:00Z"}
 """
+# Its price list, by hand: SKU = model (+ MIG profile) + pool of the scenario's nodes; list price per GPU-hour.
+# Pools, spot and commitments discount the effective price only; an instance type sets the list price.
+DEFAULT_PRICE_LIST = {
+    "gpu-nvidia-h100-80gb-hbm3-pool-training": "4.0",  # models
+    "gpu-nvidia-h100-80gb-hbm3-pool-research": "6.88",  # the spot p5.48xlarge: 55.04 / 8 GPUs
+    "gpu-nvidia-h200-pool-research": "5.0",  # 6 of its 8 GPUs are committed at 3.00: effective only
+    "gpu-nvidia-a100-sxm4-80gb-pool-inference": "2.5",
+    "gpu-nvidia-a100-sxm4-80gb-mig-3g.40gb-pool-inference": "2.5",  # no MIG price: the GPU's, per GPU-equivalent
+    "gpu-nvidia-a100-sxm4-80gb-mig-1g.10gb-pool-inference": "2.5",
+    "gpu-nvidia-a100-sxm4-80gb-pool-shared": "2.5",  # the DRA and HAMi nodes
+    "gpu-nvidia-l4-pool-dev": "0.8",  # the dev pool's 0.5 makes 0.40 effective
+}
 
 
 # A commitment of 12 H100 against a fleet of 8 (c = 1, 4 GPUs unused every hour), active through the run
@@ -69,10 +88,10 @@ pods:
 """
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([sys.executable, "-m", "exporter", *args], cwd=REPO, capture_output=True, text=True,
                           check=False)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == code, done.stderr
     return done
 
 
@@ -91,12 +110,23 @@ def committed_ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     yield work / "ledger.db"
 
 
-@pytest.mark.parametrize(("scenario", "fmt"), [("default", "csv"), ("default", "parquet"), ("committed", "csv")])
-def test_validator_passes(sim_ledger: Path, committed_ledger: Path, tmp_path: Path, scenario: str, fmt: str) -> None:
+# BilledCost zero: beside the cloud's own FOCUS data, so the cloud is HostProviderName and InvoiceIssuerName
+ZERO = ("--billed-cost", "zero", "--host-provider", "Amazon Web Services")
+
+
+@pytest.mark.parametrize(("scenario", "fmt", "billing"), [("default", "csv", ()), ("default", "parquet", ()),
+                                                          ("committed", "csv", ()), ("default", "csv", ZERO)],
+                         ids=["default-csv", "default-parquet", "committed-csv", "default-csv-billed-zero"])
+def test_validator_passes(sim_ledger: Path, committed_ledger: Path, tmp_path: Path, scenario: str, fmt: str,
+                          billing: tuple[str, ...]) -> None:
     out = tmp_path / f"focus.{fmt}"
     ledger = sim_ledger if scenario == "default" else committed_ledger
     cli("export", "--ledger", str(ledger), "--format", f"focus-{fmt}", *ALL, "--focus-version", "1.2",
-        "--output", str(out))
+        *billing, "--output", str(out))
+    if billing:  # the validator sees what it is meant to see: every BilledCost 0, the cloud invoices (1.2 has no
+        rows = read_csv(out.read_text())  # HostProviderName: its 1.3 value is pinned by the unit tests)
+        assert rows and {(r["BilledCost"], r["InvoiceIssuerName"], r["ProviderName"]) for r in rows} == {
+            ("0.0", "Amazon Web Services", "GPU Platform")}
     outcome = run_validator(out, tmp_path)
     assert outcome.tests - outcome.skipped > 200, outcome  # the applicable rules did run
     unexpected = {rule: msg for rule, msg in outcome.failed.items() if rule not in KNOWN_QUIRKS}
@@ -156,15 +186,53 @@ def test_team_label_reaches_the_export(committed_ledger: Path) -> None:
             assert json.loads(r["AllocatedTags"])["gpu-cost-exporter/team"] == "research"
 
 
+def _price_list(pricing: str, ledger: Path, tmp_path: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "pricing.yaml").write_text(pricing)
+    return cli("pricing", "--pricing-file", str(tmp_path / "pricing.yaml"), "--format", "focus-price-list",
+               "--ledger", str(ledger), code=code)
+
+
 def test_every_price_id_of_the_export_is_on_the_published_price_list(sim_ledger: Path, tmp_path: Path) -> None:
-    (tmp_path / "pricing.yaml").write_text(PRICING)
+    """The price list prices each SKU the ledger cites from the pricing file (not from the ledger): it is the
+    hand-computed list, and every row's SkuPriceId is on it at the row's ListUnitPrice."""
+    listed = read_csv(_price_list(PRICING, sim_ledger, tmp_path).stdout)
+    assert {r["SkuId"]: r["ListUnitPrice"] for r in listed} == DEFAULT_PRICE_LIST
+    assert all(r["SkuPriceId"] == f"{r['SkuId']}-usd-{r['ListUnitPrice']}" for r in listed)
+    prices = {r["SkuPriceId"]: (r["SkuId"], r["ListUnitPrice"]) for r in listed}
     rows = read_csv(cli("export", "--ledger", str(sim_ledger), "--format", "focus-csv", *ALL).stdout)
-    listed = read_csv(cli("pricing", "--pricing-file", str(tmp_path / "pricing.yaml"), "--format", "focus-price-list",
-                          "--ledger", str(sim_ledger)).stdout)
-    prices = {r["SkuPriceId"]: r["ListUnitPrice"] for r in listed}
     for r in rows:
-        assert prices[r["SkuPriceId"]] == r["ListUnitPrice"]
+        assert prices[r["SkuPriceId"]] == (r["SkuId"], r["ListUnitPrice"]), r
     assert {r["SkuPriceId"] for r in rows} == set(prices)
+
+
+def test_the_price_list_lists_the_unused_commitments_sku(committed_ledger: Path, tmp_path: Path) -> None:
+    """Unused committed GPU-hours are exported under the commitment's SKU at list price 0; the H100 node lists
+    4.0 and the dev-pool L4 0.80 (its pool's 0.5 is a discount)."""
+    pricing = COMMITTED_SCENARIO.split("pricing:\n", 1)[1].split("nodes:", 1)[0]
+    listed = read_csv(_price_list(textwrap.dedent(pricing), committed_ledger, tmp_path).stdout)
+    assert {(r["SkuId"], r["ListUnitPrice"], r["PricingCategory"]) for r in listed} == {
+        ("gpu-commitment-h100-1yr", "0.0", "Committed"), ("gpu-nvidia-h100-80gb-hbm3-pool-train", "4.0", "Standard"),
+        ("gpu-nvidia-l4-pool-dev", "0.8", "Standard")}
+
+
+def test_a_booked_list_price_the_pricing_file_does_not_publish_is_refused(sim_ledger: Path, tmp_path: Path) -> None:
+    """A ledger row whose list cost was doubled (so its export cites 8.0 for the 4.0 H100) is exit 2 with one line
+    naming the SKU; so is a pricing file that prices the H100 differently from the one that booked it."""
+    ledger = tmp_path / "ledger.db"
+    shutil.copy(sim_ledger, ledger)
+    conn = sqlite3.connect(ledger)
+    with conn:
+        conn.execute("UPDATE usage SET list_cost = list_cost * 2 WHERE node = 'gpu-h100-0'")
+    conn.close()
+    tampered = read_csv(cli("export", "--ledger", str(ledger), "--format", "focus-csv", *ALL).stdout)
+    assert "gpu-nvidia-h100-80gb-hbm3-pool-training-usd-8.0" in {r["SkuPriceId"] for r in tampered}
+    done = _price_list(PRICING, ledger, tmp_path, code=2)
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "SKU gpu-nvidia-h100-80gb-hbm3-pool-training on node gpu-h100-0 is booked at list price 8.0 USD" in (
+        done.stderr) and "publishes 4.0" in done.stderr and str(ledger) in done.stderr, done.stderr
+    done = _price_list(PRICING.replace('"NVIDIA H100 80GB HBM3": 4.00', '"NVIDIA H100 80GB HBM3": 4.50'), sim_ledger,
+                       tmp_path, code=2)
+    assert "SKU gpu-nvidia-h100-80gb-hbm3-pool-training" in done.stderr and "publishes 4.5" in done.stderr
 
 
 async def test_http_streams_the_same_csv_as_the_cli(sim_ledger: Path, tmp_path: Path) -> None:

@@ -49,7 +49,10 @@ A100 = "NVIDIA A100-SXM4-80GB"
 PRICING = """currency: USD
 default_price: 1.0
 models: {"NVIDIA H100 80GB HBM3": 4.0, "NVIDIA A100-SXM4-80GB": 2.50}
-"""
+commitments:
+  - {name: h100-1yr, model: "NVIDIA H100 80GB HBM3", gpus: 12, hourly: 2.10,
+     start: "2026-01-01T00:00:00Z", end: "2027-01-01T00:00:00Z"}
+"""  # the books' prices: the price list refuses a booked price (or commitment) the pricing file does not have
 
 
 def _books(target: str, password_file: Path | None) -> None:
