@@ -10,21 +10,18 @@ import argparse
 import asyncio
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from exporter import __version__
+from exporter.cli_common import UsageError, duration_arg, pricing_check
+from exporter.cli_ledger import focus_command, recommend_command, report_command
 from exporter.config import AgentSettings, AggregatorSettings
 
 EXIT_USAGE = 2
 DEFAULT_SCENARIO = Path(__file__).parent / "sim" / "scenarios" / "default.yaml"
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -142,135 +139,6 @@ def _scenario(path: Path) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _duration(text: str | None, flag: str) -> float | None:
-    from exporter.model.durations import parse_duration
-
-    if text is None:
-        return None
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-
-
-def _pricing_check(path: Path | None) -> Any:
-    """The pricing file or directory, validated (one line naming file and field, exit 2)."""
-    from exporter.aggregator.pricing_source import load_pricing_file
-    from exporter.model.pricing import PricingError
-
-    try:
-        return load_pricing_file(path)
-    except PricingError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _check_schema(query: Any, ledger: Path | str) -> None:
-    """A ledger an older build wrote is migrated by the aggregator, not by a read-only report."""
-    from exporter.aggregator.ledger import SCHEMA_VERSION, redact
-
-    version = next((int(v) for (v,) in query("SELECT value FROM meta WHERE key = 'schema_version'", ())), 0)
-    if version < SCHEMA_VERSION:
-        raise UsageError(f"{redact(str(ledger))}: ledger schema version {version} is older than this build's "
-                         f"({SCHEMA_VERSION}); start the aggregator on it once to migrate it")
-
-
-def _reprice_currency(rows: list[dict[str, Any]], *, pricing: Any, path: Path) -> None:
-    """A what-if in another currency would print two currencies' amounts side by side as if comparable."""
-    booked = sorted({str(r["currency"]) for r in rows} - {pricing.currency})
-    if booked:
-        raise UsageError(f"{path}: field currency: {pricing.currency} is not the currency of the ledger's rows "
-                         f"({', '.join(booked)}); reprice with a document in the ledger's currency")
-
-
-def _report(args: argparse.Namespace) -> int:
-    from exporter.aggregator.ledger import LedgerError, open_reader
-    from exporter.aggregator.report import ReportError, build_report, parse_time, render
-
-    if args.budgets or args.budget or args.budgets_file:
-        return _budgets_report(args)
-    what_if = _pricing_check(args.reprice) if args.reprice is not None else None
-    if what_if is not None and "," in args.by:
-        raise UsageError("--reprice takes one --by key")
-    now = time.time()
-    try:
-        since, until = parse_time(args.since, now), parse_time(args.until, now)
-        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
-            _check_schema(query, args.ledger)
-            rows = build_report(query, args.by, since, until, cluster=args.cluster)
-            if what_if is not None:
-                from exporter.aggregator.reprice import reprice
-
-                _reprice_currency(rows, pricing=what_if, path=args.reprice)
-                rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
-                               cluster=args.cluster)
-    except (ReportError, LedgerError) as exc:
-        raise UsageError(str(exc)) from None
-    sys.stdout.write(render(rows, args.format))
-    return 0
-
-
-def _budgets_report(args: argparse.Namespace) -> int:
-    from exporter.aggregator.budgets import BudgetFileError, load_budgets
-    from exporter.aggregator.forecasts import forecasts, render
-    from exporter.aggregator.ledger import LedgerError, open_reader
-
-    window = _duration(args.forecast_window, "--forecast-window") or 0.0
-    if window <= 0:
-        raise UsageError("--forecast-window: must be longer than 0")
-    try:
-        budgets = load_budgets(path=args.budgets_file, pairs=args.budget)
-        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
-            _check_schema(query, args.ledger)
-            rows = forecasts(query, cluster=args.cluster, budgets=budgets, window_s=window)
-    except (BudgetFileError, LedgerError) as exc:
-        raise UsageError(str(exc)) from None
-    sys.stdout.write(render(rows, args.format))
-    return 0
-
-
-def _recommend(args: argparse.Namespace) -> int:
-    from exporter.aggregator.ledger import LedgerError, open_reader
-    from exporter.aggregator.recommendations import explicit_window, recommendations, render
-    from exporter.aggregator.report import ReportError
-    from exporter.model.recommend_types import RuleSettings
-
-    window = _duration(args.window, "--window") or 0.0
-    evidence = _duration(args.min_evidence, "--min-evidence") or 0.0
-    if window <= 0:
-        raise UsageError("--window: must be longer than 0")
-    if not 0 <= args.idle_threshold <= 1:
-        raise UsageError("--idle-threshold: must be between 0 and 1")
-    settings = RuleSettings(idle_threshold=args.idle_threshold, min_evidence_hours=evidence / 3600.0)
-    try:
-        since, until = explicit_window(args.since, args.until, now=time.time())
-        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
-            _check_schema(query, args.ledger)
-            rows = recommendations(query, cluster=args.cluster, window_s=window, settings=settings, since=since,
-                                   until=until)
-    except (ReportError, LedgerError) as exc:
-        raise UsageError(str(exc)) from None
-    sys.stdout.write(render(rows, args.format))
-    return 0
-
-
-def _focus_command(args: argparse.Namespace) -> int:
-    from exporter.export.commands import CommandError, export_window, run_export, run_price_list
-    from exporter.export.focus_rows import FocusSettings
-
-    try:
-        if args.command == "pricing":
-            sys.stdout.write(run_price_list(pricing_file=args.pricing_file, ledger=args.ledger,
-                                            password_file=args.ledger_password_file))
-            return 0
-        settings = FocusSettings(version=args.focus_version, cluster=args.cluster, billed_cost=args.billed_cost,
-                                 host_provider=args.host_provider)
-        run_export(ledger=args.ledger, fmt=args.format, window=export_window(args.since, args.until, time.time()),
-                   settings=settings, output=args.output, password_file=args.ledger_password_file)
-    except CommandError as exc:
-        raise UsageError(str(exc)) from None
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -287,11 +155,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     cmd = args.command
     if cmd == "report":
-        return _report(args)
+        return report_command(args)
     if cmd == "recommend":
-        return _recommend(args)
+        return recommend_command(args)
     if cmd in ("export", "pricing"):
-        return _focus_command(args)
+        return focus_command(args)
     if cmd == "agent":
         settings = _settings(AgentSettings, args)
         if not settings.node_name:
@@ -313,7 +181,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         settings = _settings(AggregatorSettings, args)
         if settings.is_postgres() and not settings.cluster:
             raise UsageError("setting cluster (GPUCOST_CLUSTER): required with a PostgreSQL ledger")
-        _pricing_check(settings.pricing_file)
+        pricing_check(settings.pricing_file)
         configure_logging(settings.log_level, settings.log_format)
         from exporter.aggregator.ledger import LedgerError
         from exporter.aggregator.service import Aggregator
@@ -336,8 +204,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if cmd == "demo":
         scenario = _scenario(args.scenario)
-        duration = _duration(args.duration, "--duration")
-        refresh = _duration(args.refresh, "--refresh")
+        duration = duration_arg(args.duration, "--duration")
+        refresh = duration_arg(args.refresh, "--refresh")
         configure_logging("warning", "auto")
         from exporter.pipeline import run_demo
 

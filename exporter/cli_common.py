@@ -1,0 +1,32 @@
+"""What every command of the entry point shares: the one-line usage error and argument checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit code 2."""
+
+
+def duration_arg(text: str | None, flag: str) -> float | None:
+    from exporter.model.durations import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def pricing_check(path: Path | None) -> Any:
+    """The pricing file or directory, validated (one line naming file and field, exit 2)."""
+    from exporter.aggregator.pricing_source import load_pricing_file
+    from exporter.model.pricing import PricingError
+
+    try:
+        return load_pricing_file(path)
+    except PricingError as exc:
+        raise UsageError(str(exc)) from None
