@@ -229,7 +229,7 @@ def test_server_stopped_30s_under_real_daemons_books_exactly_the_agents_counters
         for node, env in agents.items():
             c.spawn(f"agent-{node}", ["agent"], env)
         agg = sim.aggregator_env(GPUCOST_TICK="1s", GPUCOST_LEDGER=url, GPUCOST_CLUSTER="c",
-                                 GPUCOST_LEDGER_PASSWORD_FILE=str(server.password_file))
+                                 GPUCOST_LEDGER_PASSWORD_FILE=str(server.password_file), GPUCOST_LOG_LEVEL="debug")
         c.spawn("aggregator", ["aggregator"], agg)
         base = f"http://{agg['GPUCOST_LISTEN']}"
         wait(lambda: get(f"{base}/readyz")[0] == 200, timeout=60.0)
@@ -260,6 +260,7 @@ def test_server_stopped_30s_under_real_daemons_books_exactly_the_agents_counters
         counted = _agents_allocated(agents)
         assert c.stop("aggregator") == 0
         ledger = _ledger_allocated(url)
+        log = (c.logs / "aggregator.log").read_text(errors="replace")
     finally:
         with contextlib.suppress(subprocess.CalledProcessError):
             server.start()  # the session's server: up again for the tests after this one, whatever happened
@@ -267,3 +268,5 @@ def test_server_stopped_30s_under_real_daemons_books_exactly_the_agents_counters
     assert counted["team-a"] > OUTAGE_S  # one GPU held through the outage and more: the run was real
     for ns, seconds in counted.items():
         assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
+    # the failed ticks and the pool's reconnection attempts were logged, and none of it names the password
+    assert "tick_failed" in log and PASSWORD not in log
