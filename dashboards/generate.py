@@ -5,12 +5,17 @@ Written as a small generator rather than by hand because every panel shares the 
 variable and layout boilerplate; written without a dashboard SDK because the output is plain JSON in
 Grafana's stable classic model and needs nothing more. The JSON goes to dashboards/ and into the Helm
 chart (files/dashboards/), and a test fails when either copy is stale.
-Usage: ``python dashboards/generate.py [--check]``.
+Every query is scoped to the dashboard's ``cluster`` variable: Prometheus adds the cluster as an external
+label, so one Grafana over a fleet's Thanos or Mimir shows one cluster or several; joins match on it too,
+so "All" never pairs two clusters' namespaces. The label is named ``cluster`` unless told otherwise.
+Usage: ``python dashboards/generate.py [--check] [--cluster-label NAME --out DIR]``.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,19 +24,39 @@ HERE = Path(__file__).resolve().parent
 CHART_COPY = HERE.parent / "helm" / "gpu-cost-exporter" / "files" / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 NS = 'namespace=~"$namespace"'
+DEFAULT_CLUSTER_LABEL = "cluster"
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# A series selector: a recorded (level:metric:operation) or plain gpucost_ metric, or a DCGM one, and its
+# matchers if it has any. Nothing else in these queries looks like one (functions, by/on label lists).
+SELECTOR = re.compile(r"(?<![\w:])((?:[a-z_]+:)?gpucost_\w+(?::\w+)*|DCGM_FI_\w+)(\{[^}]*\})?")
+JOIN = re.compile(r"\bon \(")
+
+
+def scope(expr: str, label: str) -> str:
+    """``expr`` with every selector matching ``label=~"$cluster"`` and every join matching on ``label``."""
+    matcher = f'{label}=~"$cluster"'
+
+    def one(m: re.Match[str]) -> str:
+        inner = (m.group(2) or "{}")[1:-1]
+        return f"{m.group(1)}{{{matcher}{',' if inner else ''}{inner}}}"
+
+    return JOIN.sub(f"on ({label}, ", SELECTOR.sub(one, expr))
 
 
 def _var_query(name: str, label: str, metric: str, all_value: str = ".*") -> dict[str, Any]:
+    """A multi-value variable of one label's values. "All" is ``.*``, which also matches series without
+    the label (a Prometheus without the external label, queried directly)."""
+    query = f"label_values({metric}, {name})"
     return {"name": name, "label": label, "type": "query", "datasource": DS,
-            "query": {"query": f"label_values({metric}, {name if name != 'gpu_model' else 'gpu_model'})",
-                      "refId": f"{name}-var"},
-            "definition": f"label_values({metric}, {name})", "refresh": 2, "multi": True, "includeAll": True,
+            "query": {"query": query, "refId": f"{name}-var"},
+            "definition": query, "refresh": 2, "multi": True, "includeAll": True,
             "allValue": all_value, "current": {"selected": True, "text": "All", "value": "$__all"}, "sort": 1}
 
 
 TEMPLATING = [
     {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
      "current": {}, "hide": 0},
+    _var_query("cluster", "Cluster", "gpucost_allocated_gpu_seconds_total"),
     _var_query("namespace", "Namespace", "gpucost_allocated_gpu_seconds_total"),
     _var_query("pool", "Pool", "gpucost_unallocated_gpu_seconds_total"),
     _var_query("gpu_model", "GPU model", "gpucost_unallocated_gpu_seconds_total"),
@@ -201,12 +226,55 @@ DASHBOARDS: dict[str, dict[str, Any]] = {
 }
 
 
-def render() -> dict[str, str]:
-    return {f"{name}.json": json.dumps(d, indent=2, sort_keys=False) + "\n" for name, d in DASHBOARDS.items()}
+def scoped(d: dict[str, Any], label: str) -> dict[str, Any]:
+    """One dashboard with every panel query and every variable but ``cluster`` itself scoped to the
+    cluster; the ``cluster`` variable lists the values of ``label``."""
+    out = copy.deepcopy(d)
+    for var in out["templating"]["list"]:
+        if var["type"] != "query":
+            continue
+        if var["name"] == "cluster":
+            query = f"label_values(gpucost_allocated_gpu_seconds_total, {label})"
+        else:
+            query = scope(var["definition"], label)
+        var["query"]["query"] = var["definition"] = query
+    for p in out["panels"]:
+        for t in p["targets"]:
+            t["expr"] = scope(t["expr"], label)
+    return out
+
+
+def render(cluster_label: str = DEFAULT_CLUSTER_LABEL) -> dict[str, str]:
+    if not LABEL_NAME.fullmatch(cluster_label):
+        raise ValueError(f"--cluster-label: {cluster_label!r} is not a Prometheus label name")
+    return {f"{name}.json": json.dumps(scoped(d, cluster_label), indent=2, sort_keys=False) + "\n"
+            for name, d in DASHBOARDS.items()}
+
+
+def _option(name: str) -> str | None:
+    if name not in sys.argv:
+        return None
+    i = sys.argv.index(name) + 1
+    if i >= len(sys.argv):
+        raise ValueError(f"{name}: needs a value")
+    return sys.argv[i]
 
 
 def main() -> int:
-    files = render()
+    """Write (or ``--check``) the committed copies, cluster label ``cluster``; another label goes to ``--out``."""
+    try:
+        label, out = _option("--cluster-label") or DEFAULT_CLUSTER_LABEL, _option("--out")
+        if label != DEFAULT_CLUSTER_LABEL and out is None:
+            raise ValueError("--cluster-label: the committed dashboards use 'cluster'; give --out DIR for another")
+        files = render(label)
+    except ValueError as exc:
+        print(f"dashboards/generate.py: {exc}", file=sys.stderr)
+        return 2
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (Path(out) / name).write_text(text)
+        return 0
     if "--check" in sys.argv:
         stale = [n for n, t in files.items() for d in (HERE, CHART_COPY)
                  if not (d / n).exists() or (d / n).read_text() != t]

@@ -62,8 +62,9 @@ class PgServer:
         _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
                      "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
 
-    def stop(self) -> None:
-        _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+    def stop(self, *, mode: str = "immediate") -> None:
+        """``immediate`` kills the server as a crash would; ``fast`` ends sessions and shuts down cleanly."""
+        _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
 
 
 def start_server() -> PgServer:

@@ -132,7 +132,8 @@ def _dashboard_exprs() -> list[tuple[str, str, str]]:
         for panel in json.loads(path.read_text())["panels"]:
             for t in panel["targets"]:
                 expr = (t["expr"].replace("$__rate_interval", "1m").replace("$__range", "1h")
-                        .replace("$namespace", ".*").replace("$pool", ".*").replace("$gpu_model", ".*"))
+                        .replace("$namespace", ".*").replace("$pool", ".*").replace("$gpu_model", ".*")
+                        .replace("$cluster", ".*"))  # no external label here: ".*" matches its absence
                 out.append((path.name, panel["title"], expr))
     return out
 

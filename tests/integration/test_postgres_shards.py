@@ -52,7 +52,18 @@ def _free_listen() -> str:
 def _shard_env(cluster: Cluster, postgres: PgServer, url: str, *, index: int, count: int) -> dict[str, str]:
     return {**cluster.aggregator_env(), "GPUCOST_LEDGER": url, "GPUCOST_CLUSTER": "prod",
             "GPUCOST_LEDGER_PASSWORD_FILE": str(postgres.password_file), "GPUCOST_LISTEN": _free_listen(),
-            "GPUCOST_SHARDS": str(count), "GPUCOST_SHARD_INDEX": str(index)}
+            "GPUCOST_SHARDS": str(count), "GPUCOST_SHARD_INDEX": str(index),
+            "GPUCOST_LOG_LEVEL": "debug"}  # the most an operator can make it log: still no password
+
+
+def _no_password_in_logs(logs: Path) -> None:
+    """Every aggregator's log (each started, at debug level) lacks the ledger password's text."""
+    found = sorted(logs.glob("agg*.log"))
+    assert found
+    for log in found:
+        text = log.read_text(errors="replace")
+        assert "aggregator_started" in text, log.name
+        assert PASSWORD not in text, log.name
 
 
 def _metric_nodes(listen: str) -> set[str]:
@@ -137,6 +148,7 @@ def test_two_then_three_shards_book_exactly_what_the_agents_counted(cluster: Clu
     assert agent_alloc["team-a"] > 3 * 9.0  # three 1-GPU pods for more than 9 s each: the run was real
     for ns, seconds in agent_alloc.items():
         assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
+    _no_password_in_logs(cluster.logs)
 
 
 def test_paused_leader_resumes_after_losing_the_lease_and_books_nothing(cluster: Cluster,
@@ -176,6 +188,7 @@ def test_paused_leader_resumes_after_losing_the_lease_and_books_nothing(cluster:
     assert set(ledger) == {"team-a", "team-b"} and agent_alloc["team-b"] > 3 * 2.0
     for ns, seconds in agent_alloc.items():
         assert ledger[ns] == pytest.approx(seconds, abs=1e-6), ns
+    _no_password_in_logs(cluster.logs)
 
 
 COMMITTED_SCENARIO = SCENARIO.replace('prices: {"NVIDIA L4": 0.8}\n', """pricing:
@@ -231,6 +244,7 @@ def test_shards_blend_a_commitment_over_the_whole_cluster(postgres: PgServer) ->
 
         with psycopg.connect(url, password=PASSWORD) as pg:
             unused = pg.execute("SELECT COALESCE(SUM(seconds), 0) FROM unused_commitment").fetchone()
+        _no_password_in_logs(cluster.logs)  # before the workdir (and its logs) is removed
     finally:
         cluster.close()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -89,10 +89,16 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
 {{- default (printf "%s-pricing" (include "gce.fullname" .)) .Values.pricing.existingConfigMap -}}
 {{- end -}}
 
+{{/* Whether the ledger is PostgreSQL (aggregator.postgres.url set; shards need it): replicas then share
+     it, so no ledger volume is claimed and HA replicas are a Deployment. */}}
+{{- define "gce.postgresLedger" -}}
+{{- if or .Values.aggregator.postgres.url (gt (int .Values.aggregator.shards) 1) }}true{{ else }}false{{ end }}
+{{- end -}}
 
-{{/* The aggregator's pod template, shared by the Deployment (1 replica) and the StatefulSet (HA).
-     Context: dict "root" $ "ha" bool. */}}
+{{/* The aggregator's pod template, shared by the Deployment (1 replica, or HA on PostgreSQL), the
+     StatefulSet (HA on SQLite) and the shards' StatefulSet. Context: dict "root" $ "ha" bool "shards" bool. */}}
 {{- define "gce.aggregatorPodTemplate" }}
+{{- $pg := eq (include "gce.postgresLedger" .root) "true" }}
   template:
     metadata:
       labels:
@@ -129,18 +135,20 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
               value: "0.0.0.0:{{ .root.Values.aggregator.port }}"
             - name: GPUCOST_TICK
               value: {{ .root.Values.aggregator.tick | quote }}
-            {{- if .shards }}
+            {{- if $pg }}
             - name: GPUCOST_LEDGER
               value: {{ required "aggregator.postgres.url is required with aggregator.shards > 1" .root.Values.aggregator.postgres.url | quote }}
             - name: GPUCOST_CLUSTER
-              value: {{ required "aggregator.postgres.cluster is required with aggregator.shards > 1" .root.Values.aggregator.postgres.cluster | quote }}
+              value: {{ required "aggregator.postgres.cluster is required with a PostgreSQL ledger" .root.Values.aggregator.postgres.cluster | quote }}
             {{- if .root.Values.aggregator.postgres.passwordSecret.name }}
             - name: GPUCOST_LEDGER_PASSWORD_FILE
               value: /etc/gpu-cost-exporter-ledger/password
             {{- end }}
+            {{- if .shards }}
             # The shard index is the pod's ordinal (its hostname), so only the count is set here.
             - name: GPUCOST_SHARDS
               value: {{ .root.Values.aggregator.shards | quote }}
+            {{- end }}
             {{- else }}
             - name: GPUCOST_LEDGER
               value: /var/lib/gpu-cost-exporter/ledger.db
@@ -208,7 +216,7 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
             - name: pricing
               mountPath: /etc/gpu-cost-exporter
               readOnly: true
-            {{- if and .shards .root.Values.aggregator.postgres.passwordSecret.name }}
+            {{- if and $pg .root.Values.aggregator.postgres.passwordSecret.name }}
             - name: ledger-password
               mountPath: /etc/gpu-cost-exporter-ledger
               readOnly: true
@@ -225,9 +233,9 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
               readOnly: true
             {{- end }}
       volumes:
-        {{- if .shards }}
+        {{- if $pg }}
         - name: ledger
-          emptyDir: {}
+          emptyDir: {}  # the ledger is the database; nothing of it is kept here
         {{- with .root.Values.aggregator.postgres.passwordSecret }}
         {{- if .name }}
         - name: ledger-password

@@ -146,6 +146,44 @@ async def test_report_command_reads_a_postgres_ledger(postgres: PgServer, capsys
     assert [(r["namespace"], r["allocated_gpu_hours"]) for r in json.loads(capsys.readouterr().out)] == [("team", 0.5)]
 
 
+def _pgpass(tmp_path: Path, port: int, password: str, mode: int) -> Path:
+    """A libpq password file (host:port:database:user:password) with file mode ``mode``."""
+    path = tmp_path / "pgpass"
+    path.write_text(f"127.0.0.1:{port}:*:postgres:{password}\n")
+    path.chmod(mode)
+    return path
+
+
+async def test_a_libpq_passfile_in_the_url_instead_of_a_password_file(postgres: PgServer, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``?passfile=`` (a pgpass file, 0600) and no password file: the aggregator's ledger and ``report``
+    both connect; the URL they describe themselves by names the file, never the password in it.
+    By hand: 1800 s = 0.5 GPU-h."""
+    url = f"{postgres.database()}?passfile={_pgpass(tmp_path, postgres.port, PASSWORD, 0o600)}"
+    ledger = Ledger(url, cluster="a")
+    await ledger.open()
+    await ledger.commit(_usage(NOV, "team", 1800.0, 1.0))
+    assert ledger.path == url and PASSWORD not in ledger.path
+    await ledger.close()
+    assert main(["report", "--ledger", url, "--by", "cluster,namespace", "--cluster", "a", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert [(r["cluster"], r["namespace"], r["allocated_gpu_hours"]) for r in json.loads(out)] == [("a", "team", 0.5)]
+    assert PASSWORD not in out + err
+
+
+def test_a_passfile_others_can_read_is_ignored_by_libpq(postgres: PgServer, tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture[str]) -> None:
+    """libpq skips a pgpass file with group or world access (and warns on stderr itself): no password is
+    sent, and the error is one line naming the ledger, exit 2."""
+    url = f"{postgres.database()}?passfile={_pgpass(tmp_path, postgres.port, PASSWORD, 0o644)}"
+    assert main(["report", "--ledger", url]) == 2
+    err = capfd.readouterr().err
+    assert "has group or world access" in err  # libpq's own warning
+    last = err.splitlines()[-1]
+    assert last.startswith(f"gpu-cost-exporter: error: {url}: ") and "no password supplied" in last
+    assert PASSWORD not in err
+
+
 def test_report_with_a_wrong_password_is_one_line_without_it(postgres: PgServer, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     wrong = tmp_path / "pw"

@@ -66,7 +66,7 @@ def test_amtool_check_config() -> None:
 
 
 def test_dashboards_are_current_grafana_json() -> None:
-    """Datasource as a variable, namespace/pool/model variables, no deprecated `graph` panels, and
+    """Datasource as a variable, cluster/namespace/pool/model variables, no deprecated `graph` panels, and
     every metric a panel uses is produced by the exporter or the recording rules."""
     produced = set(re.findall(r'"(gpucost_[a-z_]+)"', "".join(
         p.read_text() for p in (REPO / "exporter").rglob("*.py"))))
@@ -75,7 +75,7 @@ def test_dashboards_are_current_grafana_json() -> None:
     for path in (REPO / "dashboards").glob("*.json"):
         d = json.loads(path.read_text())
         names = [v["name"] for v in d["templating"]["list"]]
-        assert names[:4] == ["datasource", "namespace", "pool", "gpu_model"], path.name
+        assert names[:5] == ["datasource", "cluster", "namespace", "pool", "gpu_model"], path.name
         for panel in d["panels"]:
             assert panel["type"] != "graph" and panel["datasource"]["uid"] == "${datasource}"
             assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
@@ -89,7 +89,8 @@ def _target(dashboard: str, title: str, ref: str = "A") -> str:
     d = json.loads((REPO / "dashboards" / f"{dashboard}.json").read_text())
     panel = next(p for p in d["panels"] if p["title"] == title)
     expr: str = next(t["expr"] for t in panel["targets"] if t["refId"] == ref)
-    return expr.replace("$namespace", ".*").replace("$pool", ".*").replace("$gpu_model", ".*")
+    return (expr.replace("$cluster", ".*").replace("$namespace", ".*").replace("$pool", ".*")
+            .replace("$gpu_model", ".*"))
 
 
 SAVINGS = "gpucost_recommendation_monthly_savings"

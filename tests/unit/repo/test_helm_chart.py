@@ -152,6 +152,12 @@ HELM_VARIANTS: dict[str, dict[str, Any]] = {
     "existing-token-and-tls-secrets": {"agentAuth": {"existingSecret": "agent-token"},
                                        "agent": {"tls": {"enabled": True, "secretName": "agent-certs"}}},
     "ephemeral": {"aggregator": {"persistence": {"enabled": False}}},
+    "postgres": {"aggregator": {"postgres": {
+        "url": "postgresql://gpucost@db.example:5432/gpucost?sslmode=verify-full", "cluster": "prod-eu",
+        "passwordSecret": {"name": "gpucost-db", "key": "password"}}}},
+    "postgres-ha": {"aggregator": {"replicas": 3, "postgres": {
+        "url": "postgresql://gpucost@db.example:5432/gpucost?sslmode=verify-full", "cluster": "prod-eu",
+        "passwordSecret": {"name": "gpucost-db", "key": "password"}}}},
 }
 
 
@@ -189,7 +195,9 @@ def test_helm_template_renders_valid_kubernetes_objects(variant: str) -> None:
             assert doc["kind"] in {"ServiceMonitor", "PrometheusRule", "ScaledObject", "Certificate"}, doc["kind"]
     assert {"DaemonSet", "ClusterRole", "Service", "ConfigMap"} <= kinds
     notes = next(text for path, text in out.items() if path.endswith("NOTES.txt"))
-    if variant == "ha-no-persistence":
+    if variant == "postgres-ha":
+        assert "Deployment" in kinds and "StatefulSet" not in kinds and "Role" in kinds
+    elif variant == "ha-no-persistence":
         assert "StatefulSet" in kinds and "Deployment" not in kinds and "Role" in kinds
         sts = next(d for d in docs if d["kind"] == "StatefulSet")
         env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -205,6 +213,47 @@ def test_helm_template_renders_valid_kubernetes_objects(variant: str) -> None:
         if doc["kind"] == "DaemonSet":
             mounts = {m["name"]: m for m in doc["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
             assert mounts["pod-resources"]["readOnly"] is True
+
+
+@pytest.mark.parametrize(("variant", "replicas"), [("postgres", 1), ("postgres-ha", 3)])
+def test_postgres_ledger_without_shards(variant: str, replicas: int) -> None:
+    """A PostgreSQL ledger renders a Deployment: the URL, the cluster's name and the password file, and no
+    ledger volume claimed (none per replica either). More than one replica shares the ledger: Lease leader
+    election on, the Lease Role rendered, rolling updates (fenced); one replica is recreated."""
+    _out, docs = _render(HELM_VARIANTS[variant])
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-aggregator")]
+    assert [d["kind"] for d in docs if d["kind"] in ("StatefulSet", "PersistentVolumeClaim")] == []
+    assert deploy["spec"]["replicas"] == replicas
+    assert deploy["spec"]["strategy"]["type"] == ("RollingUpdate" if replicas > 1 else "Recreate")
+    pod = deploy["spec"]["template"]["spec"]
+    (ctr,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in ctr["env"]}
+    assert env["GPUCOST_LEDGER"] == "postgresql://gpucost@db.example:5432/gpucost?sslmode=verify-full"
+    assert env["GPUCOST_CLUSTER"] == "prod-eu"
+    assert env["GPUCOST_LEDGER_PASSWORD_FILE"] == "/etc/gpu-cost-exporter-ledger/password"
+    assert "GPUCOST_SHARDS" not in env
+    mounts = {m["name"]: m for m in ctr["volumeMounts"]}
+    assert mounts["ledger-password"] == {"name": "ledger-password", "mountPath": "/etc/gpu-cost-exporter-ledger",
+                                         "readOnly": True}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["ledger-password"]["secret"] == {"secretName": "gpucost-db", "defaultMode": 0o440,
+                                                    "items": [{"key": "password", "path": "password"}]}
+    assert volumes["ledger"] == {"name": "ledger", "emptyDir": {}}
+    if replicas > 1:
+        assert env["GPUCOST_LEADER_ELECTION"] == "true"
+        assert env["GPUCOST_LEASE_NAME"] == "gce-gpu-cost-exporter-aggregator"
+        assert env["GPUCOST_LEASE_NAMESPACE"] == "gpu-cost-exporter"
+        assert any(d["kind"] == "Role" and d["metadata"]["name"].endswith("-aggregator-lease") for d in docs)
+    else:
+        assert "GPUCOST_LEADER_ELECTION" not in env
+        assert not any(d["kind"] == "Role" for d in docs)
+
+
+def test_postgres_ledger_needs_a_cluster_name() -> None:
+    """Rows of many clusters share the database: no name, no render."""
+    values = {"aggregator": {"postgres": {"url": "postgresql://gpucost@db.example:5432/gpucost"}}}
+    with pytest.raises(Exception, match=r"aggregator\.postgres\.cluster is required with a PostgreSQL ledger"):
+        _render(values)
 
 
 def test_rendered_rules_and_alertmanager_config_are_the_project_ones(tmp_path: Path) -> None:
