@@ -29,8 +29,10 @@ def _expr(title: str, ref: str = "A") -> str:
     d = json.loads(DASHBOARD.read_text())
     panel = next(p for p in d["panels"] if p["title"] == title)
     expr: str = next(t["expr"] for t in panel["targets"] if t["refId"] == ref)
-    return "round(" + (expr.replace("$namespace", ".*").replace("$pool", ".*").replace("$gpu_model", ".*")
-            .replace("$__range", "1h").replace("$__rate_interval", "5m")) + ", 0.0001)"
+    for var, value in (("$cluster", ".*"), ("$namespace", ".*"), ("$pool", ".*"), ("$gpu_model", ".*"),
+                       ("$__range", "1h"), ("$__rate_interval", "5m")):
+        expr = expr.replace(var, value)
+    return f"round({expr}, 0.0001)"
 
 
 def _series() -> list[dict[str, str]]:
