@@ -35,7 +35,7 @@ from exporter.agent.meter import Meter  # noqa: E402
 from exporter.agent.publish import snapshot_of  # noqa: E402
 from exporter.agent.state import dump_meter  # noqa: E402
 from exporter.clients.exposition import parse_exposition  # noqa: E402
-from exporter.clients.podresources import ContainerDevices  # noqa: E402
+from exporter.model.pod_resources import ContainerDevices  # noqa: E402
 from exporter.sim.cluster import SimCluster  # noqa: E402
 from exporter.sim.scenario import parse_scenario  # noqa: E402
 

@@ -30,11 +30,12 @@ from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
 from exporter.clients.kube import Watcher, WatchSpec, make_api_client
-from exporter.clients.podresources import ContainerDevices, PodResourcesClient
+from exporter.clients.podresources import PodResourcesClient
 from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
 from exporter.model.devices import SharingMode
+from exporter.model.pod_resources import ContainerDevices
 from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile

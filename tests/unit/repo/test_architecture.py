@@ -63,6 +63,20 @@ def test_import_layers(layer: str) -> None:
     assert offenders == []
 
 
+#: The build steps: pure functions of plain model types (no client, no network, no database, no event loop).
+PURE = ("agent/attribution.py", "agent/assignment.py", "agent/dcgm_devices.py", "agent/dra.py",
+        "agent/dra_attribution.py", "agent/hami.py", "agent/sharing.py", "aggregator/gauges.py",
+        "aggregator/kube_objects.py", "aggregator/shards.py")
+IMPURE = ("exporter.clients", "aiohttp", "asyncio", "grpc", "h2", "kubernetes_asyncio", "psycopg", "sqlite3", "socket")
+
+
+@pytest.mark.parametrize("name", PURE)
+def test_pure_modules_import_no_client(name: str) -> None:
+    """The attribution is tested with plain values: it takes model types, never a client module's."""
+    path = PACKAGE / name
+    assert [n for n in _imports(path) if any(n == f or n.startswith(f + ".") for f in IMPURE)] == []
+
+
 def _graph() -> dict[str, set[str]]:
     modules = {_module(p): p for p in _sources()}
     return {m: {n for n in _imports(p) if n in modules and n != m and p.name != "__init__.py"}
