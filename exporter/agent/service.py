@@ -124,6 +124,14 @@ class Agent:
         self._watcher = Watcher(self._api_client, self._on_pod_event, specs=(spec,))
         self._watch_task = asyncio.create_task(self._watcher.run(), name="own-node-pod-watch")
 
+    def pod_watch_reached(self, resource_version: int) -> bool:
+        """Whether the own-node pod watch has listed and read up to ``resource_version`` (True without a
+        watch: there is nothing to wait for). What a harness in virtual time waits on before a tick."""
+        w = self._watcher
+        if w is None:
+            return True
+        return bool(w.synced.get("pods")) and int(w.resource_version.get("pods") or 0) >= resource_version
+
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
         self.lifetimes.on_event(etype, obj, self.clock.now())
         for pod in obj["items"] if etype == "LISTED" else [obj]:
