@@ -35,7 +35,7 @@ from exporter.agent.meter import Meter  # noqa: E402
 from exporter.agent.publish import snapshot_of  # noqa: E402
 from exporter.agent.state import dump_meter  # noqa: E402
 from exporter.clients.exposition import parse_exposition  # noqa: E402
-from exporter.clients.podresources import ContainerDevices  # noqa: E402
+from exporter.model.pod_resources import ContainerDevices  # noqa: E402
 from exporter.sim.cluster import SimCluster  # noqa: E402
 from exporter.sim.scenario import parse_scenario  # noqa: E402
 
@@ -305,8 +305,8 @@ def bench_metrics_render(repeat: int) -> dict[str, float]:
     gauges.workload_utilization = {(f"ns-{p % 500}", f"wl-{p // 4}"): 0.5 for p in range(0, 20000, 4)}
     inputs = MetricsInputs(
         is_leader=True, gauges=gauges, kube=KubeState(), pricing=PricingSource(None).current, now=RealClock().now(),
-        books=Books(LedgerState(totals={NamespaceKey(f"ns-{n}", "USD"): NamespaceTotals(1e5, 5e4, 10.0, 100.0, 40.0)
-                                        for n in range(500)})),
+        books=Books(LedgerState(totals={NamespaceKey(f"ns-{n}", "USD"): NamespaceTotals(
+            allocated_s=1e5, used_s=5e4, unmeasured_s=10.0, cost=100.0, idle_cost=40.0) for n in range(500)})),
         kube_up=True, pricing_reload_errors=0, snapshots_rejected=Tally(), team_label="gpu.platform/team",
         breakdown_series=False)
     collector = AggregatorCollector(lambda: inputs)
@@ -590,14 +590,14 @@ def _focus_ledger(path: Path, *, nodes: int, days: int, pods_per_node: int) -> i
     for h in range(days * 24):
         hour = start + h * 3600
         usage = [("default", hour, f"ns{p % 7}", f"pod-{n}-{p}", f"wl-{p % 11}", f"node-{n}", f"pool-{n % 5}", model,
-                  "", "", "USD", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6, 4.0)
+                  "", "", "USD", "", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6, 4.0)
                  for n in range(nodes) for p in range(pods_per_node)]
         idle_gpus = 8 - pods_per_node
         free = [("default", hour, f"node-{n}", f"pool-{n % 5}", model, "USD", 3600.0 * idle_gpus, 4.0 * idle_gpus,
                  4.0 * idle_gpus) for n in range(nodes)]
         conn.executemany("INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, "
-                         "mig_profile, priority_class, currency, allocated_s, used_s, unmeasured_s, idle_s, cost, "
-                         "idle_cost, energy_j, list_cost) VALUES (" + ",".join("?" * 19) + ")", usage)
+                         "mig_profile, priority_class, currency, claim, allocated_s, used_s, unmeasured_s, idle_s, "
+                         "cost, idle_cost, energy_j, list_cost) VALUES (" + ",".join("?" * 20) + ")", usage)
         conn.executemany("INSERT INTO unallocated (cluster, hour, node, pool, gpu_model, currency, seconds, cost, "
                          "list_cost) VALUES (?,?,?,?,?,?,?,?,?)", free)
         rows += len(usage) + len(free)

@@ -131,14 +131,12 @@ class Pipeline:
 
     async def wait_agent_watch_caught_up(self, node: str, timeout: float = 10.0) -> None:
         """In virtual time, let an agent's own-node pod watch see every change to its node's pods."""
-        watcher = self.agents[node]._watcher
-        if watcher is None:
-            return
+        agent = self.agents[node]
         store = self.peers.cluster.store
         want = next((c.rv for c in reversed(store.history)
                      if c.kind == "pods" and (c.obj.get("spec") or {}).get("nodeName") == node), 0)
         deadline = time.monotonic() + timeout
-        while not watcher.synced.get("pods") or int(watcher.resource_version.get("pods") or 0) < want:
+        while not agent.pod_watch_reached(want):
             if time.monotonic() > deadline:
                 log.warning("agent_watch_lagging", node=node)
                 return

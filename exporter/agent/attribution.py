@@ -22,7 +22,6 @@ from exporter.agent.dra import dra_holds
 from exporter.agent.dra_attribution import dra_assignments
 from exporter.agent.hami import hami_fraction
 from exporter.agent.sharing import ContainerKey, NodeContext
-from exporter.clients.podresources import ContainerClaim, ContainerDevices
 from exporter.model.devices import (
     DeviceKind,
     SharingMode,
@@ -32,6 +31,7 @@ from exporter.model.devices import (
     mig_profile_from_resource,
     parse_device_id,
 )
+from exporter.model.pod_resources import ContainerClaim, ContainerDevices
 
 MIB = 1048576.0
 

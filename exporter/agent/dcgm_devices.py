@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from exporter.clients.exposition import Sample
+from exporter.model.samples import Sample
 
 #: metric name -> (quantity, multiplier to our base unit: ratio, bytes, watts, joules, celsius)
 DEFAULT_NAME_TABLE: dict[str, tuple[str, float]] = {

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.clients.podresources import ContainerClaim
+from exporter.model.pod_resources import ContainerClaim
 
 DRIVER = "gpu.nvidia.com"
 _GPU_NAME = re.compile(r"^gpu-(\d+)$")

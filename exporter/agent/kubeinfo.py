@@ -20,9 +20,9 @@ from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container,
 from exporter.agent.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
 from exporter.clients.kube import make_api_client, read_core
-from exporter.clients.podresources import ContainerClaim, ContainerDevices
 from exporter.logs import get_logger
 from exporter.model.devices import DeviceKind, hami_device_gpu, parse_device_id
+from exporter.model.pod_resources import ContainerClaim, ContainerDevices
 
 log = get_logger("agent.kubeinfo")
 LABELS_REFRESH_TICKS = 20

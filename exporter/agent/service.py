@@ -30,11 +30,12 @@ from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
 from exporter.clients.kube import Watcher, WatchSpec, make_api_client
-from exporter.clients.podresources import ContainerDevices, PodResourcesClient
+from exporter.clients.podresources import PodResourcesClient
 from exporter.clock import Clock, RealClock
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
 from exporter.model.devices import SharingMode
+from exporter.model.pod_resources import ContainerDevices
 from exporter.model.usage import UsageSnapshot
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
@@ -122,6 +123,14 @@ class Agent:
                          field_selector=f"spec.nodeName={self.settings.node_name}")
         self._watcher = Watcher(self._api_client, self._on_pod_event, specs=(spec,))
         self._watch_task = asyncio.create_task(self._watcher.run(), name="own-node-pod-watch")
+
+    def pod_watch_reached(self, resource_version: int) -> bool:
+        """Whether the own-node pod watch has listed and read up to ``resource_version`` (True without a
+        watch: there is nothing to wait for). What a harness in virtual time waits on before a tick."""
+        w = self._watcher
+        if w is None:
+            return True
+        return bool(w.synced.get("pods")) and int(w.resource_version.get("pods") or 0) >= resource_version
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
         self.lifetimes.on_event(etype, obj, self.clock.now())

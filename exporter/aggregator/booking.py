@@ -32,6 +32,7 @@ from exporter.aggregator.priced_rows import (
     book_capacity,
     book_unobserved,
     gpus_by_model,
+    holder_totals,
     node_facts,
     priced_capacity,
     usage_amount,
@@ -40,11 +41,9 @@ from exporter.aggregator.rates import FleetNode, Slice, TickRates, fleet_node, s
 from exporter.model.books import (
     AgentMark,
     BreakdownKey,
-    BreakdownTotals,
     CapacityTotalKey,
     CounterMark,
     NamespaceKey,
-    NamespaceTotals,
     NodeKey,
     UnmeasuredEnergy,
     UsageAmounts,
@@ -275,13 +274,14 @@ class _NodeBooking:
 
     def _counters(self) -> dict[str, CounterMark]:
         snap = self.snap
-        out = {h.key(): CounterMark(h.allocated_s, h.used_s, h.unmeasured_s, h.energy_j) for h in snap.holders}
+        out = {h.key(): CounterMark(allocated_s=h.allocated_s, used_s=h.used_s, unmeasured_s=h.unmeasured_s,
+                                        energy_j=h.energy_j) for h in snap.holders}
         for u in snap.unallocated:
-            out[UNALLOCATED_PREFIX + u.gpu_model] = CounterMark(u.seconds, energy_j=u.energy_j)
+            out[UNALLOCATED_PREFIX + u.gpu_model] = CounterMark(allocated_s=u.seconds, energy_j=u.energy_j)
         for u in snap.unobserved:
-            out[UNOBSERVED_PREFIX + u.gpu_model] = CounterMark(u.seconds, energy_j=u.energy_j)
+            out[UNOBSERVED_PREFIX + u.gpu_model] = CounterMark(allocated_s=u.seconds, energy_j=u.energy_j)
         if snap.unmeasured_energy_s > 0:
-            out[UNMEASURED_ENERGY] = CounterMark(snap.unmeasured_energy_s)
+            out[UNMEASURED_ENERGY] = CounterMark(allocated_s=snap.unmeasured_energy_s)
         return out
 
     def _implausible(self, deltas: dict[str, CounterMark], *, start: float | None, gpus: int) -> str:
@@ -319,10 +319,9 @@ class _NodeBooking:
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
                                        h.mig_profile or "", priority, currency, h.claim), amount)
                 total = total + amount
-            add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency),
-                 BreakdownTotals(d.allocated_s, total.cost))
-            add(w.totals, NamespaceKey(h.namespace, currency), NamespaceTotals(
-                d.allocated_s, d.used_s, d.unmeasured_s, total.cost, total.idle_cost, total.list_cost, d.energy_j))
+            breakdown, ns_totals = holder_totals(d, total)
+            add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency), breakdown)
+            add(w.totals, NamespaceKey(h.namespace, currency), ns_totals)
             add(out.ns_delta, h.namespace, total)
             add(out.workload_delta, (h.namespace, workload), total)
         for unobserved, counters, prefix in ((False, snap.unallocated, UNALLOCATED_PREFIX),
@@ -337,4 +336,4 @@ class _NodeBooking:
                                                      energy_j=d.energy_j, parts=parts))
         gap = deltas.get(UNMEASURED_ENERGY)
         if gap is not None and gap.allocated_s > 0:
-            add(w.unmeasured_energy, NodeKey(node), UnmeasuredEnergy(gap.allocated_s))
+            add(w.unmeasured_energy, NodeKey(node), UnmeasuredEnergy(seconds=gap.allocated_s))

@@ -18,7 +18,15 @@ from typing import Any, TypeVar
 
 from exporter.aggregator.evidence import write_evidence
 from exporter.aggregator.ledger_backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
-from exporter.aggregator.ledger_nodes import NodeBooks, StaleMarks, check_marks, load_fleet, load_nodes, write_fleet
+from exporter.aggregator.ledger_nodes import (
+    NodeBooks,
+    StaleMarks,
+    check_marks,
+    load_fleet,
+    load_nodes,
+    read_marks,
+    write_fleet,
+)
 from exporter.aggregator.ledger_postgres import PostgresBackend, postgres_reader, redact
 from exporter.aggregator.ledger_rows import FleetFacts, LedgerState, NodeCounterMark, QuotaEvent, TickWrite
 from exporter.aggregator.ledger_schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
@@ -178,11 +186,7 @@ class Ledger:
     def _load_state(self, tx: Tx) -> LedgerState:
         c = (self.cluster,)
         st = LedgerState()
-        st.agents = {node: AgentMark(epoch, float(ts), int(seq)) for node, epoch, ts, seq in
-                     tx.fetch("SELECT node, epoch, booked_ts, seq FROM agents WHERE cluster = ?", c)}
-        names = CounterMark.columns()
-        for node, key, *vals in tx.fetch(f"SELECT node, key, {', '.join(names)} FROM hwm WHERE cluster = ?", c):
-            st.hwm.setdefault(node, {})[key] = CounterMark(**{n: float(v) for n, v in zip(names, vals, strict=True)})
+        st.agents, st.hwm = read_marks(tx, "cluster = ?", c)
         st.totals = _load(tx, "totals", NamespaceKey, NamespaceTotals, cluster=self.cluster)
         st.unallocated_totals = _load(tx, "unallocated_totals", CapacityTotalKey, CapacityAmounts, cluster=self.cluster)
         st.unobserved_totals = _load(tx, "unobserved_totals", CapacityTotalKey, CapacityAmounts, cluster=self.cluster)

@@ -9,12 +9,13 @@ both believe they own a node (while the shard count changes) from booking the sa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from exporter.aggregator.ledger_backend import Tx
 from exporter.aggregator.ledger_rows import FleetFacts
 from exporter.model.books import AgentMark, CounterMark
+from exporter.model.named_rows import Select
 
 
 class StaleMarks(RuntimeError):
@@ -56,17 +57,34 @@ def check_marks(tx: Tx, expected: Mapping[str, AgentMark | None], *, cluster: st
         raise StaleMarks(moved)
 
 
+_AGENTS = Select.of(("node", *AgentMark._fields))
+_HWM = Select.of(("node", "key", *CounterMark.columns()))
+
+
+def read_marks(tx: Tx, where: str, params: Sequence[str]) -> tuple[dict[str, AgentMark],
+                                                                   dict[str, dict[str, CounterMark]]]:
+    """Each node's agent mark and counter marks (``hwm``) in the rows ``where`` selects: the same read at
+    start (the whole cluster) and when a shard gains nodes."""
+    agents = {}
+    for r in tx.fetch(f"SELECT {_AGENTS.sql()} FROM agents WHERE {where}", params):
+        m = _AGENTS.mapping(r)
+        agents[m["node"]] = AgentMark(epoch=m["epoch"], booked_ts=float(m["booked_ts"]), seq=int(m["seq"]))
+    hwm: dict[str, dict[str, CounterMark]] = {}
+    for r in tx.fetch(f"SELECT {_HWM.sql()} FROM hwm WHERE {where}", params):
+        m = _HWM.mapping(r)
+        hwm.setdefault(m["node"], {})[m["key"]] = CounterMark(**{n: float(m[n]) for n in CounterMark.columns()})
+    return agents, hwm
+
+
 def load_nodes(tx: Tx, nodes: list[str], *, cluster: str) -> NodeBooks:
     """The committed marks, pins and billing facts of ``nodes``."""
     out = NodeBooks({}, {}, {}, {})
     if not nodes:
         return out
     where, p = _where(nodes), (cluster, *nodes)
-    names = CounterMark.columns()
-    for node, epoch, ts, seq in tx.fetch(f"SELECT node, epoch, booked_ts, seq FROM agents WHERE {where}", p):
-        out.agents[node] = AgentMark(epoch, float(ts), int(seq))
-    for node, key, *vals in tx.fetch(f"SELECT node, key, {', '.join(names)} FROM hwm WHERE {where}", p):
-        out.hwm.setdefault(node, {})[key] = CounterMark(**{n: float(v) for n, v in zip(names, vals, strict=True)})
+    agents, hwm = read_marks(tx, where, p)
+    out.agents.update(agents)
+    out.hwm.update(hwm)
     out.agent_urls.update({node: url for node, url in tx.fetch(f"SELECT node, url FROM agent_urls WHERE {where}", p)})
     out.node_billing.update({node: (it, ct) for node, it, ct in tx.fetch(
         f"SELECT node, instance_type, capacity_type FROM node_billing WHERE {where}", p)})

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from exporter.aggregator.ledger_backend import Tx
 from exporter.model.books import _Amounts
+from exporter.model.named_rows import Select
 
 _A = TypeVar("_A", bound=_Amounts)
 
@@ -31,7 +32,10 @@ def accumulate(tx: Tx, table: str, keys: tuple[str, ...], rows: TableRows, *, cl
 
 
 def load_table(tx: Tx, table: str, key: type[Any], amounts: type[_A], *, cluster: str) -> dict[Any, _A]:
-    cols = ", ".join(key._fields + amounts.columns())
-    n = len(key._fields)
-    return {key(*r[:n]): amounts(*(float(v) for v in r[n:]))
-            for r in tx.fetch(f"SELECT {cols} FROM {table} WHERE cluster = ?", (cluster,))}
+    """Every row of ``table`` of this cluster as key -> amounts, read by the fields' names."""
+    cols = Select.of((*key._fields, *amounts.columns()))
+    out = {}
+    for r in tx.fetch(f"SELECT {cols.sql()} FROM {table} WHERE cluster = ?", (cluster,)):
+        m = cols.mapping(r)
+        out[key(**{f: m[f] for f in key._fields})] = amounts(**{f: float(m[f]) for f in amounts.columns()})
+    return out

@@ -14,7 +14,16 @@ from exporter.aggregator.kubestate import KubeState
 from exporter.aggregator.ledger import TickWrite
 from exporter.aggregator.rates import Slice, TickRates, slices
 from exporter.model.accounting import cost_of
-from exporter.model.books import CapacityAmounts, CapacityKey, CapacityTotalKey, CounterMark, UsageAmounts, _Amounts
+from exporter.model.books import (
+    BreakdownTotals,
+    CapacityAmounts,
+    CapacityKey,
+    CapacityTotalKey,
+    CounterMark,
+    NamespaceTotals,
+    UsageAmounts,
+    _Amounts,
+)
 from exporter.model.pricing_labels import NodeFacts
 from exporter.model.pricing_resolve import GpuRate
 from exporter.model.usage import UsageSnapshot
@@ -88,6 +97,14 @@ def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate) ->
     cost at the same effective rate, and the list cost."""
     alloc, idle_s, energy = d.allocated_s * share, idle * share, d.energy_j * share
     energy_cost = rate.energy.cost(energy) if rate.energy is not None else 0.0
-    return UsageAmounts(alloc, d.used_s * share, d.unmeasured_s * share, idle_s,
-                        cost_of(alloc, rate.effective_per_gpu_hour) + energy_cost,
-                        cost_of(idle_s, rate.effective_per_gpu_hour), energy, cost_of(alloc, rate.list_per_gpu_hour))
+    return UsageAmounts(allocated_s=alloc, used_s=d.used_s * share, unmeasured_s=d.unmeasured_s * share,
+                        idle_s=idle_s, cost=cost_of(alloc, rate.effective_per_gpu_hour) + energy_cost,
+                        idle_cost=cost_of(idle_s, rate.effective_per_gpu_hour), energy_j=energy,
+                        list_cost=cost_of(alloc, rate.list_per_gpu_hour))
+
+
+def holder_totals(d: CounterMark, total: UsageAmounts) -> tuple[BreakdownTotals, NamespaceTotals]:
+    """A holder's delta in the running totals: its time from its counters, its money from its priced rows."""
+    return (BreakdownTotals(allocated_s=d.allocated_s, cost=total.cost),
+            NamespaceTotals(allocated_s=d.allocated_s, used_s=d.used_s, unmeasured_s=d.unmeasured_s, cost=total.cost,
+                            idle_cost=total.idle_cost, list_cost=total.list_cost, energy_j=d.energy_j))

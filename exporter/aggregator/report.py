@@ -13,6 +13,7 @@ from typing import Any
 
 from exporter.model.books import hour_of
 from exporter.model.durations import parse_duration
+from exporter.model.named_rows import Select
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "cluster": ("cluster",),
@@ -124,35 +125,44 @@ def blank_row(by: str, name: str, currency: str) -> dict[str, Any]:
     return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
 
 
+_SUMS = {"allocated_s": "SUM(allocated_s)", "used_s": "SUM(used_s)", "idle_s": "SUM(idle_s)",
+         "unmeasured_s": "SUM(unmeasured_s)", "cost": "SUM(cost)", "idle_cost": "SUM(idle_cost)",
+         "list_cost": "SUM(list_cost)"}
+_CAPACITY_SUMS = {"seconds": "SUM(seconds)", "cost": "SUM(cost)", "list_cost": "SUM(list_cost)"}
+
+
 def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
     cols = req.cols
     clause, params = req.where()
     col_sql = ", ".join(cols)
     n = len(cols)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in query(
-        f"SELECT {col_sql}, currency, SUM(allocated_s), SUM(used_s), SUM(idle_s), SUM(unmeasured_s), SUM(cost), "
-        f"SUM(idle_cost), SUM(list_cost) FROM usage {clause} GROUP BY {col_sql}, currency", params):
-        row: dict[str, Any] = dict(zip(cols, r[:n], strict=True))
-        a, u, i, m, c, ic, lc = (float(v) for v in r[n + 1:])
-        row.update(allocated_gpu_hours=a / 3600, used_gpu_hours=u / 3600, idle_gpu_hours=i / 3600,
-                   unmeasured_gpu_hours=m / 3600, cost=c, idle_cost=ic, list_cost=lc, currency=r[n])
-        rows[tuple(r[: n + 1])] = row
+    usage = Select.of((*cols, "currency", *_SUMS), **_SUMS)
+    key_of = usage.getter(*cols, "currency")
+    for r in query(f"SELECT {usage.sql()} FROM usage {clause} GROUP BY {col_sql}, currency", params):
+        m = usage.mapping(r)
+        row: dict[str, Any] = {c: m[c] for c in cols}
+        row.update(allocated_gpu_hours=float(m["allocated_s"]) / 3600, used_gpu_hours=float(m["used_s"]) / 3600,
+                   idle_gpu_hours=float(m["idle_s"]) / 3600, unmeasured_gpu_hours=float(m["unmeasured_s"]) / 3600,
+                   cost=float(m["cost"]), idle_cost=float(m["idle_cost"]), list_cost=float(m["list_cost"]),
+                   currency=m["currency"])
+        rows[key_of(r)] = row
     as_columns = all(c in CAPACITY_COLUMNS for c in cols)
-    cap_cols = [c for c in cols if c in CAPACITY_COLUMNS]
-    group_sql = ", ".join([*cap_cols, "currency"])
+    cap_cols = tuple(c for c in cols if c in CAPACITY_COLUMNS)
+    capacity = Select.of((*cap_cols, "currency", *_CAPACITY_SUMS), **_CAPACITY_SUMS)
     for table, name in CAPACITY_TABLES:
-        found = query(f"SELECT {group_sql}, SUM(seconds), SUM(cost), SUM(list_cost) FROM {table} {clause} "
-                      f"GROUP BY {group_sql}", params)
-        _add_capacity(rows, found, cols=cols, cap_cols=tuple(cap_cols), as_columns=as_columns, name=name)
-    for commitment, currency, seconds, cost in query(
-            f"SELECT commitment, currency, SUM(seconds), SUM(cost) FROM unused_commitment {clause} "
-            "GROUP BY commitment, currency", params):
-        key = (UNUSED_COMMITMENT,) * n + (commitment, currency)
+        found = query(f"SELECT {capacity.sql()} FROM {table} {clause} "
+                      f"GROUP BY {', '.join([*cap_cols, 'currency'])}", params)
+        _add_capacity(rows, [capacity.mapping(r) for r in found], cols=cols, cap_cols=cap_cols,
+                      as_columns=as_columns, name=name)
+    unused = Select.of(("commitment", "currency", "seconds", "cost"), seconds="SUM(seconds)", cost="SUM(cost)")
+    for r in query(f"SELECT {unused.sql()} FROM unused_commitment {clause} GROUP BY commitment, currency", params):
+        m = unused.mapping(r)
+        key = (UNUSED_COMMITMENT,) * n + (m["commitment"], m["currency"])
         row = rows.setdefault(key, {**dict.fromkeys(cols, UNUSED_COMMITMENT), **dict.fromkeys(FIELDS, 0.0),
-                                    "currency": currency})
-        row.update(commitment=commitment, idle_gpu_hours=float(seconds) / 3600, cost=float(cost),
-                   idle_cost=float(cost))
+                                    "currency": m["currency"]})
+        row.update(commitment=m["commitment"], idle_gpu_hours=float(m["seconds"]) / 3600, cost=float(m["cost"]),
+                   idle_cost=float(m["cost"]))
     for row in rows.values():
         if as_columns:
             for _table, name in CAPACITY_TABLES:
@@ -163,18 +173,17 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
                                                 tuple(str(r[c]) for c in cols)))
 
 
-def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[tuple[Any, ...]], *,
+def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[dict[str, Any]], *,
                   cols: tuple[str, ...], cap_cols: tuple[str, ...], as_columns: bool, name: str) -> None:
     """Capacity nobody held (or nobody observed): columns of their own when every group column is one
     capacity is kept by (cluster, node, pool, model); otherwise rows whose other group columns are named
     ``__unallocated__`` / ``__unobserved__``, whose idle hours are the capacity's hours and whose cost
     and idle cost are their price."""
     prefix = name.strip("_")
-    k = len(cap_cols)
-    for r in found:
-        group = dict(zip(cap_cols, r[:k], strict=True))
-        currency = r[k]
-        seconds, cost, list_cost = float(r[k + 1]), float(r[k + 2]), float(r[k + 3])
+    for m in found:
+        group = {c: m[c] for c in cap_cols}
+        currency = m["currency"]
+        seconds, cost, list_cost = float(m["seconds"]), float(m["cost"]), float(m["list_cost"])
         if as_columns:
             key = (*tuple(group[c] for c in cols), currency)
             row = rows.get(key)

@@ -25,6 +25,7 @@ from exporter.aggregator.report import (
     unused_key,
     window,
 )
+from exporter.model.named_rows import Select
 from exporter.model.pricing import Pricing
 from exporter.model.pricing_commitments import CommitmentHour, EligibleSeconds, commitment_hour
 from exporter.model.pricing_labels import CapacityType, NodeFacts
@@ -54,25 +55,30 @@ def _facts(billing: dict[str, tuple[str, str]], node: str, model: str, pool: str
 def _raw_rows(query: Query, by: str, clause: str, params: list[Any]) -> list[RawRow]:
     cols = GROUPS[by]
     col_sql = ", ".join(cols)
-    billing = {r[0]: (r[1], r[2]) for r in query("SELECT node, instance_type, capacity_type FROM node_billing", [])}
+    billing = {node: (itype, ctype) for node, itype, ctype in
+               query("SELECT node, instance_type, capacity_type FROM node_billing", [])}
     out = []
-    for r in query(f"SELECT {col_sql}, currency, hour, node, pool, gpu_model, mig_profile, SUM(allocated_s), "
-                   f"SUM(energy_j) FROM usage {clause} GROUP BY {col_sql}, currency, hour, node, pool, gpu_model, "
-                   "mig_profile", params):
-        n = len(cols) + 1
-        hour, node, pool, model, mig, seconds, energy = r[n:]
-        out.append(RawRow(tuple(r[:n]), "cost", int(hour), _facts(billing, node, model, pool), mig or None,
-                          float(seconds), float(energy)))
+    where = ("hour", "node", "pool", "gpu_model")
+    keys = {f"by_{c}": c for c in cols}  # the report's group columns, named apart from the pricing columns
+    usage = Select.of((*keys, "currency", *where, "mig_profile", "seconds", "energy_j"),
+                      seconds="SUM(allocated_s)", energy_j="SUM(energy_j)", **keys)
+    key_of = usage.getter(*keys, "currency")
+    for r in query(f"SELECT {usage.sql()} FROM usage {clause} GROUP BY {col_sql}, currency, "
+                   f"{', '.join(where)}, mig_profile", params):
+        m = usage.mapping(r)
+        out.append(RawRow(key_of(r), "cost", int(m["hour"]), _facts(billing, m["node"], m["gpu_model"], m["pool"]),
+                          m["mig_profile"] or None, float(m["seconds"]), float(m["energy_j"])))
     group = CAPACITY_GROUPS.get(by)
+    capacity = Select.of(("value", "currency", *where, "seconds", "energy_j"), value=group or "currency",
+                         seconds="SUM(seconds)", energy_j="SUM(energy_j)")
     for table, name in CAPACITY_TABLES:
-        for r in query(f"SELECT {group or 'currency'}, currency, hour, node, pool, gpu_model, SUM(seconds), "
-                       f"SUM(energy_j) FROM {table} {clause} GROUP BY {group or 'currency'}, currency, hour, node, "
-                       "pool, gpu_model", params):
-            value, currency, hour, node, pool, model, seconds, energy = r
-            key, column = ((value, currency), f"{name.strip('_')}_cost") if group else (
-                (name,) * len(cols) + (currency,), "cost")
-            out.append(RawRow(key, column, int(hour), _facts(billing, node, model, pool), None, float(seconds),
-                              float(energy)))
+        for r in query(f"SELECT {capacity.sql()} FROM {table} {clause} GROUP BY {group or 'currency'}, currency, "
+                       f"{', '.join(where)}", params):
+            m = capacity.mapping(r)
+            key, column = ((m["value"], m["currency"]), f"{name.strip('_')}_cost") if group else (
+                (name,) * len(cols) + (m["currency"],), "cost")
+            out.append(RawRow(key, column, int(m["hour"]), _facts(billing, m["node"], m["gpu_model"], m["pool"]),
+                              None, float(m["seconds"]), float(m["energy_j"])))
     return out
 
 

@@ -28,6 +28,7 @@ from exporter.clients.exposition_grammar import (
     unquote,
     valid_name,
 )
+from exporter.model.samples import Sample
 
 #: NAME, optional {labels}, one space, value, optional one space and timestamp. Tokens hold no
 #: whitespace, quote or brace once they parse as numbers, and the labels are accepted only when they
@@ -41,19 +42,6 @@ _ALLOWED_SUFFIXES = {"summary": ("_count", "_sum", ""), "histogram": ("_count", 
 _LABEL_CACHE: dict[str, dict[str, str]] = {}
 _LABEL_CACHE_MAX = 50_000
 _COMMENT_CACHE: dict[str, tuple[str, str, str] | None] = {}
-
-
-@dataclass(slots=True)
-class Sample:
-    """One exposition sample. ``labels`` may be shared between samples and scrapes: treat it as read-only.
-
-    ``timestamp_ms`` is the number as written (milliseconds): an int when written as one, else a float.
-    """
-
-    name: str
-    labels: dict[str, str]
-    value: float
-    timestamp_ms: float | None = None
 
 
 @dataclass(slots=True)

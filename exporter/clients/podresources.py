@@ -11,7 +11,6 @@ CDI list repeats earlier devices' names under later ones, so it identifies nothi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,42 +26,10 @@ from exporter.clients.grpc_unary import (
     unary_call,
 )
 from exporter.clients.proto import podresources_v1_pb2 as pb
+from exporter.model.pod_resources import ClaimDevice, ContainerClaim, ContainerDevices
 
 MAX_RECEIVE_BYTES = 64 << 20
 M = TypeVar("M", bound=Message)
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerDevices:
-    """Devices of one resource held by one container."""
-
-    namespace: str
-    pod: str
-    container: str
-    resource: str
-    device_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimDevice:
-    """One device of a DRA claim, as the kubelet names it."""
-
-    driver: str
-    pool: str
-    device: str
-    share_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerClaim:
-    """A DRA claim one container names, with every device of the claim (the kubelet does not filter)."""
-
-    namespace: str
-    pod: str
-    container: str
-    claim_namespace: str
-    claim_name: str
-    devices: tuple[ClaimDevice, ...]
 
 
 class TokenBucket:

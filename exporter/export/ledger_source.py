@@ -10,9 +10,11 @@ time nobody could observe) share one shape and are one list.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 from exporter.aggregator.booking import hour_of
 from exporter.aggregator.report import Query
+from exporter.model.named_rows import Select
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +126,14 @@ def _tables(query: Query, dialect: str) -> set[str]:
         sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
     else:
         sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
-    return {str(r[0]) for r in query(sql, ())}
+    return {str(name) for (name,) in query(sql, ())}
 
 
 def _columns(query: Query, table: str, dialect: str) -> set[str]:
     if dialect == "postgresql":
-        return {str(r[0]) for r in query("SELECT column_name FROM information_schema.columns "
-                                         "WHERE table_schema = current_schema() AND table_name = ?", (table,))}
-    return {str(r[1]) for r in query(f"PRAGMA table_info({table})", ())}
+        return {str(name) for (name,) in query("SELECT column_name FROM information_schema.columns "
+                                               "WHERE table_schema = current_schema() AND table_name = ?", (table,))}
+    return {str(name) for (name,) in query(f"SELECT name FROM pragma_table_info('{table}')", ())}
 
 
 def inspect_ledger(query: Query, *, cluster: str | None = "default", dialect: str = "sqlite") -> LedgerLayout:
@@ -155,7 +157,7 @@ def ledger_clusters(query: Query, *, dialect: str = "sqlite") -> list[str]:
     if layout.cluster is None:
         return ["default"]
     sql = " UNION ".join(f"SELECT DISTINCT cluster FROM {t}" for t in layout.hourly_tables())
-    return sorted(str(r[0]) for r in query(sql, ()))
+    return sorted(str(name) for (name,) in query(sql, ()))
 
 
 def list_cost_sql(layout: LedgerLayout, table: str) -> str:
@@ -171,54 +173,45 @@ def window_hours(query: Query, layout: LedgerLayout, window: Window) -> list[int
         clause, scope = "WHERE cluster = ?", ""
     tables = layout.hourly_tables()
     sql = " UNION ".join(f"SELECT DISTINCT hour FROM {t} {clause}{scope}" for t in tables) + " ORDER BY 1"
-    return [int(r[0]) for r in query(sql, [*params, *scope_params] * len(tables))]
+    return [int(hour) for (hour,) in query(sql, [*params, *scope_params] * len(tables))]
 
 
-def _usage_order(r: tuple[object, ...]) -> tuple[str, ...]:
-    """node, pool, gpu_model, currency, namespace, pod, mig_profile, workload, priority_class."""
-    return (str(r[4]), str(r[5]), str(r[6]), str(r[9]), str(r[1]), str(r[2]), str(r[7]), str(r[3]), str(r[8]))
+_USAGE_ORDER = attrgetter("node", "pool", "gpu_model", "currency", "namespace", "pod", "mig_profile", "workload",
+                          "priority_class")
+_CAPACITY_ORDER = attrgetter("node", "pool", "gpu_model", "currency")
+_COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
 def read_usage(query: Query, layout: LedgerLayout, hour: int) -> list[UsageRecord]:
-    rows = query(
-        "SELECT hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, priority_class, currency, "
-        f"allocated_s, used_s, unmeasured_s, idle_s, cost, {list_cost_sql(layout, 'usage')}, idle_cost, energy_j "
-        f"FROM usage WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))
-    rows.sort(key=_usage_order)
-    return [UsageRecord(hour=int(r[0]), namespace=str(r[1]), pod=str(r[2]), workload=str(r[3]), node=str(r[4]),
-                        pool=str(r[5]), gpu_model=str(r[6]), mig_profile=str(r[7]), priority_class=str(r[8]),
-                        currency=str(r[9]), allocated_s=float(r[10]), used_s=float(r[11]),
-                        unmeasured_s=float(r[12]), idle_s=float(r[13]), cost=float(r[14]), list_cost=float(r[15]),
-                        idle_cost=float(r[16]), energy_j=float(r[17])) for r in rows]
+    cols = Select.record(UsageRecord, list_cost=list_cost_sql(layout, "usage"))
+    scope, scope_params = layout.scope()
+    rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
+    return sorted(cols.records(UsageRecord, rows), key=_USAGE_ORDER)
 
 
 def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[CapacityRecord]:
     out: list[CapacityRecord] = []
+    scope, scope_params = layout.scope()
     for cap in layout.capacity:
-        rows = query(
-            f"SELECT hour, node, pool, gpu_model, currency, seconds, cost, {list_cost_sql(layout, cap.table)} "
-            f"FROM {cap.table} WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))
-        rows.sort(key=lambda r: (str(r[1]), str(r[2]), str(r[3]), str(r[4])))  # node, pool, gpu_model, currency
-        out += [CapacityRecord(state=cap.state, hour=int(r[0]), node=str(r[1]), pool=str(r[2]), gpu_model=str(r[3]),
-                               currency=str(r[4]), seconds=float(r[5]), cost=float(r[6]), list_cost=float(r[7]))
-                for r in rows]
+        cols = Select.record(CapacityRecord, skip=("state",), list_cost=list_cost_sql(layout, cap.table))
+        rows = query(f"SELECT {cols.sql()} FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
+        out += sorted(cols.records(CapacityRecord, rows, state=cap.state), key=_CAPACITY_ORDER)
     return out
 
 
 def read_unused_commitments(query: Query, layout: LedgerLayout, hour: int) -> list[CommitmentRecord]:
     if not layout.commitments:
         return []
-    rows = query(
-        "SELECT hour, commitment, gpu_model, currency, seconds, cost, list_cost FROM unused_commitment "
-        f"WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))
-    rows.sort(key=lambda r: (str(r[1]), str(r[2]), str(r[3])))  # commitment, gpu_model, currency
-    return [CommitmentRecord(hour=int(r[0]), commitment=str(r[1]), gpu_model=str(r[2]), currency=str(r[3]),
-                             seconds=float(r[4]), cost=float(r[5]), list_cost=float(r[6])) for r in rows]
+    cols = Select.record(CommitmentRecord)
+    scope, scope_params = layout.scope()
+    rows = query(f"SELECT {cols.sql()} FROM unused_commitment WHERE hour = ?{scope}", (hour, *scope_params))
+    return sorted(cols.records(CommitmentRecord, rows), key=_COMMITMENT_ORDER)
 
 
 def read_teams(query: Query, layout: LedgerLayout, hour: int) -> dict[str, str]:
     """namespace -> team as booking saw the namespace's team label in this hour; absent = unknown."""
     if not layout.teams:
         return {}
-    return {str(r[0]): str(r[1]) for r in query(
-        f"SELECT namespace, team FROM namespace_team WHERE hour = ?{layout.scope()[0]}", (hour, *layout.scope()[1]))}
+    scope, scope_params = layout.scope()
+    return {str(ns): str(team) for ns, team in query(
+        f"SELECT namespace, team FROM namespace_team WHERE hour = ?{scope}", (hour, *scope_params))}

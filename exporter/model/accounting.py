@@ -117,15 +117,18 @@ def counter_delta(previous: Usage | None, current: Usage, same_epoch: bool) -> t
     A new epoch, or any field going backwards, is a reset: the counter restarted from zero, so the
     whole current value is new. Returns (delta, was_reset).
     """
+    cur = current
+    whole = Usage(allocated=cur.allocated, used=cur.used, unmeasured=cur.unmeasured, energy_j=cur.energy_j)
     if previous is None or not same_epoch:
-        return Usage(*current.as_tuple()), previous is not None
-    prev_t, cur_t = previous.as_tuple(), current.as_tuple()
-    if any(c < p - EPSILON for p, c in zip(prev_t[:3], cur_t[:3], strict=True)):
-        return Usage(*cur_t), True
-    deltas = [max(0.0, c - p) for p, c in zip(prev_t, cur_t, strict=True)]
-    if cur_t[3] < prev_t[3] - EPSILON:  # energy alone reset (driver reload): take it whole
-        deltas[3] = cur_t[3]
-    return Usage(*deltas), False
+        return whole, previous is not None
+    prev = previous
+    if (cur.allocated < prev.allocated - EPSILON or cur.used < prev.used - EPSILON
+            or cur.unmeasured < prev.unmeasured - EPSILON):
+        return whole, True
+    energy = (cur.energy_j if cur.energy_j < prev.energy_j - EPSILON  # energy alone reset (driver reload)
+              else max(0.0, cur.energy_j - prev.energy_j))
+    return Usage(allocated=max(0.0, cur.allocated - prev.allocated), used=max(0.0, cur.used - prev.used),
+                 unmeasured=max(0.0, cur.unmeasured - prev.unmeasured), energy_j=energy), False
 
 
 def cost_of(gpu_seconds: float, hourly_price: float) -> float:

@@ -45,6 +45,7 @@ def hour_shares(start: float, end: float) -> list[tuple[int, float]]:
 
 
 _GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
@@ -59,16 +60,18 @@ def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
 
 
 class _Amounts:
-    """Addition and scaling field by field, shared by every amount type below."""
+    """Addition and scaling field by field, shared by every amount type below (built by field name: the
+    types are keyword-only, so no amount is ever built by position)."""
 
     __slots__ = ()
 
     def __add__(self, other: Self) -> Self:
         g = _getter(type(self))
-        return type(self)(*map(add, g(self), g(other)))
+        return type(self)(**dict(zip(self.columns(), map(add, g(self), g(other)), strict=True)))
 
     def scaled(self, factor: float) -> Self:
-        return type(self)(*(v * factor for v in _getter(type(self))(self)))
+        cls = type(self)
+        return cls(**dict(zip(cls.columns(), (v * factor for v in _getter(cls)(self)), strict=True)))
 
     def values(self) -> tuple[float, ...]:
         """Field values in declaration order: the ledger's column order (used only by the ledger's SQL)."""
@@ -76,10 +79,14 @@ class _Amounts:
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        """Field names in declaration order: the ledger's column names."""
+        names = _NAMES.get(cls)
+        if names is None:
+            names = _NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        return names
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UsageAmounts(_Amounts):
     """One holder's GPU time and money in one hour-row of the ledger."""
 
@@ -93,7 +100,7 @@ class UsageAmounts(_Amounts):
     list_cost: float = 0.0  # GPU-hours x the public list price, no discount and no energy
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NamespaceTotals(_Amounts):
     """A namespace's running totals since the ledger began (what the counters on /metrics show)."""
 
@@ -106,7 +113,7 @@ class NamespaceTotals(_Amounts):
     energy_j: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CapacityAmounts(_Amounts):
     """GPU-seconds of capacity (unallocated, unobserved, or a commitment's unused part) and their price,
     with the energy DCGM measured on that capacity (its cost is in ``cost`` where owned hardware prices it).
@@ -119,7 +126,7 @@ class CapacityAmounts(_Amounts):
     energy_j: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BreakdownTotals(_Amounts):
     """Allocated GPU-seconds and cost by namespace x pool x priority class."""
 
@@ -127,14 +134,14 @@ class BreakdownTotals(_Amounts):
     cost: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnmeasuredEnergy(_Amounts):
     """GPU-seconds of a node whose energy DCGM did not measure: priced at nothing, so counted instead."""
 
     seconds: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CounterMark(_Amounts):
     """The last booked value of one cumulative agent counter (a high-water mark)."""
 

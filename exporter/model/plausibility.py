@@ -31,8 +31,10 @@ def counter_advance(prev: CounterMark | None, cur: CounterMark) -> CounterMark |
     if (cur.allocated_s < prev.allocated_s - EPS or cur.used_s < prev.used_s - EPS
             or cur.unmeasured_s < prev.unmeasured_s - EPS or cur.energy_j < prev.energy_j - EPS):
         return None
-    return CounterMark(max(0.0, cur.allocated_s - prev.allocated_s), max(0.0, cur.used_s - prev.used_s),
-                       max(0.0, cur.unmeasured_s - prev.unmeasured_s), max(0.0, cur.energy_j - prev.energy_j))
+    return CounterMark(allocated_s=max(0.0, cur.allocated_s - prev.allocated_s),
+                       used_s=max(0.0, cur.used_s - prev.used_s),
+                       unmeasured_s=max(0.0, cur.unmeasured_s - prev.unmeasured_s),
+                       energy_j=max(0.0, cur.energy_j - prev.energy_j))
 
 
 def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int,

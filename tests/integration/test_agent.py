@@ -285,6 +285,32 @@ async def test_finished_pods_listed_by_old_kubelets(tmp_path: Path, watch: bool)
         await peers.close()
 
 
+async def test_pod_watch_reached_says_how_far_the_own_node_watch_has_read(tmp_path: Path) -> None:
+    """What a harness waits on before a tick: nothing without a watch; with one, not before it has listed,
+    then every change to the node's pods so far, and not a change it has not seen."""
+    clock = VirtualClock(START)
+    peers = SimPeers(parse_scenario(OLD_KUBELET, "old.yaml"), tmp_path, START)
+    await peers.start()
+    rig = Rig(peers, clock)
+    agent = Agent(rig.settings("old", watch_pods=True, kubeconfig=peers.kubeconfig), clock=clock)
+    rig.agents["old"] = agent
+    try:
+        assert agent.pod_watch_reached(10**9)  # no watch started: nothing to wait for
+        await agent.start_pod_watch()
+        assert not agent.pod_watch_reached(0)  # started, not listed yet
+        newest = peers.cluster.store.latest_rv("pods")
+        for _ in range(500):
+            if agent.pod_watch_reached(newest):
+                break
+            await asyncio.sleep(0.01)
+        assert agent.pod_watch_reached(newest)
+        assert not agent.pod_watch_reached(10**9)  # a change it has not seen
+    finally:
+        await agent.close()
+        rig.agents.clear()
+        await peers.close()
+
+
 async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> None:
     """With GPUCOST_AGENTS unset, the aggregator pulls the agent pods it finds by label in the API
     (here an agent on 127.0.0.2, announced by a pod object with that podIP)."""

@@ -5,11 +5,8 @@ claim the same nodes); at the end the ledger equals the agents' own counters to 
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ import pytest
 from exporter.aggregator.shards import owner
 from tests.pg import PASSWORD, PgServer, postgres_fixture
 from tests.procs import Cluster, get, usage, wait
+from tests.sim_fixture import SimClusterFactory
 
 _FIXTURES = (postgres_fixture,)  # used by name
 pytestmark = pytest.mark.slow
@@ -30,15 +28,9 @@ SCENARIO = "tick: 1s\nduration: 2h\nprices: {\"NVIDIA L4\": 0.8}\nnodes:\n" + ""
 
 
 @pytest.fixture(name="cluster")
-def _cluster() -> Iterator[Cluster]:
-    workdir = Path(tempfile.mkdtemp(prefix="gce-shards-"))
-    (workdir / "s.yaml").write_text(SCENARIO)
-    c = Cluster(workdir)
-    c.spawn("sim", ["sim-cluster", "--scenario", str(workdir / "s.yaml"), "--workdir", str(workdir)])
-    wait(lambda: (workdir / "ready").exists())
-    yield c
-    c.close()
-    shutil.rmtree(workdir, ignore_errors=True)
+def _cluster(sim_cluster: SimClusterFactory) -> Cluster:
+    """The simulated cluster of ``SCENARIO``, ready; whatever the test spawns through it stops after."""
+    return sim_cluster(SCENARIO).cluster
 
 
 def _free_listen() -> str:
@@ -210,44 +202,37 @@ def _node_books(url: str) -> dict[str, tuple[float, float]]:
     return {node: (float(s), float(c)) for node, s, c in rows}
 
 
-def test_shards_blend_a_commitment_over_the_whole_cluster(postgres: PgServer) -> None:
+def test_shards_blend_a_commitment_over_the_whole_cluster(postgres: PgServer,
+                                                          sim_cluster: SimClusterFactory) -> None:
     """6 L4s committed at 0.40 over the cluster's 12 (6 nodes x 2): c = 6 / 12 = 0.5, so once both shards
     have seen each other's nodes every GPU-hour costs 0.5 x 0.40 + 0.5 x 0.80 = 0.60 on both shards, and
     nothing is unused (6 <= 12). Blending over their own nodes alone, shard 0 (8 GPUs: c = 0.75) would
     charge 0.50 and shard 1 (4 GPUs: c = 1) 0.40, and book 2 unused GPUs."""
-    workdir = Path(tempfile.mkdtemp(prefix="gce-shards-"))
-    (workdir / "s.yaml").write_text(COMMITTED_SCENARIO)
-    cluster = Cluster(workdir)
-    try:
-        cluster.spawn("sim", ["sim-cluster", "--scenario", str(workdir / "s.yaml"), "--workdir", str(workdir)])
-        wait(lambda: (workdir / "ready").exists())
-        url = postgres.database()
-        for n in NODES:
-            cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n))
-        two = {i: _shard_env(cluster, postgres, url, index=i, count=2) for i in range(2)}
-        for i, env in two.items():
-            cluster.spawn(f"agg-{i}", ["aggregator"], env)
-        for i in range(2):
-            try:
-                wait(lambda i=i: _metric_nodes(two[i]["GPUCOST_LISTEN"]) == {n for n in NODES if owner(n, 2) == i},
-                     timeout=60.0)
-            except AssertionError:
-                print(_metric_nodes(two[i]["GPUCOST_LISTEN"]), cluster.tail(f"agg-{i}"), cluster.tail("sim"))
-                raise
-        time.sleep(3.0)  # every node booked at least once: both shards read the whole fleet from the ledger
-        before = _node_books(url)
-        time.sleep(5.0)
-        after = _node_books(url)
-        for i in range(2):
-            assert cluster.stop(f"agg-{i}") == 0
-        import psycopg
+    cluster = sim_cluster(COMMITTED_SCENARIO).cluster
+    url = postgres.database()
+    for n in NODES:
+        cluster.spawn(f"agent-{n}", ["agent"], cluster.agent_env(n))
+    two = {i: _shard_env(cluster, postgres, url, index=i, count=2) for i in range(2)}
+    for i, env in two.items():
+        cluster.spawn(f"agg-{i}", ["aggregator"], env)
+    for i in range(2):
+        try:
+            wait(lambda i=i: _metric_nodes(two[i]["GPUCOST_LISTEN"]) == {n for n in NODES if owner(n, 2) == i},
+                 timeout=60.0)
+        except AssertionError:
+            print(_metric_nodes(two[i]["GPUCOST_LISTEN"]), cluster.tail(f"agg-{i}"), cluster.tail("sim"))
+            raise
+    time.sleep(3.0)  # every node booked at least once: both shards read the whole fleet from the ledger
+    before = _node_books(url)
+    time.sleep(5.0)
+    after = _node_books(url)
+    for i in range(2):
+        assert cluster.stop(f"agg-{i}") == 0
+    import psycopg
 
-        with psycopg.connect(url, password=PASSWORD) as pg:
-            unused = pg.execute("SELECT COALESCE(SUM(seconds), 0) FROM unused_commitment").fetchone()
-        _no_password_in_logs(cluster.logs)  # before the workdir (and its logs) is removed
-    finally:
-        cluster.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with psycopg.connect(url, password=PASSWORD) as pg:
+        unused = pg.execute("SELECT COALESCE(SUM(seconds), 0) FROM unused_commitment").fetchone()
+    _no_password_in_logs(cluster.logs)
     assert set(after) == set(NODES)
     for node in NODES:
         seconds = after[node][0] - before.get(node, (0.0, 0.0))[0]

@@ -70,7 +70,8 @@ def _hour(hour: int) -> str:
 def _past() -> TickWrite:
     w = TickWrite()  # 4 GPU-h at 4.00, one of them idle
     w.usage[UsageKey(PAST_HOUR, "team-b", "old-0", "old", "h100", "", H100, "", "", "USD")] = UsageAmounts(
-        4 * 3600.0, 3 * 3600.0, 0.0, 1 * 3600.0, 4 * 4.00, 1 * 4.00, 0.0, 4 * 4.00)
+        allocated_s=4 * 3600.0, used_s=3 * 3600.0, unmeasured_s=0.0, idle_s=1 * 3600.0, cost=4 * 4.00,
+        idle_cost=1 * 4.00, energy_j=0.0, list_cost=4 * 4.00)
     return w
 
 

@@ -18,8 +18,8 @@ from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, load_meter
 from exporter.aggregator.report import ReportError, build_report, parse_time
 from exporter.clients.exposition import parse_exposition
-from exporter.clients.podresources import ContainerDevices
 from exporter.model.durations import parse_duration
+from exporter.model.pod_resources import ContainerDevices
 from exporter.model.pricing import PricingError, parse_pricing
 from exporter.model.usage import UsageSnapshot
 from exporter.sim.scenario import ScenarioError, parse_scenario

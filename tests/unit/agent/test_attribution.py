@@ -7,8 +7,8 @@ import pytest
 from exporter.agent.attribution import MigLocation, attribute
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.meter import Meter
-from exporter.clients.podresources import ContainerDevices
 from exporter.model.devices import DeviceKind
+from exporter.model.pod_resources import ContainerDevices
 
 H100 = "NVIDIA H100 80GB HBM3"
 

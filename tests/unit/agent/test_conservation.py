@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.meter import Meter
-from exporter.clients.podresources import ContainerDevices
 from exporter.model.holding import PodLifetime
+from exporter.model.pod_resources import ContainerDevices
 
 H100 = "NVIDIA H100 80GB HBM3"
 GPUS = 2  # GPU-a (whole) and GPU-b (time-sliced into 4 replicas)

@@ -9,8 +9,8 @@ from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, consumed_memory, dra_holds, slice_index
 from exporter.agent.sharing import NodeContext
-from exporter.clients.podresources import ClaimDevice, ContainerClaim
 from exporter.model.devices import DeviceKind, SharingMode
+from exporter.model.pod_resources import ClaimDevice, ContainerClaim
 
 A100 = "NVIDIA A100-SXM4-80GB"
 G0, G1, G2 = "GPU-0000", "GPU-1111", "GPU-2222"
@@ -129,7 +129,7 @@ def test_claim_names_travel_to_the_snapshot_and_survive_a_restart() -> None:
     from exporter.agent.meter import Meter
     from exporter.agent.publish import snapshot_of
     from exporter.agent.state import dump_meter, load_meter
-    from exporter.clients.podresources import ContainerDevices
+    from exporter.model.pod_resources import ContainerDevices
 
     claims = [_claim("whole", "main", "w", "gpu-0"), _claim("p1", "main", "s", "gpu-1")]
     plain = ContainerDevices("ml", "plain", "main", "nvidia.com/gpu", ("GPU-3333",))

@@ -16,8 +16,8 @@ from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import dump_meter, load_meter
 from exporter.clients.exposition import parse_exposition
-from exporter.clients.podresources import ContainerDevices
 from exporter.model.holding import PodLifetime
+from exporter.model.pod_resources import ContainerDevices
 from exporter.model.usage import UsageSnapshot
 
 H100 = "NVIDIA H100 80GB HBM3"

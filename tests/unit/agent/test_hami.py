@@ -11,8 +11,8 @@ from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.hami import HamiDevice, HamiError, by_container, hami_fraction, parse_allocation
 from exporter.agent.sharing import ContainerKey, NodeContext
-from exporter.clients.podresources import ContainerDevices
 from exporter.model.devices import DeviceKind, SharingMode
+from exporter.model.pod_resources import ContainerDevices
 
 G0 = "GPU-00000000-1111-2222-3333-444444444444"
 G1 = "GPU-99999999-1111-2222-3333-444444444444"

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from exporter.agent.kubeinfo import RETRY_READ_TICKS, KubeInfo
-from exporter.clients.podresources import ContainerDevices
+from exporter.model.pod_resources import ContainerDevices
 
 
 def _dead_kubeconfig(tmp_path: Path) -> Path:

@@ -8,8 +8,8 @@ import pytest
 from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.meter import Meter
-from exporter.clients.podresources import ContainerDevices
 from exporter.model.holding import PodLifetime
+from exporter.model.pod_resources import ContainerDevices
 
 H100 = "NVIDIA H100 80GB HBM3"
 DCGM = {(u, ""): DcgmDevice(gpu_uuid=u, index=str(i), model=H100, gr_engine=0.5)

@@ -54,13 +54,17 @@ def test_deltas_price_pool_and_breakdown() -> None:
     row = p.write.usage[UsageKey(7200, "ns", "p", "train", "n1", "spot", H100, "", "gpu-batch", "USD")]
     assert (row.allocated_s, row.used_s, row.unmeasured_s, row.idle_s) == (3600.0, 1800.0, 0.0, 1800.0)
     assert row.cost == pytest.approx(2.0) and row.idle_cost == pytest.approx(1.0)
-    assert p.write.breakdown[BreakdownKey("ns", "spot", "gpu-batch", "USD")] == BreakdownTotals(3600.0, 2.0)
+    assert p.write.breakdown[BreakdownKey("ns", "spot", "gpu-batch", "USD")] == BreakdownTotals(
+        allocated_s=3600.0, cost=2.0)
     # list cost: 2 GPU-h x 4.00 list = 8.00 (the pool multiplier is a discount off the list price)
-    assert p.write.unallocated[CapacityKey(7200, "n1", "spot", H100, "USD")] == CapacityAmounts(7200.0, 4.0, 8.0)
+    assert p.write.unallocated[CapacityKey(7200, "n1", "spot", H100, "USD")] == CapacityAmounts(
+        seconds=7200.0, cost=4.0, list_cost=8.0)
     books.apply(p)
     # list cost 1 GPU-h x 4.00 = 4.00; no energy reported
-    assert books.totals[NamespaceKey("ns", "USD")] == NamespaceTotals(3600.0, 1800.0, 0.0, 2.0, 1.0, 4.0, 0.0)
-    assert books.breakdown[BreakdownKey("ns", "spot", "gpu-batch", "USD")] == BreakdownTotals(3600.0, 2.0)
+    assert books.totals[NamespaceKey("ns", "USD")] == NamespaceTotals(
+        allocated_s=3600.0, used_s=1800.0, unmeasured_s=0.0, cost=2.0, idle_cost=1.0, list_cost=4.0, energy_j=0.0)
+    assert books.breakdown[BreakdownKey("ns", "spot", "gpu-batch", "USD")] == BreakdownTotals(
+        allocated_s=3600.0, cost=2.0)
 
 
 def test_stale_and_repeated_snapshots_book_nothing() -> None:

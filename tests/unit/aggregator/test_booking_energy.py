@@ -114,9 +114,9 @@ def test_energy_above_the_power_envelope_refuses_the_snapshot() -> None:
     assert MAX_GPU_WATTS == 2000.0
     bound = 2 * 2000.0 * (3600 * 1.001 + 1)
     assert bound == pytest.approx(14_418_400.0)
-    ok = [CounterMark(3600.0, energy_j=7.2e6), CounterMark(3600.0, energy_j=7.2e6)]
+    ok = [CounterMark(allocated_s=3600.0, energy_j=7.2e6), CounterMark(allocated_s=3600.0, energy_j=7.2e6)]
     assert implausible(ok, wall=3600.0, gpus=2) == ""
-    hot = [CounterMark(3600.0, energy_j=7.2e6), CounterMark(3600.0, energy_j=7.3e6)]
+    hot = [CounterMark(allocated_s=3600.0, energy_j=7.2e6), CounterMark(allocated_s=3600.0, energy_j=7.3e6)]
     assert implausible(hot, wall=3600.0, gpus=2) == "energy_above_power_envelope"
     books, k = Books(LedgerState()), cluster(dc={})
     first, later = two_snapshots("dc", A100, energy_j=14.5e6)

@@ -42,9 +42,12 @@ def _ledger(t: LedgerTarget) -> Ledger:
 def _write(hour: int, seconds: float) -> TickWrite:
     w = TickWrite()
     w.usage[UsageKey(hour, "ns", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
-        seconds, seconds / 2, 0.0, seconds / 2, 1.0, 0.5, 0.0)
-    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(seconds, seconds / 2, 0.0, 1.0, 0.5)
-    w.hwm.append(NodeCounterMark("n1", "ns/p/c/GPU-1", CounterMark(seconds, seconds / 2, 0.0, 0.0)))
+        allocated_s=seconds, used_s=seconds / 2, unmeasured_s=0.0, idle_s=seconds / 2, cost=1.0, idle_cost=0.5,
+        energy_j=0.0)
+    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=seconds, used_s=seconds / 2, unmeasured_s=0.0,
+                                                          cost=1.0, idle_cost=0.5)
+    w.hwm.append(NodeCounterMark("n1", "ns/p/c/GPU-1", CounterMark(allocated_s=seconds, used_s=seconds / 2,
+                                                                   unmeasured_s=0.0, energy_j=0.0)))
     w.agents["n1"] = AgentMark("e1", float(hour), 1)
     return w
 

@@ -41,8 +41,9 @@ def _as_schema_6(t: LedgerTarget) -> None:
 
 def _tick(key: UsageKey, seconds: float, price: float) -> TickWrite:
     w = TickWrite()
-    w.usage[key] = UsageAmounts(seconds, 0.0, 0.0, seconds, seconds / 3600 * price, seconds / 3600 * price,
-                                0.0, seconds / 3600 * price)
+    w.usage[key] = UsageAmounts(allocated_s=seconds, used_s=0.0, unmeasured_s=0.0, idle_s=seconds,
+                                cost=seconds / 3600 * price, idle_cost=seconds / 3600 * price, energy_j=0.0,
+                                list_cost=seconds / 3600 * price)
     return w
 
 

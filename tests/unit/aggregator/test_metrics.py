@@ -31,11 +31,14 @@ HOSTILE = 'we"ird\\pod\nname'
 def inputs(*, breakdown_series: bool = False) -> MetricsInputs:
     """The state the collector reads, with label values that need escaping."""
     books = Books(LedgerState(
-        totals={NamespaceKey("team-a", "USD"): NamespaceTotals(7200.0, 3600.0, 0.0, 8.0, 4.0),
-                NamespaceKey(HOSTILE, "USD"): NamespaceTotals(1.0, 0.5, 0.0, 0.1, float("inf"))},
-        unallocated_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(3600.0, 0.8)},
-        unobserved_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(60.0, 0.2)},
-        breakdown={BreakdownKey("team-a", "spot", "gpu-batch", "USD"): BreakdownTotals(3600.0, 2.0)}))
+        totals={NamespaceKey("team-a", "USD"): NamespaceTotals(allocated_s=7200.0, used_s=3600.0, unmeasured_s=0.0,
+                                                               cost=8.0, idle_cost=4.0),
+                NamespaceKey(HOSTILE, "USD"): NamespaceTotals(allocated_s=1.0, used_s=0.5, unmeasured_s=0.0, cost=0.1,
+                                                              idle_cost=float("inf"))},
+        unallocated_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(seconds=3600.0,
+                                                                                                cost=0.8)},
+        unobserved_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(seconds=60.0, cost=0.2)},
+        breakdown={BreakdownKey("team-a", "spot", "gpu-batch", "USD"): BreakdownTotals(allocated_s=3600.0, cost=2.0)}))
     gauges = Gauges()
     gauges.allocated_gpus = {"team-a": 2.0, HOSTILE: 0.25}
     gauges.pods = {("team-a", HOSTILE): PodGauge("wl", 1.0, "NVIDIA H100 80GB HBM3", 0.01, 600.0, 4.0)}

@@ -140,7 +140,8 @@ async def test_ledger_refuses_a_tick_whose_node_marks_moved(ledger_target: Ledge
         for ledger in (first, second):
             w = _usage(3600.0)
             w.agents["n1"] = mark
-            w.hwm.append(NodeCounterMark("n1", "k", CounterMark(3600.0, 1800.0, 0.0, 0.0)))
+            w.hwm.append(NodeCounterMark("n1", "k", CounterMark(allocated_s=3600.0, used_s=1800.0, unmeasured_s=0.0,
+                                                                energy_j=0.0)))
             if ledger is first:
                 await ledger.commit(w, {"n1": None})  # never booked before: no row expected
             else:

@@ -26,7 +26,8 @@ def _row(w: TickWrite, *, hour: int, ns: str, pod: str, alloc_h: float, used_h: 
     """One hourly row; cost = allocated GPU-h x price, idle seconds = allocated - used - unmeasured."""
     idle_h = alloc_h - used_h - unmeasured_h
     w.usage[UsageKey(hour, ns, pod, pod, "n1", "pool", "M", "", "", currency)] = UsageAmounts(
-        alloc_h * H, used_h * H, unmeasured_h * H, idle_h * H, alloc_h * price, idle_cost, 0.0, alloc_h * price)
+        allocated_s=alloc_h * H, used_s=used_h * H, unmeasured_s=unmeasured_h * H, idle_s=idle_h * H,
+        cost=alloc_h * price, idle_cost=idle_cost, energy_j=0.0, list_cost=alloc_h * price)
 
 
 def _books() -> TickWrite:

@@ -86,10 +86,10 @@ def write_ledger(path: Path | str, usage: list[UsageRow], unallocated: list[Capa
     for table, rows in ((w.unallocated, unallocated), (w.unobserved, unobserved or [])):
         for c in rows:
             table[CapacityKey(c.hour, c.node, c.pool, c.gpu_model, CURRENCY)] = CapacityAmounts(
-                c.seconds, c.cost, c.cost if c.list_cost is None else c.list_cost)
+                seconds=c.seconds, cost=c.cost, list_cost=c.cost if c.list_cost is None else c.list_cost)
     for x in unused or []:
         w.unused_commitment[CommitmentKey(x.hour, x.commitment, x.gpu_model, CURRENCY)] = CapacityAmounts(
-            x.seconds, x.cost, 0.0)
+            seconds=x.seconds, cost=x.cost, list_cost=0.0)
     w.namespace_teams.update(teams or {})
 
     async def commit() -> None:

@@ -7,7 +7,7 @@ from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import dump_meter, load_meter
-from exporter.clients.podresources import ContainerDevices
+from exporter.model.pod_resources import ContainerDevices
 
 H100 = "NVIDIA H100 80GB HBM3"
 MIB = 1048576.0

@@ -1,0 +1,42 @@
+"""The ledger's named amounts: keyword-only, added and scaled field by field."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.model import books
+from exporter.model.books import CapacityAmounts, NamespaceTotals, UsageAmounts
+
+AMOUNTS = [cls for cls in vars(books).values()
+           if isinstance(cls, type) and issubclass(cls, books._Amounts) and cls is not books._Amounts]
+
+
+def test_every_amount_type_is_found() -> None:
+    assert {c.__name__ for c in AMOUNTS} == {"UsageAmounts", "NamespaceTotals", "CapacityAmounts",
+                                             "BreakdownTotals", "UnmeasuredEnergy", "CounterMark"}
+
+
+@pytest.mark.parametrize("cls", AMOUNTS, ids=lambda c: c.__name__)
+def test_no_amount_is_built_by_position(cls: type[books._Amounts]) -> None:
+    """``CapacityAmounts(3600.0, 0.8)`` could put a price in the seconds: only names are accepted."""
+    with pytest.raises(TypeError):
+        cls(1.0)  # type: ignore[call-arg]
+    assert cls(**{cls.columns()[0]: 1.0}).values()[0] == 1.0
+
+
+def test_addition_is_field_by_field() -> None:
+    a = CapacityAmounts(seconds=3600.0, cost=0.75, list_cost=1.0, energy_j=10.0)
+    b = CapacityAmounts(seconds=1800.0, cost=0.5, list_cost=0.5)
+    # 3600 + 1800 = 5400 s; 0.75 + 0.5 = 1.25; 1.0 + 0.5 = 1.5; 10 + 0 = 10 J (all exact in binary)
+    assert a + b == CapacityAmounts(seconds=5400.0, cost=1.25, list_cost=1.5, energy_j=10.0)
+
+
+def test_scaling_is_field_by_field() -> None:
+    t = NamespaceTotals(allocated_s=7200.0, used_s=3600.0, cost=8.0, idle_cost=4.0)
+    # a quarter of each: 1800 s, 900 s, 2.00, 1.00; zeros stay zero
+    assert t.scaled(0.25) == NamespaceTotals(allocated_s=1800.0, used_s=900.0, cost=2.0, idle_cost=1.0)
+
+
+def test_columns_are_the_ledger_column_order() -> None:
+    assert UsageAmounts.columns() == ("allocated_s", "used_s", "unmeasured_s", "idle_s", "cost", "idle_cost",
+                                      "energy_j", "list_cost")
