@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from operator import add, attrgetter
+from operator import attrgetter
 from typing import Any, NamedTuple, Self
 
 HOUR = 3600
@@ -59,6 +59,21 @@ def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
     return g
 
 
+_FIELDWISE: dict[tuple[type, str], Callable[..., Any]] = {}
+
+
+def _fieldwise(cls: type[_Amounts], expr: str, args: str) -> Callable[..., Any]:
+    """A function of ``args`` building ``cls`` by field name, field ``n`` from ``expr`` (``a.{n} + b.{n}``).
+
+    Generated once per type from its own field names, as ``dataclasses`` generates ``__init__``: adding
+    two amounts on the booking path then costs no dict and reads no field by position."""
+    fn = _FIELDWISE.get((cls, expr))
+    if fn is None:
+        body = ", ".join(f"{n}={expr.format(n=n)}" for n in cls.columns())
+        fn = _FIELDWISE[(cls, expr)] = eval(f"lambda {args}: cls({body})", {"cls": cls})
+    return fn
+
+
 class _Amounts:
     """Addition and scaling field by field, shared by every amount type below (built by field name: the
     types are keyword-only, so no amount is ever built by position)."""
@@ -66,12 +81,12 @@ class _Amounts:
     __slots__ = ()
 
     def __add__(self, other: Self) -> Self:
-        g = _getter(type(self))
-        return type(self)(**dict(zip(self.columns(), map(add, g(self), g(other)), strict=True)))
+        result: Self = _fieldwise(type(self), "a.{n} + b.{n}", "a, b")(self, other)
+        return result
 
     def scaled(self, factor: float) -> Self:
-        cls = type(self)
-        return cls(**dict(zip(cls.columns(), (v * factor for v in _getter(cls)(self)), strict=True)))
+        result: Self = _fieldwise(type(self), "a.{n} * k", "a, k")(self, factor)
+        return result
 
     def values(self) -> tuple[float, ...]:
         """Field values in declaration order: the ledger's column order (used only by the ledger's SQL)."""

@@ -60,5 +60,5 @@ class Select:
         types = {f.name: str(f.type) for f in fields(record) if f.name not in fixed}  # type: ignore[arg-type]
         if tuple(types) != self.names:
             raise ValueError(f"{record.__name__} fields {tuple(types)} are not the columns {self.names}")
-        pairs = tuple((n, _CONVERT[types[n]]) for n in self.names)
-        return [record(**fixed, **{n: c(v) for (n, c), v in zip(pairs, r, strict=True)}) for r in rows]
+        names, convert = self.names, tuple(_CONVERT[types[n]] for n in self.names)
+        return [record(**fixed, **{n: c(v) for n, c, v in zip(names, convert, r, strict=False)}) for r in rows]
