@@ -590,14 +590,14 @@ def _focus_ledger(path: Path, *, nodes: int, days: int, pods_per_node: int) -> i
     for h in range(days * 24):
         hour = start + h * 3600
         usage = [("default", hour, f"ns{p % 7}", f"pod-{n}-{p}", f"wl-{p % 11}", f"node-{n}", f"pool-{n % 5}", model,
-                  "", "", "USD", "", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6, 4.0)
+                  "", "", "USD", "", "", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6, 4.0)
                  for n in range(nodes) for p in range(pods_per_node)]
         idle_gpus = 8 - pods_per_node
         free = [("default", hour, f"node-{n}", f"pool-{n % 5}", model, "USD", 3600.0 * idle_gpus, 4.0 * idle_gpus,
                  4.0 * idle_gpus) for n in range(nodes)]
         conn.executemany("INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, "
-                         "mig_profile, priority_class, currency, claim, allocated_s, used_s, unmeasured_s, idle_s, "
-                         "cost, idle_cost, energy_j, list_cost) VALUES (" + ",".join("?" * 20) + ")", usage)
+                         "mig_profile, priority_class, currency, claim, sharing, allocated_s, used_s, unmeasured_s, "
+                         "idle_s, cost, idle_cost, energy_j, list_cost) VALUES (" + ",".join("?" * 21) + ")", usage)
         conn.executemany("INSERT INTO unallocated (cluster, hour, node, pool, gpu_model, currency, seconds, cost, "
                          "list_cost) VALUES (?,?,?,?,?,?,?,?,?)", free)
         rows += len(usage) + len(free)

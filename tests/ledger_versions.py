@@ -1,6 +1,6 @@
 """Make a fresh ledger look as an older build left it, for migration tests: the tables and columns each
-later schema added are dropped (the usage table itself, whose key gained ``claim`` in schema 7 and whose
-``list_cost`` came with schema 4, is left to the tests that rebuild it)."""
+later schema added are dropped (the usage table itself, whose key gained ``claim`` in schema 7 and ``sharing``
+in schema 10 and whose ``list_cost`` came with schema 4, is left to the tests that rebuild it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ _V4_LIST_COST = ("unallocated", "unobserved", "totals", "unallocated_totals", "u
 
 
 def back_to(version: int) -> list[str]:
-    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 9 on a fresh ledger, then
+    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 10 on a fresh ledger, then
     marking it ``version``."""
     out: list[str] = []
     if version < 9:

@@ -1,15 +1,14 @@
 """The "apply" step: cumulative, monotonic GPU-second counters per (namespace, pod, container, device).
 
-Each tick charges the interval since the previous tick to what this tick observed, with the real
-elapsed time, capped (a stalled agent must not bill an hour to whoever holds a GPU now). Conservation:
-every second of the node's capacity since the epoch's first tick (``started_at``) lands in exactly one
-bucket, a holder's allocated time, ``unallocated`` or ``unobserved`` (the capped excess, and whole
-intervals while pod-resources was unreachable beyond the cap), so
-Σ allocated + Σ unallocated + Σ unobserved - oversubscribed = Σ physical GPUs x wall seconds.
-With the own-node pod watch, holders are charged to the second between their pod's ``startTime``
-and ``finishedAt`` (``holding``); without it, to the tick, and each such boundary is counted.
-Counters survive restarts through ``state`` (same epoch), or restart from zero with a new epoch.
-Energy follows the same buckets, with the GPU-seconds DCGM did not measure counted (``energy``).
+Each tick charges the interval since the previous tick to what this tick observed, with the real elapsed time,
+capped (a stalled agent must not bill an hour to whoever holds a GPU now). Conservation: every second of the node's
+capacity since the epoch's first tick (``started_at``) lands in exactly one bucket, a holder's allocated time,
+``unallocated`` or ``unobserved`` (the capped excess, and whole intervals while pod-resources was unreachable beyond
+the cap), so Σ allocated + Σ unallocated + Σ unobserved - oversubscribed = Σ physical GPUs x wall seconds. With the
+own-node pod watch, holders are charged to the second between their pod's ``startTime`` and ``finishedAt``
+(``holding``); without it, to the tick, and each such boundary is counted. Counters survive restarts through
+``state`` (same epoch), or restart from zero with a new epoch. Energy follows the same buckets, with the GPU-seconds
+DCGM did not measure counted (``energy``).
 
 Edge cases of the identity: a holder whose device could not be resolved (a MIG instance without a
 known parent) is charged at its profile's fraction under the node's model when the node has one
@@ -62,6 +61,7 @@ class HolderState:
     fb_peak_bytes: float | None = None  # peak framebuffer used in the clock hour ``fb_peak_hour``
     fb_peak_hour: int | None = None
     claim: str = ""  # the DRA claim (``<namespace>/<name>``) it holds the device through; "" otherwise
+    sharing: str = ""  # how its GPU is shared (``SharingMode``'s value); "" restored from an older state file
 
     def note_framebuffer(self, used_bytes: float | None, at: float) -> None:
         """Keep the hour's peak; a new hour starts again (unmeasured until a reading comes)."""
@@ -248,11 +248,11 @@ class Meter:
                 if state is None:
                     state = self.holders[a.holder_key] = HolderState(
                         a.namespace, a.pod, a.container, a.device_id, a.gpu_uuid, a.model, a.mig_profile,
-                        a.fraction, claim=a.claim)
+                        a.fraction, claim=a.claim, sharing=a.sharing.value)
                 else:
                     state.gpu_uuid, state.claim = a.gpu_uuid or state.gpu_uuid, a.claim or state.claim
                     state.model, state.mig_profile = a.model or state.model, a.mig_profile or state.mig_profile
-                    state.fraction = a.fraction
+                    state.fraction, state.sharing = a.fraction, a.sharing.value
                 secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew,
                                           stats=stats)
                 rate = rates.get(a.holder_key, Usage())

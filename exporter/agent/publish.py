@@ -31,7 +31,8 @@ def snapshot_of(meter: Meter, now: float, *, dcgm_up: bool, podresources_up: boo
                 gpu_uuid=s.gpu_uuid, gpu_model=s.model, mig_profile=s.mig_profile, fraction=s.fraction,
                 active=s.active, allocated_s=s.usage.allocated, used_s=s.usage.used,
                 unmeasured_s=s.usage.unmeasured, energy_j=s.usage.energy_j, utilization=s.utilization,
-                fb_peak_bytes=s.fb_peak_bytes, fb_peak_hour=s.fb_peak_hour, claim=s.claim)
+                fb_peak_bytes=s.fb_peak_bytes, fb_peak_hour=s.fb_peak_hour, claim=s.claim,
+                sharing=s.sharing)
             for s in meter.holders.values()
         ],
         unallocated=_capacity_counters(meter.unallocated, meter.energy.unallocated),

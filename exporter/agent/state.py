@@ -48,7 +48,7 @@ def dump_meter(meter: Meter) -> dict[str, Any]:
              "allocated": s.usage.allocated, "used": s.usage.used, "unmeasured": s.usage.unmeasured,
              "energy_j": s.usage.energy_j, "active": s.active, "last_active": s.last_active,
              "used_ratio": s.used_ratio, "fb_peak_bytes": s.fb_peak_bytes, "fb_peak_hour": s.fb_peak_hour,
-             "claim": s.claim}
+             "claim": s.claim, "sharing": s.sharing}
             for s in meter.holders.values()
         ],
         "unallocated": dict(meter.unallocated),
@@ -85,7 +85,8 @@ def _holder(row: dict[str, Any]) -> HolderState:
         active=bool(row["active"]), last_active=float(row["last_active"]),
         used_ratio=None if ratio is None else float(ratio),
         fb_peak_bytes=None if fb_peak is None else float(fb_peak),
-        fb_peak_hour=None if fb_hour is None else int(fb_hour), claim=str(row.get("claim") or ""))
+        fb_peak_hour=None if fb_hour is None else int(fb_hour), claim=str(row.get("claim") or ""),
+        sharing=str(row.get("sharing") or ""))
 
 
 def load_meter(data: dict[str, Any], node: str) -> Meter:

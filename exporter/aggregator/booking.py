@@ -317,7 +317,7 @@ class _NodeBooking:
                     out.unpriced[model] += d.allocated_s * part.share
                 amount = usage_amount(d, idle=idle, share=part.share, rate=rate)
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
-                                       h.mig_profile or "", priority, currency, h.claim), amount)
+                                       h.mig_profile or "", priority, currency, h.claim, h.sharing), amount)
                 total = total + amount
             breakdown, ns_totals = holder_totals(d, total)
             add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency), breakdown)

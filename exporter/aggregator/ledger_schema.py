@@ -14,6 +14,8 @@ swaps the constraint in place (its partitions follow). Schema 8 added the energy
 (or observed) and, per node, the GPU-seconds whose energy DCGM did not measure; rows booked before it
 measured no such energy (0). Schema 9 added each node's GPUs by model and held MIG instances (``fleet``),
 so aggregators that share a cluster's nodes (shards) blend commitments over the whole cluster's fleet.
+Schema 10 added how the GPU was shared to the usage key (``sharing``: ``none``, ``time-slicing``, ``mps``,
+``hami``, ``dra``; "" when the agent did not say): booked rows get "", their key changing as in schema 7.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 DEFAULT_CLUSTER = "default"
 
 
@@ -127,9 +129,12 @@ _V8_TABLES: tuple[Table, ...] = (Table("unmeasured_energy_totals", (("node", "te
 _V9_TABLES: tuple[Table, ...] = (
     Table("fleet", (("node", "text"),), (("gpus_by_model", "text"), ("held_mig", "text"))),
 )
-TABLES: tuple[Table, ...] = tuple(
+TABLES_V9: tuple[Table, ...] = tuple(
     Table(t.name, t.key + _V7_KEYS.get(t.name, ()), t.values + _V8_COLUMNS.get(t.name, ())) for t in TABLES_V6
 ) + _V8_TABLES + _V9_TABLES
+#: Schema 10: how the GPU was shared, last in the usage key (after ``claim``).
+_V10_KEYS: dict[str, tuple[tuple[str, str], ...]] = {"usage": (("sharing", "text"),)}
+TABLES: tuple[Table, ...] = tuple(Table(t.name, t.key + _V10_KEYS.get(t.name, ()), t.values) for t in TABLES_V9)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -245,18 +250,31 @@ def add_list_prices(d: Dialect) -> list[str]:
     return out + [create_table(d, t) for t in _V4_TABLES]
 
 
+def _add_usage_key(d: Dialect, new: Table, *, column: str, version: int) -> list[str]:
+    """``column`` joins the usage key (``new`` is the table after it); booked rows get "" (not known then).
+
+    SQLite rebuilds the table (its primary key cannot change in place); PostgreSQL adds the column and
+    swaps the key constraint on the parent (its partitions follow). ``IF NOT EXISTS``: a ledger whose
+    usage table already has the column (set back by hand) migrates the same."""
+    if d.partition_usage:
+        pk = ", ".join(["cluster"] + [c for c, _w in new.key])
+        return [f"ALTER TABLE usage ADD COLUMN IF NOT EXISTS {column} TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE usage DROP CONSTRAINT usage_pkey", f"ALTER TABLE usage ADD PRIMARY KEY ({pk})"]
+    old = ", ".join(c for c in new.columns() if c != column)
+    return [create_table(d, new, name=f"usage_v{version}"),
+            f"INSERT INTO usage_v{version} ({old}, {column}) SELECT {old}, '' FROM usage",
+            "DROP TABLE usage", f"ALTER TABLE usage_v{version} RENAME TO usage",
+            "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+
+
 def add_claim(d: Dialect) -> list[str]:
     """Schema 6 -> 7: ``claim`` joins the usage key; booked rows get "" (no claim known)."""
-    new = BY_NAME["usage"]
-    if d.partition_usage:  # PostgreSQL: the key constraint is swapped on the parent, partitions follow
-        pk = ", ".join(["cluster"] + [c for c, _w in new.key])
-        return ["ALTER TABLE usage ADD COLUMN claim TEXT NOT NULL DEFAULT ''",
-                "ALTER TABLE usage DROP CONSTRAINT usage_pkey", f"ALTER TABLE usage ADD PRIMARY KEY ({pk})"]
-    old = ", ".join(c for c in new.columns() if c != "claim")
-    return [create_table(d, new, name="usage_v7"),
-            f"INSERT INTO usage_v7 ({old}, claim) SELECT {old}, '' FROM usage",
-            "DROP TABLE usage", "ALTER TABLE usage_v7 RENAME TO usage",
-            "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+    return _add_usage_key(d, {t.name: t for t in TABLES_V9}["usage"], column="claim", version=7)
+
+
+def add_sharing(d: Dialect) -> list[str]:
+    """Schema 9 -> 10: ``sharing`` joins the usage key; booked rows get "" (the mode was not booked)."""
+    return _add_usage_key(d, BY_NAME["usage"], column="sharing", version=10)
 
 
 def add_energy(d: Dialect) -> list[str]:
@@ -271,4 +289,4 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
             5: lambda: [create_table(d, t) for t in _V5_TABLES],
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
-            9: lambda: [create_table(d, t) for t in _V9_TABLES]}
+            9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d)}

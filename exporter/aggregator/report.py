@@ -25,6 +25,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "model": ("gpu_model",),
     "priority_class": ("priority_class",),
     "claim": ("namespace", "claim"),  # DRA ResourceClaim ``<namespace>/<name>``; "" for device-plugin holders
+    "sharing": ("sharing",),  # none | time-slicing | mps | hami | dra; "" booked before the agent said
 }
 CAPACITY_COLUMNS = frozenset({"cluster", "node", "pool", "gpu_model"})  # what capacity tables are keyed by
 CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}  # single keys capacity is kept by

@@ -178,6 +178,7 @@ class UsageKey(NamedTuple):
     priority_class: str
     currency: str
     claim: str = ""  # the DRA claim (``<namespace>/<name>``) the time was held through; "" for none
+    sharing: str = ""  # how the GPU was shared (``usage.SHARING_MODES``); "" when the agent did not say
 
 
 class CapacityKey(NamedTuple):

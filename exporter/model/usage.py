@@ -13,11 +13,15 @@ GPUs measured, and ``unmeasured_energy_s`` by the GPU-seconds of the others.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: Bounds that keep a hostile or broken agent from making the aggregator allocate without limit.
 MAX_NAME = 253
 MAX_HOLDERS = 20_000
+#: How a holder's GPU is shared, as the agent labels its device metrics; "" is unknown (an older agent).
+SHARING_MODES = frozenset({"none", "time-slicing", "mps", "hami", "dra"})
 
 
 class HolderCounters(BaseModel):
@@ -47,6 +51,15 @@ class HolderCounters(BaseModel):
     #: The DRA ResourceClaim (``<namespace>/<name>``) the device is held through; "" for device-plugin
     #: holders. A label of the counters, not part of their identity (``key``).
     claim: str = Field(default="", max_length=2 * MAX_NAME + 1)
+    #: How the device's GPU is shared (one of ``SHARING_MODES``); "" from an agent that does not say. A label,
+    #: not part of the identity either: a holder whose mode changes keeps its counters.
+    sharing: str = ""
+
+    @field_validator("sharing", mode="before")
+    @classmethod
+    def _known_sharing(cls, value: Any) -> str:
+        """A mode this build does not know (a newer agent's) books as unknown rather than refusing the snapshot."""
+        return value if isinstance(value, str) and value in SHARING_MODES else ""
 
     def key(self) -> str:
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"

@@ -43,10 +43,10 @@ def _ledger(path: Path, days: int) -> None:
             hour = START + h * 3600
             conn.executemany(
                 "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
-                "priority_class, currency, claim, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
-                "energy_j, list_cost) VALUES (" + ",".join("?" * 20) + ")",
+                "priority_class, currency, claim, sharing, allocated_s, used_s, unmeasured_s, idle_s, cost, "
+                "idle_cost, energy_j, list_cost) VALUES (" + ",".join("?" * 21) + ")",
                 [("default", hour, f"ns{p}", f"pod-{n}-{p}", f"wl-{p}", f"node-{n}", f"pool-{n % 3}", model, "", "",
-                  "USD", "", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6, 4.0)
+                  "USD", "", "", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6, 4.0)
                  for n in range(NODES) for p in range(PODS_PER_NODE)])
             idle = 8 - PODS_PER_NODE
             conn.executemany(
