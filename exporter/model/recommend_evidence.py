@@ -92,7 +92,7 @@ class UtilHistogram:
             running += bucket.seconds
             if bucket.seconds > 0 and running >= q * total - 1e-9:
                 return bucket.upper_percent / 100.0
-        return BUCKET_UPPER_PERCENT[-1] / 100.0
+        return max(BUCKET_UPPER_PERCENT) / 100.0
 
     def to_json(self) -> str:
         """Compact text for a ledger column: ``{"upper percent": seconds}`` for non-empty buckets."""

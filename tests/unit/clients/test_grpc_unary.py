@@ -15,9 +15,10 @@ import pytest
 
 from exporter.clients.errors import PeerBadResponse, PeerRateLimited, PeerUnavailable
 from exporter.clients.grpc_unary import RESOURCE_EXHAUSTED, GrpcError, unary_call
-from exporter.clients.podresources import ClaimDevice, ContainerClaim, PodResourcesClient
+from exporter.clients.podresources import PodResourcesClient
 from exporter.clients.proto import podresources_v1_pb2 as pb
 from exporter.clients.proto import podresources_v1_pb2_grpc as pb_grpc
+from exporter.model.pod_resources import ClaimDevice, ContainerClaim
 
 METHOD_LIST = "/v1.PodResourcesLister/List"
 
