@@ -10,6 +10,7 @@ time nobody could observe) share one shape and are one list.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from operator import attrgetter
 
 from exporter.aggregator.booking import hour_of
@@ -182,8 +183,15 @@ _CAPACITY_ORDER = attrgetter("node", "pool", "gpu_model", "currency")
 _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
+@lru_cache(maxsize=64)
+def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = ()) -> Select:
+    """One SELECT per record type and list-cost expression, built once: the export reads every hour alike."""
+    return Select.record(record, skip=skip) if list_cost is None else Select.record(record, skip=skip,
+                                                                                   list_cost=list_cost)
+
+
 def read_usage(query: Query, layout: LedgerLayout, hour: int) -> list[UsageRecord]:
-    cols = Select.record(UsageRecord, list_cost=list_cost_sql(layout, "usage"))
+    cols = _select(UsageRecord, list_cost_sql(layout, "usage"))
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
     return sorted(cols.records(UsageRecord, rows), key=_USAGE_ORDER)
@@ -193,7 +201,7 @@ def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[Capacit
     out: list[CapacityRecord] = []
     scope, scope_params = layout.scope()
     for cap in layout.capacity:
-        cols = Select.record(CapacityRecord, skip=("state",), list_cost=list_cost_sql(layout, cap.table))
+        cols = _select(CapacityRecord, list_cost_sql(layout, cap.table), skip=("state",))
         rows = query(f"SELECT {cols.sql()} FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
         out += sorted(cols.records(CapacityRecord, rows, state=cap.state), key=_CAPACITY_ORDER)
     return out
@@ -202,7 +210,7 @@ def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[Capacit
 def read_unused_commitments(query: Query, layout: LedgerLayout, hour: int) -> list[CommitmentRecord]:
     if not layout.commitments:
         return []
-    cols = Select.record(CommitmentRecord)
+    cols = _select(CommitmentRecord, None)
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM unused_commitment WHERE hour = ?{scope}", (hour, *scope_params))
     return sorted(cols.records(CommitmentRecord, rows), key=_COMMITMENT_ORDER)

@@ -19,11 +19,12 @@ from exporter.export.ledger_source import Window
 START = 1793491200  # 2026-11-01T00:00:00Z
 NODES = 10
 PODS_PER_NODE = 3  # of 8 GPUs each: 5 unallocated per node and hour
-# Peak(7 d) / peak(1 d). Streamed, it is 1 plus the bounded per-hour caches (the times' texts, a few hundred bytes
-# an hour, capped by their lru sizes): 1.16 measured with these sizes. Holding every hour instead (the mutation
-# ``list(focus_hours(...))``) measured 6.8, as 7 days hold 7x the rows of 1. 1.5 is far from both, so the check
-# is deterministic although it measures memory; it does not measure time.
-MAX_RATIO = 1.5
+# Peak(7 d) / peak(1 d). Streamed, it is 1 plus the bounded caches that fill as hours are seen (each hour's time
+# texts, decimal texts of the amounts, SKU and tag texts; capped by their lru sizes): 1.5 measured with these
+# sizes (0.50, 0.72, 0.92, 1.13 MB for 1, 7, 14, 28 days: the caches' growth, ~30 KB a day, not the rows').
+# Holding every hour instead (the mutation ``list(focus_hours(...))``) measured 6.8, as 7 days hold 7x the rows
+# of 1. 2.5 is far from both, so the check is deterministic although it measures memory; it does not measure time.
+MAX_RATIO = 2.5
 
 
 def _ledger(path: Path, days: int) -> None:
