@@ -136,7 +136,8 @@ class KubeState:
 
     def pending_reasons(self, pod: PodInfo) -> list[str]:
         msg = pod.pending_message or self.scheduling_messages.get((pod.namespace, pod.name), "")
-        return self.dra.with_claim_reason(pod.namespace, pod.claims, classify_pending(msg) if msg else ["other"])
+        reasons = classify_pending(msg) if msg else ["other"]
+        return self.dra.with_claim_reason(pod.namespace, pod.claims, reasons=reasons)
 
     def quota_by_namespace(self) -> dict[str, tuple[float, float]]:
         """Tightest GPU quota per namespace: (hard, used) of the quota with the least headroom."""
@@ -150,10 +151,10 @@ class KubeState:
         return bool(self.agent_selector) and all(labels.get(k) == v for k, v in self.agent_selector.items())
 
     # -- watch handler -------------------------------------------------------------------------------
-    def handle(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
-        self.budget_annotations.handle(kind, etype, obj)
+    def handle(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
+        self.budget_annotations.handle(kind, etype, obj=obj)
         if kind in DRA_KIND_NAMES:
-            self.dra.handle(kind, etype, obj)
+            self.dra.handle(kind, etype, obj=obj)
         elif etype == "LISTED":
             self._relisted(kind, obj["items"])
         else:
@@ -231,7 +232,7 @@ class KubeState:
             created=meta.get("creationTimestamp") or "", claims=claims)
 
     @staticmethod
-    def _keep_labels(table: dict[str, dict[str, str]], etype: str, obj: dict[str, Any]) -> None:
+    def _keep_labels(table: dict[str, dict[str, str]], etype: str, *, obj: dict[str, Any]) -> None:
         """Cluster-scoped objects we only need the labels of (nodes, namespaces), by name."""
         meta = obj.get("metadata") or {}
         if etype == "DELETED":
@@ -244,14 +245,14 @@ class KubeState:
             meta = obj.get("metadata") or {}
             stamp = parse_timestamp(meta.get("deletionTimestamp") or "")
             self._node_gone(meta.get("name", ""), stamp)
-        self._keep_labels(self.nodes, etype, obj)
+        self._keep_labels(self.nodes, etype, obj=obj)
 
     def _node_gone(self, name: str, deleted_at: float | None) -> None:
         if name in self.nodes:
             self.deleted_nodes.append(DeletedNode(name, deleted_at, self.gpus_of_node(name), self.model_of_node(name)))
 
     def _on_namespaces(self, etype: str, obj: dict[str, Any]) -> None:
-        self._keep_labels(self.namespaces, etype, obj)
+        self._keep_labels(self.namespaces, etype, obj=obj)
 
     def _on_resourcequotas(self, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

@@ -46,7 +46,7 @@ async def take_over_ledger(ledger: Ledger, *, holder: str, leading: Callable[[],
 
 
 class LeaderElector:
-    def __init__(self, api_client: Any, namespace: str, name: str, lease_duration: float, renew_period: float,
+    def __init__(self, api_client: Any, namespace: str, *, name: str, lease_duration: float, renew_period: float,
                  identity: str | None = None, on_change: Callable[[bool], None] | None = None) -> None:
         from kubernetes_asyncio import client
 

@@ -127,14 +127,14 @@ def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Famil
                             labels=["node", "pool", "gpu_model"]),
         CounterMetricFamily("gpucost_unallocated_cost_total", "money for capacity nobody held",
                             labels=["node", "pool", "gpu_model", "currency"]),
-        books.unallocated_totals)
+        totals=books.unallocated_totals)
     yield from seconds_and_cost(
         CounterMetricFamily("gpucost_unobserved_gpu_seconds_total",
                             "GPU-seconds of capacity no one could observe (agent down or state lost, kubelet "
                             "socket gone past the charge cap)", labels=["node", "pool", "gpu_model"]),
         CounterMetricFamily("gpucost_unobserved_cost_total", "money for capacity no one could observe",
                             labels=["node", "pool", "gpu_model", "currency"]),
-        books.unobserved_totals)
+        totals=books.unobserved_totals)
     if breakdown_series:
         alloc = CounterMetricFamily("gpucost_breakdown_allocated_gpu_seconds_total",
                                     "GPU-seconds held by namespace, pool and priority class",
@@ -162,7 +162,7 @@ def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Famil
     yield unpriced
 
 
-def seconds_and_cost(seconds: CounterMetricFamily, cost: CounterMetricFamily,
+def seconds_and_cost(seconds: CounterMetricFamily, cost: CounterMetricFamily, *,
                      totals: Mapping[CapacityTotalKey, CapacityAmounts]) -> tuple[Family, Family]:
     """Seconds summed over currencies, cost per currency, from capacity totals."""
     per_key: dict[tuple[str, str, str], float] = defaultdict(float)

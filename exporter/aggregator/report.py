@@ -99,14 +99,14 @@ class ReportRequest:
         return (f"WHERE {' AND '.join(where)}" if where else ""), params
 
 
-def build_report(query: Query, by: str, since: float | None, until: float | None, *,
+def build_report(query: Query, by: str, *, since: float | None, until: float | None,
                  cluster: str | None = None) -> list[dict[str, Any]]:
     """Rows grouped by ``by`` (one key or several, comma-separated) over the hour buckets that start in
     [since, until), of one cluster or (None) of all."""
     return report_rows(query, ReportRequest.parse(by, since=since, until=until, cluster=cluster))
 
 
-def window(by: str, since: float | None, until: float | None, *,
+def window(by: str, *, since: float | None, until: float | None,
            cluster: str | None = None) -> tuple[str, list[Any]]:
     """The WHERE clause (and its parameters) of the hour buckets that start in [since, until), of one
     cluster or (None) all; ``by`` a single grouping key (what ``--reprice`` takes)."""
@@ -115,12 +115,12 @@ def window(by: str, since: float | None, until: float | None, *,
     return ReportRequest.parse(by, since=since, until=until, cluster=cluster).where()
 
 
-def unused_key(by: str, commitment: str, currency: str) -> tuple[Any, ...]:
+def unused_key(by: str, commitment: str, *, currency: str) -> tuple[Any, ...]:
     """The row key of one commitment's unused part: its own row in every grouping."""
     return (UNUSED_COMMITMENT,) * len(GROUPS[by]) + (commitment, currency)
 
 
-def blank_row(by: str, name: str, currency: str) -> dict[str, Any]:
+def blank_row(by: str, name: str, *, currency: str) -> dict[str, Any]:
     """A row of zeros named ``name`` in every group column."""
     return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
 

@@ -43,7 +43,7 @@ log = get_logger("aggregator")
 
 
 class Aggregator:
-    def __init__(self, settings: AggregatorSettings, clock: Clock | None = None,
+    def __init__(self, settings: AggregatorSettings, clock: Clock | None = None, *,
                  pricing: PricingSource | None = None) -> None:
         self.settings = settings
         self.clock = clock or RealClock()
@@ -99,13 +99,15 @@ class Aggregator:
             queues = await served_custom_kinds(self._api_client, QUEUE_KINDS + DRA_KINDS)
             if queues:
                 log.info("optional_kinds_served", kinds=[s.kind for s in queues])
-            self.watcher = Watcher(self._api_client, self.kube.handle, specs=CORE_KINDS + queues,
-                                   watch_timeout=self.settings.watch_timeout)
+            kube = self.kube
+            self.watcher = Watcher(self._api_client, lambda kind, etype, obj: kube.handle(kind, etype, obj=obj),
+                                   specs=CORE_KINDS + queues, watch_timeout=self.settings.watch_timeout)
             self._spawn(self.watcher.run(), "kube-watch")
             if self.settings.leader_election:
                 self.elector = LeaderElector(self._api_client, self.settings.lease_namespace,
-                                             self.shard.lease_name(self.settings.lease_name),
-                                             self.settings.lease_duration, self.settings.lease_renew_period,
+                                             name=self.shard.lease_name(self.settings.lease_name),
+                                             lease_duration=self.settings.lease_duration,
+                                             renew_period=self.settings.lease_renew_period,
                                              on_change=self._leadership_changed)
                 self._spawn(self.elector.run(), "leader-election")
         else:
@@ -229,7 +231,8 @@ class Aggregator:
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
             if self.shard.sharded and any(p.doc.commitments for p in self.pricing.current.book.lists):
                 self.books.others = await self.ledger.load_fleet()  # commitments cover the whole cluster
-            prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone, now=self.clock.now())
+            prepared = self.books.prepare(snapshots, self.kube, pricing=self.pricing.current, gone=gone,
+                                          now=self.clock.now())
             book_teams(prepared.write, kube=self.kube, team_label=self.settings.team_label)
             for node, reason in prepared.rejected.items():
                 self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
@@ -240,7 +243,7 @@ class Aggregator:
             if snapshots or not prepared.write.empty():
                 self.gauges.last_commit = self.clock.now()
             self.books.apply(prepared)
-            self._after_commit(prepared, admitted, results, url_nodes)
+            self._after_commit(prepared, admitted, results=results, url_nodes=url_nodes)
             self.handover.drop_foreign(self.gauges.agents)
             if urls is None:
                 self.gauges.ns_utilization = ratios(prepared.ns_delta)
@@ -257,7 +260,7 @@ class Aggregator:
             return None
         return set(self.kube.nodes)
 
-    def _after_commit(self, prepared: Prepared, admitted: Admitted, results: list[PullResult],
+    def _after_commit(self, prepared: Prepared, admitted: Admitted, *, results: list[PullResult],
                       url_nodes: dict[str, str]) -> None:
         """Mirror what was committed: pins, latest snapshots, agent health, pruned nodes, quota events."""
         self.gate.pins.update(prepared.write.agent_urls)
