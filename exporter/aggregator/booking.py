@@ -119,6 +119,7 @@ class Books:
         self.books_commitments = True  # unused commitments: booked by one aggregator of the cluster only
 
     def acked(self, node: str) -> float | None:
+        """The agent timestamp of the node's last committed snapshot, sent back as its ack; None: nothing booked yet."""
         m = self.marks.get(node)
         return m.mark.booked_ts if m else None
 

@@ -92,6 +92,8 @@ class DraState:
     slice_nodes: dict[str, str] = field(default_factory=dict)  # slice name -> node
 
     def handle(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
+        """A watch event or (``LISTED``) a full list of ResourceClaims or ResourceSlices; slices of other drivers are
+        dropped."""
         if etype == "LISTED":
             if kind == "resourceclaims":
                 self.claims.clear()
@@ -130,6 +132,7 @@ class DraState:
         return [c for n in names if (c := self.claims.get((namespace, n))) is not None and c.gpu]
 
     def unallocated(self, namespace: str, names: tuple[str, ...]) -> bool:
+        """Whether a known GPU claim of the pod has no allocation yet (what keeps it pending)."""
         return any(not c.allocated for c in self.gpu_claims(namespace, names))
 
     def with_claim_reason(self, namespace: str, names: tuple[str, ...], *, reasons: list[str]) -> list[str]:

@@ -27,6 +27,8 @@ BUCKET_COLUMNS = tuple(f"s_u{b:03d}" for b in EVIDENCE_BUCKETS)
 
 
 class EvidenceKey(NamedTuple):
+    """Where one evidence row is booked: one device of one pod in one hour."""
+
     hour: int
     namespace: str
     pod: str
@@ -47,6 +49,8 @@ class EvidenceRow:
     fb_peak_bytes: float | None
 
     def merge(self, other: EvidenceRow) -> EvidenceRow:
+        """Two parts of one device's hour combined: utilisation seconds added, the higher framebuffer peak, the
+        later fraction."""
         peaks = [p for p in (self.fb_peak_bytes, other.fb_peak_bytes) if p is not None]
         return EvidenceRow(other.fraction, self.utilization.merge(other.utilization), max(peaks) if peaks else None)
 

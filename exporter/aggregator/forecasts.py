@@ -136,7 +136,8 @@ class LedgerReader(Protocol):
 
     cluster: str
 
-    async def read(self, fn: Callable[[Query], T]) -> T: ...
+    async def read(self, fn: Callable[[Query], T]) -> T:
+        """Run ``fn(query)`` on the ledger's thread (off the event loop)."""
 
 
 @dataclass(slots=True)
@@ -153,6 +154,7 @@ class MonthForecasts:
 
     async def after_commit(self, ledger: LedgerReader, *, budgets: Mapping[str, float], currency: str,
                            now: float) -> None:
+        """Refresh the rows when due; a failure is counted and logged, never raised into the tick's commit."""
         young = not self.rows or min(f.burn_hours for f in self.rows) * HOUR < self.every
         if self.at is not None and not young and now - self.at < self.every:
             return

@@ -17,6 +17,7 @@ MAX_PARAM = 253
 
 
 def build_app(agg: AggregatorView) -> web.Application:
+    """The aggregator's HTTP API: status page, metrics, report, KEDA, recommendations, FOCUS export, health."""
     app = web.Application(client_max_size=agg.settings.max_request_bytes)
 
     def bad(msg: str, status: int = 400) -> web.Response:

@@ -42,6 +42,8 @@ class DeletedNode:
 
 @dataclass(slots=True)
 class PodInfo:
+    """What the aggregator keeps of one pod from the watch: where it runs, what it holds, who owns it."""
+
     namespace: str
     name: str
     uid: str
@@ -87,12 +89,15 @@ class KubeState:
 
     # -- lookups -------------------------------------------------------------------------------------
     def pod(self, namespace: str, name: str) -> PodInfo | None:
+        """A live pod, or a recently deleted one (its tombstone: late snapshots still name it); None if unknown."""
         return self.pods.get((namespace, name)) or self.tombstones.get((namespace, name))
 
     def pool_of(self, node: str) -> str:
+        """The node's pool (its ``pool_label`` label); "" when unlabelled or unknown."""
         return self.nodes.get(node, {}).get(self.pool_label, "")
 
     def model_of_node(self, node: str) -> str | None:
+        """The node's GPU model per its ``nvidia.com/gpu.product`` label; None if unlabelled or unknown."""
         product = self.nodes.get(node, {}).get("nvidia.com/gpu.product")
         return product or None
 
@@ -126,6 +131,7 @@ class KubeState:
         return out
 
     def take_deleted_nodes(self) -> list[DeletedNode]:
+        """Nodes deleted since the last call, handed over once (the tick closes their books)."""
         out, self.deleted_nodes = self.deleted_nodes, []
         return out
 
@@ -135,6 +141,7 @@ class KubeState:
                 and (p.gpus > 0 or self.dra.gpu_claims(p.namespace, p.claims))]
 
     def pending_reasons(self, pod: PodInfo) -> list[str]:
+        """Why a pending GPU pod waits, classified from its scheduling message (status or Event); DRA first."""
         msg = pod.pending_message or self.scheduling_messages.get((pod.namespace, pod.name), "")
         reasons = classify_pending(msg) if msg else ["other"]
         return self.dra.with_claim_reason(pod.namespace, pod.claims, reasons=reasons)
@@ -152,6 +159,7 @@ class KubeState:
 
     # -- watch handler -------------------------------------------------------------------------------
     def handle(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
+        """The watch's handler: events and full lists of every watched kind, routed to the part that keeps them."""
         self.budget_annotations.handle(kind, etype, obj=obj)
         if kind in DRA_KIND_NAMES:
             self.dra.handle(kind, etype, obj=obj)

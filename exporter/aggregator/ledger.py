@@ -106,6 +106,7 @@ class Ledger:
 
     @property
     def path(self) -> str:
+        """Where the ledger is, fit for a log line (no password)."""
         return self.backend.describe()
 
     # -- plumbing ------------------------------------------------------------------------------------
@@ -123,13 +124,16 @@ class Ledger:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open_sync(self) -> None:
+        """Open (and migrate) the database, on the calling thread."""
         self.backend.open()
         self.up = True
 
     async def open(self) -> None:
+        """Open (and migrate) the database on the ledger's thread."""
         await self._run(self.open_sync)
 
     async def close(self) -> None:
+        """Close the database, then the ledger's thread."""
         await self._run(self.backend.close)
         self._pool.shutdown(wait=True)
 
@@ -146,6 +150,7 @@ class Ledger:
         return self.term
 
     async def acquire_term(self, holder: str) -> int:
+        """``acquire_term_sync`` on the ledger's thread."""
         return await self._run(self.acquire_term_sync, holder)
 
     def _current_term(self, tx: Tx) -> int | None:
@@ -177,10 +182,13 @@ class Ledger:
         return await self._run(self.backend.transaction, lambda tx: load_fleet(tx, cluster=self.cluster))
 
     async def load_nodes(self, nodes: Iterable[str]) -> NodeBooks:
+        """``load_nodes_sync`` on the ledger's thread (a shard's newly owned nodes)."""
         return await self._run(self.load_nodes_sync, list(nodes))
 
     # -- state ---------------------------------------------------------------------------------------
     def load_state_sync(self) -> LedgerState:
+        """What the aggregator restores at start: this cluster's marks, totals, pins and quota events, in one
+        transaction."""
         return self.backend.transaction(self._load_state)
 
     def _load_state(self, tx: Tx) -> LedgerState:
@@ -209,6 +217,7 @@ class Ledger:
         return st
 
     async def load_state(self) -> LedgerState:
+        """``load_state_sync`` on the ledger's thread."""
         return await self._run(self.load_state_sync)
 
     def commit_sync(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
@@ -276,6 +285,7 @@ class Ledger:
                            [(cl, e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
 
     async def commit(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
+        """Write one tick on the ledger's thread, then refresh the recommendations when due."""
         await self._run(self.commit_sync, w, expected)
         await self.advice.after_commit(self)
 
@@ -306,6 +316,7 @@ class Ledger:
         return self.backend.transaction(body)
 
     async def compact(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
+        """``compact_sync`` on the ledger's thread: rows removed."""
         return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before))
 
     async def run_report(self, by: str, *, since: float | None, until: float | None,
@@ -315,9 +326,11 @@ class Ledger:
         return await self._run(report_rows, self.query_sync, req)
 
     def query_sync(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+        """One read-only query, in a transaction of its own: the ``Query`` reports and advice are given."""
         return self.backend.transaction(lambda tx: tx.fetch(sql, list(params)))
 
     async def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """``query_sync`` on the ledger's thread."""
         return await self._run(self.query_sync, sql, params)
 
 

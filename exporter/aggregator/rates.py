@@ -67,6 +67,7 @@ class Coverage:
 
     @property
     def fraction(self) -> float:
+        """``c``: the share of eligible GPUs the commitments cover, at most 1; 0 when no GPU is eligible."""
         return min(self.committed, self.eligible) / self.eligible if self.eligible > 0 else 0.0
 
     @property

@@ -231,7 +231,8 @@ class LedgerReader(Protocol):
 
     cluster: str
 
-    async def read(self, fn: Callable[[Query], T]) -> T: ...
+    async def read(self, fn: Callable[[Query], T]) -> T:
+        """Run ``fn(query)`` on the ledger's thread (off the event loop)."""
 
 
 @dataclass(slots=True)
@@ -245,6 +246,7 @@ class Advice:
     at: float | None = None
 
     async def after_commit(self, ledger: LedgerReader) -> None:
+        """Recompute when ``every`` seconds have passed; a failure is logged, never raised into the tick's commit."""
         if self.at is not None and time.monotonic() - self.at < self.every:
             return
         try:

@@ -132,6 +132,8 @@ _CAPACITY_SUMS = {"seconds": "SUM(seconds)", "cost": "SUM(cost)", "list_cost": "
 
 
 def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
+    """The rows of ``req``: usage, capacity nobody held or observed, unused commitments; costliest first, capacity
+    last."""
     cols = req.cols
     clause, params = req.where()
     col_sql = ", ".join(cols)
@@ -207,6 +209,7 @@ def _round(v: Any) -> Any:
 
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
+    """Rows as ``json``, ``csv`` or an aligned text ``table``; ``ReportError`` for another format."""
     if fmt == "json":
         return json.dumps([{k: _round(v) for k, v in r.items()} for r in rows], indent=2) + "\n"
     if not rows:

@@ -43,6 +43,8 @@ log = get_logger("aggregator")
 
 
 class Aggregator:
+    """One aggregator replica: its ledger, API cache, agent pulls, books, leadership and HTTP server."""
+
     def __init__(self, settings: AggregatorSettings, clock: Clock | None = None, *,
                  pricing: PricingSource | None = None) -> None:
         self.settings = settings
@@ -89,6 +91,8 @@ class Aggregator:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def start(self, serve_http: bool = True) -> None:
+        """Open the ledger and restore the books, start the watch and election (in a cluster) and (``serve_http``)
+        the HTTP server."""
         await self.ledger.open()
         self._restore(await self.ledger.load_state())
         if not self.settings.agents and self.kube.agent_namespace is None:
@@ -150,6 +154,7 @@ class Aggregator:
             log.error("task_failed", task=task.get_name(), error=repr(task.exception()))
 
     async def close(self) -> None:
+        """Stop every task, the HTTP server and the clients, then close the ledger."""
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -163,6 +168,7 @@ class Aggregator:
         await self.ledger.close()
 
     def metrics_inputs(self) -> MetricsInputs:
+        """Everything the metrics are made of, taken afresh at each scrape."""
         return MetricsInputs(
             is_leader=self.is_leader, books=self.books, gauges=self.gauges, kube=self.kube,
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
@@ -183,9 +189,12 @@ class Aggregator:
 
     @property
     def kube_up(self) -> bool:
+        """Whether the Kubernetes watch is running and healthy (False without a cluster)."""
         return self.watcher is not None and self.watcher.up
 
     def health_report(self) -> dict[str, Any]:
+        """``/readyz``: ready once the books are loaded, the watch synced, and this leader may book into a reachable
+        ledger."""
         synced = self.watcher.all_synced if self.watcher else True
         ready = self.books is not None and synced and self.is_leader and self.ledger.up and self.ledger.may_book
         return {"ready": ready, "leader": self.is_leader, "kube_synced": synced, "kube_up": self.kube_up,
@@ -193,6 +202,7 @@ class Aggregator:
                 "agents_up": sum(1 for a in self.gauges.agents.values() if a.up), "agents": len(self.gauges.agents)}
 
     async def wait_synced(self, timeout: float = 30.0) -> bool:
+        """Wait for the watch's first lists (at most ``timeout`` seconds); False on timeout. True without a watch."""
         deadline = time.monotonic() + timeout
         while self.watcher is not None and not self.watcher.all_synced:
             if time.monotonic() > deadline:
@@ -202,6 +212,7 @@ class Aggregator:
 
     # -- targets -------------------------------------------------------------------------------------
     def agent_urls(self) -> list[str]:
+        """The agent URLs this replica pulls: discovered or static, narrowed to its shard."""
         return self.handover.targets(self.targets.urls(), self.targets.url_nodes())
 
     def _ack(self, url: str, url_nodes: dict[str, str]) -> float | None:
@@ -328,6 +339,7 @@ class Aggregator:
         log.info("ledger_compacted", rows_removed=removed)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
+        """The daemon: start, tick (and compact, on shard 0) on schedule until ``stop`` or a signal, then close."""
         stop = stop or asyncio.Event()
         install_stop_signals(stop)
         await self.start()

@@ -33,6 +33,8 @@ def _money(v: float, currency: str) -> str:
 
 
 async def render_status(agg: AggregatorView) -> str:
+    """The status page: cost per namespace today and this month, pools, capacity, holders by pool and priority
+    class, idle pods, trends, quota rejections."""
     now = agg.clock.now()
     day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     month = day.replace(day=1)

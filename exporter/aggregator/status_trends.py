@@ -49,6 +49,7 @@ class CostSeries:
 
     @property
     def total(self) -> float:
+        """The series' cost over all its bars."""
         return sum(b.cost for b in self.bars)
 
 
