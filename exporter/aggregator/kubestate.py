@@ -20,6 +20,7 @@ from exporter.aggregator.kube_objects import (
     PENDING_REASONS,
     QUOTA_KEYS,
     classify_pending,
+    cluster_queue_gpus,
     parse_quantity,
     parse_timestamp,
     workload_of,
@@ -43,7 +44,6 @@ class DeletedNode:
 @dataclass(slots=True)
 class PodInfo:
     """What the aggregator keeps of one pod from the watch: where it runs, what it holds, who owns it."""
-
     namespace: str
     name: str
     uid: str
@@ -301,20 +301,8 @@ class KubeState:
         if etype == "DELETED":
             self.kueue_cluster_queues.pop(name, None)
             return
-        nominal = used = 0.0
-        found = False
-        for group in (obj.get("spec") or {}).get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    if GPU_RESOURCE_RE.match(res.get("name", "")):
-                        nominal += parse_quantity(res.get("nominalQuota", 0))
-                        found = True
-        for flavor in (obj.get("status") or {}).get("flavorsUsage") or []:
-            for res in flavor.get("resources") or []:
-                if GPU_RESOURCE_RE.match(res.get("name", "")):
-                    used += parse_quantity(res.get("total", 0))
-        if found:
-            self.kueue_cluster_queues[name] = (nominal, used)
+        if (gpus := cluster_queue_gpus(obj)) is not None:
+            self.kueue_cluster_queues[name] = gpus
 
     def _on_localqueues(self, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

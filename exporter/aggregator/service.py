@@ -44,7 +44,6 @@ log = get_logger("aggregator")
 
 class Aggregator:
     """One aggregator replica: its ledger, API cache, agent pulls, books, leadership and HTTP server."""
-
     def __init__(self, settings: AggregatorSettings, clock: Clock | None = None, *,
                  pricing: PricingSource | None = None) -> None:
         self.settings = settings
@@ -91,8 +90,7 @@ class Aggregator:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def start(self, serve_http: bool = True) -> None:
-        """Open the ledger and restore the books, start the watch and election (in a cluster) and (``serve_http``)
-        the HTTP server."""
+        """Open the ledger, restore the books; in a cluster, start the watch and election; serve HTTP if asked."""
         await self.ledger.open()
         self._restore(await self.ledger.load_state())
         if not self.settings.agents and self.kube.agent_namespace is None:
@@ -103,16 +101,14 @@ class Aggregator:
             queues = await served_custom_kinds(self._api_client, QUEUE_KINDS + DRA_KINDS)
             if queues:
                 log.info("optional_kinds_served", kinds=[s.kind for s in queues])
-            kube = self.kube
-            self.watcher = Watcher(self._api_client, lambda kind, etype, obj: kube.handle(kind, etype, obj=obj),
+            self.watcher = Watcher(self._api_client, lambda kind, etype, obj: self.kube.handle(kind, etype, obj=obj),
                                    specs=CORE_KINDS + queues, watch_timeout=self.settings.watch_timeout)
             self._spawn(self.watcher.run(), "kube-watch")
             if self.settings.leader_election:
-                self.elector = LeaderElector(self._api_client, self.settings.lease_namespace,
-                                             name=self.shard.lease_name(self.settings.lease_name),
-                                             lease_duration=self.settings.lease_duration,
-                                             renew_period=self.settings.lease_renew_period,
-                                             on_change=self._leadership_changed)
+                self.elector = LeaderElector(
+                    self._api_client, self.settings.lease_namespace, on_change=self._leadership_changed,
+                    name=self.shard.lease_name(self.settings.lease_name),
+                    lease_duration=self.settings.lease_duration, renew_period=self.settings.lease_renew_period)
                 self._spawn(self.elector.run(), "leader-election")
         else:
             log.warning("kube_disabled", reason="no kubeconfig and not in a cluster: no workloads, pools or quotas")
@@ -193,8 +189,7 @@ class Aggregator:
         return self.watcher is not None and self.watcher.up
 
     def health_report(self) -> dict[str, Any]:
-        """``/readyz``: ready once the books are loaded, the watch synced, and this leader may book into a reachable
-        ledger."""
+        """``/readyz``: ready once the books are loaded, the watch synced and this leader may book (ledger up)."""
         synced = self.watcher.all_synced if self.watcher else True
         ready = self.books is not None and synced and self.is_leader and self.ledger.up and self.ledger.may_book
         return {"ready": ready, "leader": self.is_leader, "kube_synced": synced, "kube_up": self.kube_up,
