@@ -44,7 +44,7 @@ def report_command(args: argparse.Namespace) -> int:
         since, until = parse_time(args.since, now), parse_time(args.until, now)
         with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
             _check_schema(query, args.ledger)
-            rows = build_report(query, args.by, since, until, cluster=args.cluster)
+            rows = build_report(query, args.by, since=since, until=until, cluster=args.cluster)
             if what_if is not None:
                 from exporter.aggregator.reprice import reprice
 

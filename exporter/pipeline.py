@@ -226,7 +226,7 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
             await asyncio.gather(*(a.tick() for a in pipe.agents.values()))
             if pipe.aggregator is not None:
                 await pipe.aggregator.tick()
-                rows = await pipe.aggregator.ledger.run_report("namespace", None, None)
+                rows = await pipe.aggregator.ledger.run_report("namespace", since=None, until=None)
                 elapsed = clock.now() - pipe.peers.wall_start
                 print(f"--- t+{elapsed:5.0f}s  cost so far by namespace ---", file=out)
                 print(render(rows, "table"), file=out)

@@ -74,7 +74,7 @@ def report(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
     try:
         build_report(lambda sql, p: [], fdp.ConsumeUnicodeNoSurrogates(16),
-                     parse_time(fdp.ConsumeUnicodeNoSurrogates(32), 1.8e9), None)
+                     since=parse_time(fdp.ConsumeUnicodeNoSurrogates(32), 1.8e9), until=None)
     except ReportError:
         pass
 

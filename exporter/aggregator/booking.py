@@ -119,17 +119,18 @@ class Books:
         self.books_commitments = True  # unused commitments: booked by one aggregator of the cluster only
 
     def acked(self, node: str) -> float | None:
+        """The agent timestamp of the node's last committed snapshot, sent back as its ack; None: nothing booked yet."""
         m = self.marks.get(node)
         return m.mark.booked_ts if m else None
 
     # -- one tick ------------------------------------------------------------------------------------
-    def prepare(self, snapshots: list[UsageSnapshot], kube: KubeState, pricing: Pricing,
-                gone: list[NodeGone] | None = None, *, now: float | None = None) -> Prepared:
+    def prepare(self, snapshots: list[UsageSnapshot], kube: KubeState, *, pricing: Pricing,
+                gone: list[NodeGone] | None = None, now: float | None = None) -> Prepared:
         """Book one tick. ``now`` (the aggregator's clock; else the newest snapshot) ends the commitments'
         unused time booked this tick."""
         out = Prepared()
         gone = gone or []
-        rates = TickRates(pricing, self._fleet(snapshots, kube, gone))
+        rates = TickRates(pricing, self._fleet(snapshots, kube, gone=gone))
         for snap in snapshots:
             _NodeBooking(self, out, kube=kube, rates=rates, snap=snap).run()
         for g in gone:
@@ -146,7 +147,7 @@ class Books:
             out.node_prices = node_prices(rates.fleet, rates=rates, at=end)
         return out
 
-    def _fleet(self, snapshots: list[UsageSnapshot], kube: KubeState, gone: list[NodeGone]) -> list[FleetNode]:
+    def _fleet(self, snapshots: list[UsageSnapshot], kube: KubeState, *, gone: list[NodeGone]) -> list[FleetNode]:
         """Every node the books know, with the GPUs of its latest snapshot (this tick's when it has one)."""
         latest = {node: (m.gpus_by_model, m.held_mig) for node, m in self.marks.items()}
         for snap in snapshots:
@@ -159,8 +160,8 @@ class Books:
         fleet = []
         for node, (by_model, held) in sorted(latest.items()):
             for model, gpus in sorted(by_model.items()):
-                fleet.append(fleet_node(node_facts(kube, node, model), gpus,
-                                        ((p, f) for m, p, f in held if m in ("", model))))
+                fleet.append(fleet_node(node_facts(kube, node, model=model), gpus,
+                                        held_mig=((p, f) for m, p, f in held if m in ("", model))))
         return fleet
 
     def _close_node(self, out: Prepared, gone: NodeGone, *, kube: KubeState, rates: TickRates) -> None:
@@ -184,17 +185,17 @@ class Books:
             self.fleet_written.pop(node, None)
         w = prepared.write
         for k, v in w.totals.items():
-            add(self.totals, k, v)
+            add(self.totals, k, amount=v)
         for ck, cv in w.unallocated_totals.items():
-            add(self.unallocated_totals, ck, cv)
+            add(self.unallocated_totals, ck, amount=cv)
         for ok, ov in w.unobserved_totals.items():
-            add(self.unobserved_totals, ok, ov)
+            add(self.unobserved_totals, ok, amount=ov)
         for bk, bv in w.breakdown.items():
-            add(self.breakdown, bk, bv)
+            add(self.breakdown, bk, amount=bv)
         for uk, uv in w.unused_commitment_totals.items():
-            add(self.unused_commitment_totals, uk, uv)
+            add(self.unused_commitment_totals, uk, amount=uv)
         for nk, nv in w.unmeasured_energy.items():
-            add(self.unmeasured_energy, nk, nv)
+            add(self.unmeasured_energy, nk, amount=nv)
         self.commitment_marks.update(w.commitment_marks)
         self.node_billing.update(w.node_billing)
         self.node_prices = dict(prepared.node_prices)
@@ -267,7 +268,7 @@ class _NodeBooking:
             w.fleet[node] = fleet
         billing = self.kube.nodes.get(node)
         if billing is not None:
-            facts = node_facts(self.kube, node, "")
+            facts = node_facts(self.kube, node, model="")
             known = (facts.instance_type or "", str(facts.capacity_type))
             if self.books.node_billing.get(node) != known:
                 w.node_billing[node] = known
@@ -304,11 +305,11 @@ class _NodeBooking:
             info = kube.pod(h.namespace, h.pod)
             workload = info.workload if info else h.pod
             model = h.gpu_model or node_model or UNKNOWN
-            book_evidence(w.evidence, h, d, parts=parts, workload=workload, node=node, model=model)
+            book_evidence(w.evidence, h, d=d, parts=parts, workload=workload, node=node, model=model)
             if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
                 continue
             priority = info.priority_class if info else ""
-            facts = rates.facts_of(node, model, partial(node_facts, kube, node, model))
+            facts = rates.facts_of(node, model, make=partial(node_facts, kube, node, model=model))
             idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
             total = UsageAmounts()
             for part in parts:
@@ -317,13 +318,13 @@ class _NodeBooking:
                     out.unpriced[model] += d.allocated_s * part.share
                 amount = usage_amount(d, idle=idle, share=part.share, rate=rate)
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
-                                       h.mig_profile or "", priority, currency, h.claim, h.sharing), amount)
+                                       h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
                 total = total + amount
             breakdown, ns_totals = holder_totals(d, total)
-            add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency), breakdown)
-            add(w.totals, NamespaceKey(h.namespace, currency), ns_totals)
-            add(out.ns_delta, h.namespace, total)
-            add(out.workload_delta, (h.namespace, workload), total)
+            add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency), amount=breakdown)
+            add(w.totals, NamespaceKey(h.namespace, currency), amount=ns_totals)
+            add(out.ns_delta, h.namespace, amount=total)
+            add(out.workload_delta, (h.namespace, workload), amount=total)
         for unobserved, counters, prefix in ((False, snap.unallocated, UNALLOCATED_PREFIX),
                                              (True, snap.unobserved, UNOBSERVED_PREFIX)):
             for u in counters:
@@ -332,8 +333,8 @@ class _NodeBooking:
                     continue
                 model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
                 book_capacity(w, unobserved=unobserved, key=CapacityTotalKey(node, pool, model, currency),
-                              hourly=priced_capacity(rates, node_facts(kube, node, model), seconds=d.allocated_s,
+                              hourly=priced_capacity(rates, node_facts(kube, node, model=model), seconds=d.allocated_s,
                                                      energy_j=d.energy_j, parts=parts))
         gap = deltas.get(UNMEASURED_ENERGY)
         if gap is not None and gap.allocated_s > 0:
-            add(w.unmeasured_energy, NodeKey(node), UnmeasuredEnergy(seconds=gap.allocated_s))
+            add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=gap.allocated_s))

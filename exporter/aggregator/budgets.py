@@ -46,14 +46,14 @@ class BudgetAnnotations:
 
     by_namespace: dict[str, str] = field(default_factory=dict)
 
-    def handle(self, kind: str, etype: str, obj: Mapping[str, Any]) -> None:
+    def handle(self, kind: str, etype: str, *, obj: Mapping[str, Any]) -> None:
         """A watch event or (``LISTED``) a full list; other kinds are not ours."""
         if kind != "namespaces":
             return
         if etype == "LISTED":
             self.by_namespace.clear()
             for item in obj.get("items") or []:
-                self.handle(kind, "ADDED", item)
+                self.handle(kind, "ADDED", obj=item)
             return
         meta = obj.get("metadata") or {}
         name, raw = meta.get("name", ""), (meta.get("annotations") or {}).get(BUDGET_ANNOTATION)

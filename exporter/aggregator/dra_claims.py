@@ -91,7 +91,9 @@ class DraState:
     slices: dict[str, Counter[str]] = field(default_factory=dict)  # slice name -> device type -> count
     slice_nodes: dict[str, str] = field(default_factory=dict)  # slice name -> node
 
-    def handle(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+    def handle(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
+        """A watch event or (``LISTED``) a full list of ResourceClaims or ResourceSlices; slices of other drivers are
+        dropped."""
         if etype == "LISTED":
             if kind == "resourceclaims":
                 self.claims.clear()
@@ -99,7 +101,7 @@ class DraState:
                 self.slices.clear()
                 self.slice_nodes.clear()
             for item in obj["items"]:
-                self.handle(kind, "ADDED", item)
+                self.handle(kind, "ADDED", obj=item)
             return
         if kind == "resourceclaims":
             state = claim_state(obj)
@@ -130,9 +132,10 @@ class DraState:
         return [c for n in names if (c := self.claims.get((namespace, n))) is not None and c.gpu]
 
     def unallocated(self, namespace: str, names: tuple[str, ...]) -> bool:
+        """Whether a known GPU claim of the pod has no allocation yet (what keeps it pending)."""
         return any(not c.allocated for c in self.gpu_claims(namespace, names))
 
-    def with_claim_reason(self, namespace: str, names: tuple[str, ...], reasons: list[str]) -> list[str]:
+    def with_claim_reason(self, namespace: str, names: tuple[str, ...], *, reasons: list[str]) -> list[str]:
         """``dra_unallocated`` first when a GPU claim of the pod has no allocation; the scheduler's own
         message for it ("cannot allocate all claims") classifies as ``other``, which it replaces."""
         if not self.unallocated(namespace, names):

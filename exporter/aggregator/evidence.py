@@ -27,6 +27,8 @@ BUCKET_COLUMNS = tuple(f"s_u{b:03d}" for b in EVIDENCE_BUCKETS)
 
 
 class EvidenceKey(NamedTuple):
+    """Where one evidence row is booked: one device of one pod in one hour."""
+
     hour: int
     namespace: str
     pod: str
@@ -47,11 +49,13 @@ class EvidenceRow:
     fb_peak_bytes: float | None
 
     def merge(self, other: EvidenceRow) -> EvidenceRow:
+        """Two parts of one device's hour combined: utilisation seconds added, the higher framebuffer peak, the
+        later fraction."""
         peaks = [p for p in (self.fb_peak_bytes, other.fb_peak_bytes) if p is not None]
         return EvidenceRow(other.fraction, self.utilization.merge(other.utilization), max(peaks) if peaks else None)
 
 
-def _put(table: dict[EvidenceKey, EvidenceRow], key: EvidenceKey, row: EvidenceRow) -> None:
+def _put(table: dict[EvidenceKey, EvidenceRow], key: EvidenceKey, *, row: EvidenceRow) -> None:
     old = table.get(key)
     table[key] = row if old is None else old.merge(row)
 
@@ -61,7 +65,7 @@ def _device_kind(device_id: str) -> str:
     return str(parse_device_id(device_id).kind)
 
 
-def book_evidence(table: dict[EvidenceKey, EvidenceRow], h: HolderCounters, d: CounterMark | None, *,
+def book_evidence(table: dict[EvidenceKey, EvidenceRow], h: HolderCounters, *, d: CounterMark | None,
                   parts: Iterable[Slice], workload: str, node: str, model: str) -> None:
     """Add one holder's delta (spread over the hours like its usage) and its reported framebuffer peak."""
     kind = _device_kind(h.device_id)
@@ -75,9 +79,9 @@ def book_evidence(table: dict[EvidenceKey, EvidenceRow], h: HolderCounters, d: C
             util = min(1.0, d.used_s / measured)
             for part in parts:
                 wall = measured * part.share / h.fraction
-                _put(table, key(part.hour), EvidenceRow(h.fraction, UtilHistogram.empty().add(util, wall), None))
+                _put(table, key(part.hour), row=EvidenceRow(h.fraction, UtilHistogram.empty().add(util, wall), None))
     if h.fb_peak_bytes is not None and h.fb_peak_hour is not None:
-        _put(table, key(h.fb_peak_hour), EvidenceRow(h.fraction, UtilHistogram.empty(), h.fb_peak_bytes))
+        _put(table, key(h.fb_peak_hour), row=EvidenceRow(h.fraction, UtilHistogram.empty(), h.fb_peak_bytes))
 
 
 _PEAK = ("CASE WHEN evidence.fb_peak_bytes IS NULL THEN excluded.fb_peak_bytes "

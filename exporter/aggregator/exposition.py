@@ -28,6 +28,7 @@ class ExpositionRenderer:
         self._size = 0
 
     def render(self, families: list[GaugeMetricFamily | CounterMetricFamily]) -> bytes:
+        """The families as one scrape body, in the format ``generate_latest`` writes; the cache is dropped when full."""
         out: list[str] = []
         append = out.append
         if self._size > self.MAX_CACHE:

@@ -43,7 +43,7 @@ def _books_span(query: Query, cluster: str | None) -> tuple[float, float] | None
     return float(first), float(last)
 
 
-def _costs(query: Query, cluster: str | None, since: float, until: float) -> dict[str, dict[str, float]]:
+def _costs(query: Query, cluster: str | None, *, since: float, until: float) -> dict[str, dict[str, float]]:
     """namespace -> currency -> effective cost of the hour buckets starting in [since, until)."""
     where, params = _scope(cluster)
     out: dict[str, dict[str, float]] = defaultdict(dict)
@@ -53,7 +53,7 @@ def _costs(query: Query, cluster: str | None, since: float, until: float) -> dic
     return out
 
 
-def _hourly(query: Query, cluster: str | None, namespace: str, month: Month) -> list[HourCost]:
+def _hourly(query: Query, cluster: str | None, *, namespace: str, month: Month) -> list[HourCost]:
     where, params = _scope(cluster)
     return [HourCost(float(h), float(c)) for h, c in query(
         f"SELECT hour, SUM(cost) FROM usage WHERE {where}namespace = ? AND hour >= ? AND hour < ? GROUP BY hour",
@@ -72,7 +72,8 @@ def forecasts(query: Query, *, cluster: str | None, budgets: Mapping[str, float]
     first, as_of = span
     month = Month.of(as_of)
     start = max(float(hour_of(as_of - window_s)), first)
-    spent, burnt = _costs(query, cluster, month.start, month.end), _costs(query, cluster, start, month.end)
+    spent = _costs(query, cluster, since=month.start, until=month.end)
+    burnt = _costs(query, cluster, since=start, until=month.end)
     out: list[Forecast] = []
     for ns in sorted(set(spent) | set(burnt) | set(budgets)):
         currencies = set(spent.get(ns, {})) | set(burnt.get(ns, {}))
@@ -82,7 +83,7 @@ def forecasts(query: Query, *, cluster: str | None, budgets: Mapping[str, float]
         cur = next(iter(currencies), currency or "")
         month_spent = spent.get(ns, {}).get(cur, 0.0)
         budget = budgets.get(ns)
-        crossed = first_crossing(_hourly(query, cluster, ns, month), budget) if (
+        crossed = first_crossing(_hourly(query, cluster, namespace=ns, month=month), budget) if (
             budget is not None and month_spent >= budget) else None
         f = forecast_month(namespace=ns, currency=cur, spent=month_spent, as_of=as_of, budget=budget,
                            burn=BurnRate(burnt.get(ns, {}).get(cur, 0.0), (as_of - start) / HOUR), crossed_at=crossed)
@@ -135,7 +136,8 @@ class LedgerReader(Protocol):
 
     cluster: str
 
-    async def read(self, fn: Callable[[Query], T]) -> T: ...
+    async def read(self, fn: Callable[[Query], T]) -> T:
+        """Run ``fn(query)`` on the ledger's thread (off the event loop)."""
 
 
 @dataclass(slots=True)
@@ -152,6 +154,7 @@ class MonthForecasts:
 
     async def after_commit(self, ledger: LedgerReader, *, budgets: Mapping[str, float], currency: str,
                            now: float) -> None:
+        """Refresh the rows when due; a failure is counted and logged, never raised into the tick's commit."""
         young = not self.rows or min(f.burn_hours for f in self.rows) * HOUR < self.every
         if self.at is not None and not young and now - self.at < self.every:
             return

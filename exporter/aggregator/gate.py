@@ -26,6 +26,8 @@ MAX_LOGGED = 10_000
 
 
 class FromUrl(NamedTuple):
+    """A pulled snapshot and the URL it came from (what the node's pin is checked against)."""
+
     url: str
     snapshot: UsageSnapshot
 
@@ -97,7 +99,9 @@ class SnapshotGate:
             log.warning("agent_snapshot_rejected", url=url, node=node, reason=reason, detail=detail[:300])
 
     def pins_by_url(self) -> dict[str, str]:
+        """The pins turned around: URL -> the node it proved."""
         return {url: node for node, url in self.pins.items()}
 
     def unpin(self, node: str) -> None:
+        """Forget a node's pin (its books closed): another URL may prove it next."""
         self.pins.pop(node, None)

@@ -20,6 +20,9 @@ _Key = TypeVar("_Key")
 
 @dataclass(slots=True)
 class PodGauge:
+    """What one pod holds now: GPUs, their model, last tick's utilisation (None: unmeasured), idle time and hourly
+    cost."""
+
     workload: str
     gpus: float
     gpu_model: str
@@ -57,6 +60,7 @@ def utilization_ratio(amount: UsageAmounts) -> float | None:
 
 
 def ratios(deltas: Mapping[_Key, UsageAmounts]) -> dict[_Key, float]:
+    """The utilisation ratio of each key's delta; keys with nothing measured are left out (no gauge, not 0)."""
     return {k: r for k, v in deltas.items() if (r := utilization_ratio(v)) is not None}
 
 

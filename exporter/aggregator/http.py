@@ -17,6 +17,7 @@ MAX_PARAM = 253
 
 
 def build_app(agg: AggregatorView) -> web.Application:
+    """The aggregator's HTTP API: status page, metrics, report, KEDA, recommendations, FOCUS export, health."""
     app = web.Application(client_max_size=agg.settings.max_request_bytes)
 
     def bad(msg: str, status: int = 400) -> web.Response:
@@ -44,8 +45,8 @@ def build_app(agg: AggregatorView) -> web.Application:
             now = agg.clock.now()
             by = q.get("by", "namespace")  # one key or several: by=cluster,namespace
             cluster = q.get("cluster") or (None if "cluster" in by.split(",") else "")  # "" = this cluster
-            rows = await agg.ledger.run_report(by, parse_time(q.get("since"), now), parse_time(q.get("until"), now),
-                                               cluster=cluster)
+            rows = await agg.ledger.run_report(by, since=parse_time(q.get("since"), now),
+                                               until=parse_time(q.get("until"), now), cluster=cluster)
         except ReportError as exc:
             return bad(str(exc))
         return web.json_response(rows, dumps=lambda o: json.dumps(o, allow_nan=False))

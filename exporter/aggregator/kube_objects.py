@@ -54,6 +54,23 @@ def workload_of(meta: dict[str, Any]) -> tuple[str, str]:
     return (kind, name)
 
 
+def cluster_queue_gpus(obj: dict[str, Any]) -> tuple[float, float] | None:
+    """A Kueue ClusterQueue's GPU nominal quota and usage, summed over its flavors; None if it quotas no GPU."""
+    nominal = used = 0.0
+    found = False
+    for group in (obj.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                if GPU_RESOURCE_RE.match(res.get("name", "")):
+                    nominal += parse_quantity(res.get("nominalQuota", 0))
+                    found = True
+    for flavor in (obj.get("status") or {}).get("flavorsUsage") or []:
+        for res in flavor.get("resources") or []:
+            if GPU_RESOURCE_RE.match(res.get("name", "")):
+                used += parse_quantity(res.get("total", 0))
+    return (nominal, used) if found else None
+
+
 def classify_pending(message: str) -> list[str]:
     """Reasons a pod is pending, from the scheduler's message; several reasons count under each."""
     m = message.lower()

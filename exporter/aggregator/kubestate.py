@@ -20,6 +20,7 @@ from exporter.aggregator.kube_objects import (
     PENDING_REASONS,
     QUOTA_KEYS,
     classify_pending,
+    cluster_queue_gpus,
     parse_quantity,
     parse_timestamp,
     workload_of,
@@ -42,6 +43,7 @@ class DeletedNode:
 
 @dataclass(slots=True)
 class PodInfo:
+    """What the aggregator keeps of one pod from the watch: where it runs, what it holds, who owns it."""
     namespace: str
     name: str
     uid: str
@@ -87,12 +89,15 @@ class KubeState:
 
     # -- lookups -------------------------------------------------------------------------------------
     def pod(self, namespace: str, name: str) -> PodInfo | None:
+        """A live pod, or a recently deleted one (its tombstone: late snapshots still name it); None if unknown."""
         return self.pods.get((namespace, name)) or self.tombstones.get((namespace, name))
 
     def pool_of(self, node: str) -> str:
+        """The node's pool (its ``pool_label`` label); "" when unlabelled or unknown."""
         return self.nodes.get(node, {}).get(self.pool_label, "")
 
     def model_of_node(self, node: str) -> str | None:
+        """The node's GPU model per its ``nvidia.com/gpu.product`` label; None if unlabelled or unknown."""
         product = self.nodes.get(node, {}).get("nvidia.com/gpu.product")
         return product or None
 
@@ -126,6 +131,7 @@ class KubeState:
         return out
 
     def take_deleted_nodes(self) -> list[DeletedNode]:
+        """Nodes deleted since the last call, handed over once (the tick closes their books)."""
         out, self.deleted_nodes = self.deleted_nodes, []
         return out
 
@@ -135,8 +141,10 @@ class KubeState:
                 and (p.gpus > 0 or self.dra.gpu_claims(p.namespace, p.claims))]
 
     def pending_reasons(self, pod: PodInfo) -> list[str]:
+        """Why a pending GPU pod waits, classified from its scheduling message (status or Event); DRA first."""
         msg = pod.pending_message or self.scheduling_messages.get((pod.namespace, pod.name), "")
-        return self.dra.with_claim_reason(pod.namespace, pod.claims, classify_pending(msg) if msg else ["other"])
+        reasons = classify_pending(msg) if msg else ["other"]
+        return self.dra.with_claim_reason(pod.namespace, pod.claims, reasons=reasons)
 
     def quota_by_namespace(self) -> dict[str, tuple[float, float]]:
         """Tightest GPU quota per namespace: (hard, used) of the quota with the least headroom."""
@@ -150,10 +158,11 @@ class KubeState:
         return bool(self.agent_selector) and all(labels.get(k) == v for k, v in self.agent_selector.items())
 
     # -- watch handler -------------------------------------------------------------------------------
-    def handle(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
-        self.budget_annotations.handle(kind, etype, obj)
+    def handle(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
+        """The watch's handler: events and full lists of every watched kind, routed to the part that keeps them."""
+        self.budget_annotations.handle(kind, etype, obj=obj)
         if kind in DRA_KIND_NAMES:
-            self.dra.handle(kind, etype, obj)
+            self.dra.handle(kind, etype, obj=obj)
         elif etype == "LISTED":
             self._relisted(kind, obj["items"])
         else:
@@ -231,7 +240,7 @@ class KubeState:
             created=meta.get("creationTimestamp") or "", claims=claims)
 
     @staticmethod
-    def _keep_labels(table: dict[str, dict[str, str]], etype: str, obj: dict[str, Any]) -> None:
+    def _keep_labels(table: dict[str, dict[str, str]], etype: str, *, obj: dict[str, Any]) -> None:
         """Cluster-scoped objects we only need the labels of (nodes, namespaces), by name."""
         meta = obj.get("metadata") or {}
         if etype == "DELETED":
@@ -244,14 +253,14 @@ class KubeState:
             meta = obj.get("metadata") or {}
             stamp = parse_timestamp(meta.get("deletionTimestamp") or "")
             self._node_gone(meta.get("name", ""), stamp)
-        self._keep_labels(self.nodes, etype, obj)
+        self._keep_labels(self.nodes, etype, obj=obj)
 
     def _node_gone(self, name: str, deleted_at: float | None) -> None:
         if name in self.nodes:
             self.deleted_nodes.append(DeletedNode(name, deleted_at, self.gpus_of_node(name), self.model_of_node(name)))
 
     def _on_namespaces(self, etype: str, obj: dict[str, Any]) -> None:
-        self._keep_labels(self.namespaces, etype, obj)
+        self._keep_labels(self.namespaces, etype, obj=obj)
 
     def _on_resourcequotas(self, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -292,20 +301,8 @@ class KubeState:
         if etype == "DELETED":
             self.kueue_cluster_queues.pop(name, None)
             return
-        nominal = used = 0.0
-        found = False
-        for group in (obj.get("spec") or {}).get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    if GPU_RESOURCE_RE.match(res.get("name", "")):
-                        nominal += parse_quantity(res.get("nominalQuota", 0))
-                        found = True
-        for flavor in (obj.get("status") or {}).get("flavorsUsage") or []:
-            for res in flavor.get("resources") or []:
-                if GPU_RESOURCE_RE.match(res.get("name", "")):
-                    used += parse_quantity(res.get("total", 0))
-        if found:
-            self.kueue_cluster_queues[name] = (nominal, used)
+        if (gpus := cluster_queue_gpus(obj)) is not None:
+            self.kueue_cluster_queues[name] = gpus
 
     def _on_localqueues(self, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

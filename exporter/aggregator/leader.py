@@ -46,7 +46,9 @@ async def take_over_ledger(ledger: Ledger, *, holder: str, leading: Callable[[],
 
 
 class LeaderElector:
-    def __init__(self, api_client: Any, namespace: str, name: str, lease_duration: float, renew_period: float,
+    """Holds (or waits for) one Lease; ``is_leader`` and ``on_change`` tell the daemon when leadership moves."""
+
+    def __init__(self, api_client: Any, namespace: str, *, name: str, lease_duration: float, renew_period: float,
                  identity: str | None = None, on_change: Callable[[bool], None] | None = None) -> None:
         from kubernetes_asyncio import client
 
@@ -69,6 +71,8 @@ class LeaderElector:
                 self.on_change(leader)
 
     async def run(self) -> None:
+        """Renew or try to take the lease every ``renew_period`` until cancelled; step down once renewals fail for a
+        lease duration."""
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -87,6 +91,7 @@ class LeaderElector:
             await asyncio.sleep(self.renew_period)
 
     async def try_acquire_or_renew(self) -> bool:
+        """One attempt to create, take over (expired) or renew the lease; False when another holder's lease is live."""
         from kubernetes_asyncio import client
         from kubernetes_asyncio.client.exceptions import ApiException
 

@@ -106,6 +106,7 @@ class Ledger:
 
     @property
     def path(self) -> str:
+        """Where the ledger is, fit for a log line (no password)."""
         return self.backend.describe()
 
     # -- plumbing ------------------------------------------------------------------------------------
@@ -123,13 +124,16 @@ class Ledger:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open_sync(self) -> None:
+        """Open (and migrate) the database, on the calling thread."""
         self.backend.open()
         self.up = True
 
     async def open(self) -> None:
+        """Open (and migrate) the database on the ledger's thread."""
         await self._run(self.open_sync)
 
     async def close(self) -> None:
+        """Close the database, then the ledger's thread."""
         await self._run(self.backend.close)
         self._pool.shutdown(wait=True)
 
@@ -146,6 +150,7 @@ class Ledger:
         return self.term
 
     async def acquire_term(self, holder: str) -> int:
+        """``acquire_term_sync`` on the ledger's thread."""
         return await self._run(self.acquire_term_sync, holder)
 
     def _current_term(self, tx: Tx) -> int | None:
@@ -177,50 +182,57 @@ class Ledger:
         return await self._run(self.backend.transaction, lambda tx: load_fleet(tx, cluster=self.cluster))
 
     async def load_nodes(self, nodes: Iterable[str]) -> NodeBooks:
+        """``load_nodes_sync`` on the ledger's thread (a shard's newly owned nodes)."""
         return await self._run(self.load_nodes_sync, list(nodes))
 
     # -- state ---------------------------------------------------------------------------------------
     def load_state_sync(self) -> LedgerState:
+        """What the aggregator restores at start: this cluster's marks, totals, pins and quota events, in one
+        transaction."""
         return self.backend.transaction(self._load_state)
 
     def _load_state(self, tx: Tx) -> LedgerState:
         c = (self.cluster,)
         st = LedgerState()
-        st.agents, st.hwm = read_marks(tx, "cluster = ?", c)
-        st.totals = _load(tx, "totals", NamespaceKey, NamespaceTotals, cluster=self.cluster)
-        st.unallocated_totals = _load(tx, "unallocated_totals", CapacityTotalKey, CapacityAmounts, cluster=self.cluster)
-        st.unobserved_totals = _load(tx, "unobserved_totals", CapacityTotalKey, CapacityAmounts, cluster=self.cluster)
-        st.breakdown = _load(tx, "breakdown_totals", BreakdownKey, BreakdownTotals, cluster=self.cluster)
+        st.agents, st.hwm = read_marks(tx, "cluster = ?", params=c)
+        st.totals = _load(tx, "totals", key=NamespaceKey, amounts=NamespaceTotals, cluster=self.cluster)
+        st.unallocated_totals = _load(tx, "unallocated_totals", key=CapacityTotalKey,
+                                      amounts=CapacityAmounts, cluster=self.cluster)
+        st.unobserved_totals = _load(tx, "unobserved_totals", key=CapacityTotalKey,
+                                     amounts=CapacityAmounts, cluster=self.cluster)
+        st.breakdown = _load(tx, "breakdown_totals", key=BreakdownKey, amounts=BreakdownTotals, cluster=self.cluster)
         st.quota_events = {uid: EventCount(ns, int(n)) for uid, ns, n in
                            tx.fetch("SELECT uid, namespace, count FROM quota_events WHERE cluster = ?", c)}
         st.quota_rejection_base = {ns: int(n) for ns, n in
                                    tx.fetch("SELECT namespace, count FROM quota_rejection_totals WHERE cluster = ?", c)}
         st.agent_urls = dict(tx.fetch("SELECT node, url FROM agent_urls WHERE cluster = ?", c))
-        st.unused_commitment_totals = _load(tx, "unused_commitment_totals", CommitmentTotalKey, CapacityAmounts,
-                                            cluster=self.cluster)
+        st.unused_commitment_totals = _load(tx, "unused_commitment_totals", key=CommitmentTotalKey,
+                                            amounts=CapacityAmounts, cluster=self.cluster)
         st.commitment_marks = {name: float(until) for name, until in
                                tx.fetch("SELECT commitment, booked_until FROM commitment_marks WHERE cluster = ?", c)}
         st.node_billing = {node: (itype, ctype) for node, itype, ctype in tx.fetch(
             "SELECT node, instance_type, capacity_type FROM node_billing WHERE cluster = ?", c)}
-        st.unmeasured_energy = _load(tx, "unmeasured_energy_totals", NodeKey, UnmeasuredEnergy, cluster=self.cluster)
+        st.unmeasured_energy = _load(tx, "unmeasured_energy_totals", key=NodeKey, amounts=UnmeasuredEnergy,
+                                     cluster=self.cluster)
         return st
 
     async def load_state(self) -> LedgerState:
+        """``load_state_sync`` on the ledger's thread."""
         return await self._run(self.load_state_sync)
 
     def commit_sync(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
         """Write one tick; ``expected``: each booked node's mark the deltas were computed against."""
         self.backend.ensure_usage_partitions(k.hour for k in w.usage)
-        self.backend.transaction(lambda tx: self._write(tx, w, expected or {}))
+        self.backend.transaction(lambda tx: self._write(tx, w, expected=expected or {}))
         self.commits += 1
 
-    def _write(self, tx: Tx, w: TickWrite, expected: Mapping[str, AgentMark | None]) -> None:
+    def _write(self, tx: Tx, w: TickWrite, *, expected: Mapping[str, AgentMark | None]) -> None:
         cl = self.cluster
         self._check_term(tx)
         self._check_marks(tx, expected)
-        _accumulate(tx, "usage", UsageKey._fields, w.usage, cluster=cl)
-        _accumulate(tx, "unallocated", CapacityKey._fields, w.unallocated, cluster=cl)
-        _accumulate(tx, "unobserved", CapacityKey._fields, w.unobserved, cluster=cl)
+        _accumulate(tx, "usage", keys=UsageKey._fields, rows=w.usage, cluster=cl)
+        _accumulate(tx, "unallocated", keys=CapacityKey._fields, rows=w.unallocated, cluster=cl)
+        _accumulate(tx, "unobserved", keys=CapacityKey._fields, rows=w.unobserved, cluster=cl)
         write_evidence(tx, w.evidence, cluster=cl)
         for node in w.hwm_reset_nodes:
             tx.execute("DELETE FROM hwm WHERE cluster = ? AND node = ?", (cl, node))
@@ -247,14 +259,15 @@ class Ledger:
         for node in w.pruned_nodes:  # a deleted node: its marks and pin go, its booked history stays
             for table in ("agents", "hwm", "agent_urls"):
                 tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND node = ?", (cl, node))
-        write_fleet(tx, w.fleet, w.pruned_nodes, cluster=cl)
-        _accumulate(tx, "totals", NamespaceKey._fields, w.totals, cluster=cl)
-        _accumulate(tx, "unallocated_totals", CapacityTotalKey._fields, w.unallocated_totals, cluster=cl)
-        _accumulate(tx, "unobserved_totals", CapacityTotalKey._fields, w.unobserved_totals, cluster=cl)
-        _accumulate(tx, "breakdown_totals", BreakdownKey._fields, w.breakdown, cluster=cl)
-        _accumulate(tx, "unused_commitment", CommitmentKey._fields, w.unused_commitment, cluster=cl)
-        _accumulate(tx, "unused_commitment_totals", CommitmentTotalKey._fields, w.unused_commitment_totals, cluster=cl)
-        _accumulate(tx, "unmeasured_energy_totals", NodeKey._fields, w.unmeasured_energy, cluster=cl)
+        write_fleet(tx, w.fleet, pruned=w.pruned_nodes, cluster=cl)
+        _accumulate(tx, "totals", keys=NamespaceKey._fields, rows=w.totals, cluster=cl)
+        _accumulate(tx, "unallocated_totals", keys=CapacityTotalKey._fields, rows=w.unallocated_totals, cluster=cl)
+        _accumulate(tx, "unobserved_totals", keys=CapacityTotalKey._fields, rows=w.unobserved_totals, cluster=cl)
+        _accumulate(tx, "breakdown_totals", keys=BreakdownKey._fields, rows=w.breakdown, cluster=cl)
+        _accumulate(tx, "unused_commitment", keys=CommitmentKey._fields, rows=w.unused_commitment, cluster=cl)
+        _accumulate(tx, "unused_commitment_totals", keys=CommitmentTotalKey._fields, rows=w.unused_commitment_totals,
+                    cluster=cl)
+        _accumulate(tx, "unmeasured_energy_totals", keys=NodeKey._fields, rows=w.unmeasured_energy, cluster=cl)
         if w.commitment_marks:  # how far each commitment's unused part is booked: in the same transaction
             tx.executemany("INSERT INTO commitment_marks (cluster, commitment, booked_until) VALUES (?,?,?) "
                            "ON CONFLICT (cluster, commitment) DO UPDATE SET booked_until = excluded.booked_until",
@@ -272,6 +285,7 @@ class Ledger:
                            [(cl, e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
 
     async def commit(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
+        """Write one tick on the ledger's thread, then refresh the recommendations when due."""
         await self._run(self.commit_sync, w, expected)
         await self.advice.after_commit(self)
 
@@ -302,18 +316,21 @@ class Ledger:
         return self.backend.transaction(body)
 
     async def compact(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
+        """``compact_sync`` on the ledger's thread: rows removed."""
         return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before))
 
-    async def run_report(self, by: str, since: float | None, until: float | None, *,
+    async def run_report(self, by: str, *, since: float | None, until: float | None,
                          cluster: str | None = "") -> list[dict[str, Any]]:
         """Rows of ``by`` (comma-separated keys); ``cluster`` "" = this ledger's cluster, None = all."""
         req = ReportRequest.parse(by, since=since, until=until, cluster=self.cluster if cluster == "" else cluster)
         return await self._run(report_rows, self.query_sync, req)
 
     def query_sync(self, sql: str, params: Iterable[Any]) -> list[tuple[Any, ...]]:
+        """One read-only query, in a transaction of its own: the ``Query`` reports and advice are given."""
         return self.backend.transaction(lambda tx: tx.fetch(sql, list(params)))
 
     async def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """``query_sync`` on the ledger's thread."""
         return await self._run(self.query_sync, sql, params)
 
 

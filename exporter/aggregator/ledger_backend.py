@@ -31,17 +31,21 @@ class Tx(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; the number of rows it changed."""
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement once per row of ``rows``."""
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows as tuples; money comes back as float."""
 
 
 class Backend(Protocol):
+    """A database the ledger can live in (SQLite or PostgreSQL): connection, transactions, partitions, retention."""
+
     dialect: Dialect
     for_update: str  # appended to the fencing read: `` FOR UPDATE`` where rows lock individually
 
-    def open(self) -> None: ...
+    def open(self) -> None:
+        """Connect and migrate the schema; ``LedgerError`` when it cannot or the schema is not ours."""
 
     def transaction(self, body: Callable[[Tx], T]) -> T:
         """Run ``body`` in one write transaction; any failure rolls all of it back and re-raises."""
@@ -55,10 +59,12 @@ class Backend(Protocol):
     def describe(self) -> str:
         """Where the ledger is, fit for a log line (no password)."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the connection(s); the backend may be opened again."""
 
 
 def meta_version(tx: Tx) -> int:
+    """The schema version recorded in ``meta``; 0 for an empty database."""
     tx.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     found = tx.fetch("SELECT value FROM meta WHERE key = 'schema_version'")
     return int(found[0][0]) if found else 0
@@ -83,4 +89,5 @@ def migrate(tx: Tx, *, dialect: Dialect, where: str) -> None:
 
 
 def is_postgres(target: str) -> bool:
+    """Whether a ledger target is a PostgreSQL URL (else it is a SQLite file path)."""
     return target.startswith(("postgresql://", "postgres://"))

@@ -61,7 +61,7 @@ _AGENTS = Select.of(("node", *AgentMark._fields))
 _HWM = Select.of(("node", "key", *CounterMark.columns()))
 
 
-def read_marks(tx: Tx, where: str, params: Sequence[str]) -> tuple[dict[str, AgentMark],
+def read_marks(tx: Tx, where: str, *, params: Sequence[str]) -> tuple[dict[str, AgentMark],
                                                                    dict[str, dict[str, CounterMark]]]:
     """Each node's agent mark and counter marks (``hwm``) in the rows ``where`` selects: the same read at
     start (the whole cluster) and when a shard gains nodes."""
@@ -82,7 +82,7 @@ def load_nodes(tx: Tx, nodes: list[str], *, cluster: str) -> NodeBooks:
     if not nodes:
         return out
     where, p = _where(nodes), (cluster, *nodes)
-    agents, hwm = read_marks(tx, where, p)
+    agents, hwm = read_marks(tx, where, params=p)
     out.agents.update(agents)
     out.hwm.update(hwm)
     out.agent_urls.update({node: url for node, url in tx.fetch(f"SELECT node, url FROM agent_urls WHERE {where}", p)})
@@ -91,7 +91,7 @@ def load_nodes(tx: Tx, nodes: list[str], *, cluster: str) -> NodeBooks:
     return out
 
 
-def write_fleet(tx: Tx, fleet: Mapping[str, FleetFacts], pruned: list[str], *, cluster: str) -> None:
+def write_fleet(tx: Tx, fleet: Mapping[str, FleetFacts], *, pruned: list[str], cluster: str) -> None:
     """Upsert the nodes whose GPUs or held MIG instances changed; forget pruned nodes."""
     if fleet:
         tx.executemany("INSERT INTO fleet (cluster, node, gpus_by_model, held_mig) VALUES (?,?,?,?) "

@@ -53,17 +53,22 @@ def _month_bounds(hour: int) -> tuple[str, int, int]:
 
 
 class PgTx:
+    """A transaction on one pooled connection: ``?`` placeholders become ``%s``, NUMERIC comes back as float."""
+
     def __init__(self, cur: Any) -> None:
         self.cur = cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
         self.cur.execute(sql.replace("?", "%s"), tuple(params) if params else None)
         return int(self.cur.rowcount)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement once per row of ``rows``."""
         self.cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Rows as tuples, NUMERIC money as float."""
         self.cur.execute(sql.replace("?", "%s"), tuple(params) if params else None)
         return [_decimal_to_float(r) for r in self.cur.fetchall()]
 
@@ -77,6 +82,8 @@ def _connect_kwargs(password_file: Path | None) -> dict[str, Any]:
 
 
 class PostgresBackend:
+    """A ledger in a PostgreSQL database, shared by every aggregator of every cluster that points at it."""
+
     dialect = POSTGRES
     for_update = " FOR UPDATE"
 
@@ -88,6 +95,8 @@ class PostgresBackend:
         self._partitions: set[str] = set()
 
     def open(self) -> None:
+        """Open the pool, migrate (one aggregator at a time) and learn the usage partitions; ``LedgerError``
+        otherwise."""
         try:
             from psycopg_pool import ConnectionPool
         except ImportError:
@@ -119,6 +128,7 @@ class PostgresBackend:
         return self.transaction(lambda tx: tx.fetch(sql))
 
     def transaction(self, body: Callable[[Tx], T]) -> T:
+        """Run ``body`` in one transaction on a pooled connection; any failure rolls all of it back and re-raises."""
         if self._pool is None:
             raise LedgerError("ledger is not open")
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -157,9 +167,11 @@ class PostgresBackend:
         return removed + tx.execute("DELETE FROM usage WHERE cluster = ? AND hour < ?", (cluster, hour))
 
     def describe(self) -> str:
+        """The URL with its password redacted."""
         return redact(self.url)
 
     def close(self) -> None:
+        """Close the pool; the backend may be opened again."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None

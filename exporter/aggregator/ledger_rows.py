@@ -82,6 +82,7 @@ class TickWrite:
     fleet: dict[str, FleetFacts] = field(default_factory=dict)  # nodes whose GPUs or held MIG instances changed
 
     def empty(self) -> bool:
+        """Whether the tick has nothing to write (no transaction is needed)."""
         return not (self.usage or self.unallocated or self.unobserved or self.hwm or self.agents or self.agent_urls
                     or self.quota_events or self.hwm_reset_nodes or self.hwm_deleted or self.pruned_nodes
                     or self.commitment_marks or self.node_billing or self.fleet)

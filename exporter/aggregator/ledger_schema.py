@@ -55,6 +55,7 @@ class Table:
     values: tuple[tuple[str, str], ...]
 
     def columns(self) -> tuple[str, ...]:
+        """Every column of the table, ``cluster`` first: the key's, then the values'."""
         return ("cluster", *tuple(c for c, _t in self.key + self.values))
 
 
@@ -147,6 +148,8 @@ def _type(d: Dialect, word: str) -> str:
 
 
 def create_table(d: Dialect, t: Table, *, name: str | None = None) -> str:
+    """The ``CREATE TABLE`` of ``t`` (as ``name``, when migrating through a copy) in the dialect, keyed by cluster
+    first."""
     cols = ", ".join(["cluster TEXT NOT NULL"] + [f"{c} {_type(d, w)}" for c, w in t.key + t.values])
     pk = ", ".join(["cluster"] + [c for c, _w in t.key])
     partitioned = d.partition_usage and t.name == "usage"
@@ -219,6 +222,7 @@ SQLITE_MIGRATIONS: dict[int, str] = {
 
 
 def statements(script: str) -> list[str]:
+    """The statements of a ``;``-separated script, blank ones dropped."""
     return [s for s in (x.strip() for x in script.split(";")) if s]
 
 

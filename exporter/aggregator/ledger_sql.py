@@ -15,7 +15,7 @@ _A = TypeVar("_A", bound=_Amounts)
 TableRows = Mapping[Any, _Amounts]  # a NamedTuple key -> amounts
 
 
-def accumulate(tx: Tx, table: str, keys: tuple[str, ...], rows: TableRows, *, cluster: str) -> None:
+def accumulate(tx: Tx, table: str, *, keys: tuple[str, ...], rows: TableRows, cluster: str) -> None:
     """Add ``rows`` (key -> amounts) into ``table``: insert new keys, add to existing ones.
 
     Columns are the key's field names and the amounts' field names: the one place where a named number
@@ -31,7 +31,7 @@ def accumulate(tx: Tx, table: str, keys: tuple[str, ...], rows: TableRows, *, cl
                    [(cluster, *k, *v.values()) for k, v in rows.items()])
 
 
-def load_table(tx: Tx, table: str, key: type[Any], amounts: type[_A], *, cluster: str) -> dict[Any, _A]:
+def load_table(tx: Tx, table: str, *, key: type[Any], amounts: type[_A], cluster: str) -> dict[Any, _A]:
     """Every row of ``table`` of this cluster as key -> amounts, read by the fields' names."""
     cols = Select.of((*key._fields, *amounts.columns()))
     out = {}

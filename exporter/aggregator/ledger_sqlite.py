@@ -15,20 +15,27 @@ T = TypeVar("T")
 
 
 class SqliteTx:
+    """A transaction on the backend's one connection."""
+
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
         return self.db.execute(sql, tuple(params)).rowcount
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement once per row of ``rows``."""
         self.db.executemany(sql, rows)
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Rows as tuples."""
         return list(self.db.execute(sql, tuple(params)))
 
 
 class SqliteBackend:
+    """A ledger in one SQLite file, written through one connection by one aggregator replica."""
+
     dialect = SQLITE
     for_update = ""  # BEGIN IMMEDIATE already holds the database's one write lock
 
@@ -42,6 +49,7 @@ class SqliteBackend:
         return self._conn
 
     def open(self) -> None:
+        """Create the file (and its directory) if needed, set WAL and full sync, migrate; ``LedgerError`` otherwise."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -58,6 +66,7 @@ class SqliteBackend:
             raise
 
     def transaction(self, body: Callable[[Tx], T]) -> T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; any failure rolls all of it back and re-raises."""
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -69,15 +78,19 @@ class SqliteBackend:
         return out
 
     def ensure_usage_partitions(self, hours: Iterable[int]) -> None:
+        """Nothing to do: SQLite keeps usage in one table."""
         return None
 
     def drop_usage_before(self, tx: Tx, *, hour: int, cluster: str) -> int:
+        """Retention of the usage table, row by row for this cluster; rows removed."""
         return tx.execute("DELETE FROM usage WHERE cluster = ? AND hour < ?", (cluster, hour))
 
     def describe(self) -> str:
+        """The database file's path."""
         return str(self.path)
 
     def close(self) -> None:
+        """Close the connection; the backend may be opened again."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -54,6 +54,7 @@ class AggregatorCollector(Collector):
         self.inputs = inputs
 
     def collect(self) -> Iterator[Family]:
+        """One scrape: the leader flag on every replica, every other family on the leader only."""
         m = self.inputs()
         yield GaugeMetricFamily("gpucost_aggregator_leader", "1 on the replica that accounts",
                                 value=1.0 if m.is_leader else 0.0)
@@ -73,6 +74,7 @@ class AggregatorCollector(Collector):
 
 
 def namespace_counters(books: Books) -> Iterator[Family]:
+    """Per-namespace counters of the books: GPU-seconds held, used and unmeasured, cost, idle and list cost, energy."""
     alloc = CounterMetricFamily("gpucost_allocated_gpu_seconds_total",
                                 "GPU-seconds held by pods (fraction x seconds)", labels=["namespace"])
     used = CounterMetricFamily("gpucost_used_gpu_seconds_total", "GPU-seconds used (utilisation-weighted)",
@@ -122,19 +124,21 @@ def commitment_and_node_prices(books: Books) -> Iterator[Family]:
 
 
 def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Family]:
+    """Capacity nobody held or observed, (``breakdown_series``) cost by pool and priority class, unpriced and
+    unmeasured-energy GPU-seconds."""
     yield from seconds_and_cost(
         CounterMetricFamily("gpucost_unallocated_gpu_seconds_total", "GPU-seconds of capacity nobody held",
                             labels=["node", "pool", "gpu_model"]),
         CounterMetricFamily("gpucost_unallocated_cost_total", "money for capacity nobody held",
                             labels=["node", "pool", "gpu_model", "currency"]),
-        books.unallocated_totals)
+        totals=books.unallocated_totals)
     yield from seconds_and_cost(
         CounterMetricFamily("gpucost_unobserved_gpu_seconds_total",
                             "GPU-seconds of capacity no one could observe (agent down or state lost, kubelet "
                             "socket gone past the charge cap)", labels=["node", "pool", "gpu_model"]),
         CounterMetricFamily("gpucost_unobserved_cost_total", "money for capacity no one could observe",
                             labels=["node", "pool", "gpu_model", "currency"]),
-        books.unobserved_totals)
+        totals=books.unobserved_totals)
     if breakdown_series:
         alloc = CounterMetricFamily("gpucost_breakdown_allocated_gpu_seconds_total",
                                     "GPU-seconds held by namespace, pool and priority class",
@@ -162,7 +166,7 @@ def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Famil
     yield unpriced
 
 
-def seconds_and_cost(seconds: CounterMetricFamily, cost: CounterMetricFamily,
+def seconds_and_cost(seconds: CounterMetricFamily, cost: CounterMetricFamily, *,
                      totals: Mapping[CapacityTotalKey, CapacityAmounts]) -> tuple[Family, Family]:
     """Seconds summed over currencies, cost per currency, from capacity totals."""
     per_key: dict[tuple[str, str, str], float] = defaultdict(float)
@@ -175,6 +179,8 @@ def seconds_and_cost(seconds: CounterMetricFamily, cost: CounterMetricFamily,
 
 
 def held_gauges(g: Gauges, *, currency: str) -> Iterator[Family]:
+    """What is held now: GPUs and utilisation per namespace and workload, each pod's GPUs, idle time and hourly
+    cost, pods folded into overflow."""
     alloc = GaugeMetricFamily("gpucost_allocated_gpus", "GPUs held now (fractional)", labels=["namespace"])
     for ns, gpus in sorted(g.allocated_gpus.items()):
         alloc.add_metric([ns], gpus)
@@ -206,6 +212,7 @@ def held_gauges(g: Gauges, *, currency: str) -> Iterator[Family]:
 
 
 def price_gauges(pricing: Pricing) -> Family:
+    """The price of one GPU-hour per model in the current pricing, and the default price."""
     price = GaugeMetricFamily("gpucost_gpu_hourly_price", "price of one GPU-hour", labels=["gpu_model", "currency"])
     doc = pricing.doc
     for model, model_price in sorted(doc.models.items()):
@@ -215,6 +222,8 @@ def price_gauges(pricing: Pricing) -> Family:
 
 
 def quota_and_queue(kube: KubeState, *, now: float, team_label: str) -> Iterator[Family]:
+    """Quotas and their headroom, batch queues, pending GPU pods by reason (and the oldest), team labels,
+    quota rejections."""
     quota = GaugeMetricFamily("gpucost_quota_gpus",
                               "GPU quota per namespace: the tightest ResourceQuota, or a Kueue ClusterQueue "
                               "serving the namespace", labels=["namespace", "type", "source"])
@@ -273,6 +282,8 @@ def dra_families(kube: KubeState) -> Iterator[Family]:
 
 
 def health(m: MetricsInputs) -> Iterator[Family]:
+    """The aggregator's own health: agents and DCGM up, rejected snapshots, ledger, tick, agent resets, watch,
+    pricing reloads."""
     agent_up = GaugeMetricFamily("gpucost_agent_up", "1 when the last pull of the node's agent was booked",
                                  labels=["node"])
     dcgm_up = GaugeMetricFamily("gpucost_dcgm_up", "1 when the node's agent could scrape DCGM Exporter",

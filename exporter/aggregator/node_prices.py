@@ -53,10 +53,12 @@ class PoolRate:
 
     @property
     def list_rate(self) -> float:
+        """Mean list price of one of the pool's GPU-hours; 0 for a pool without GPUs."""
         return self.list_money / self.gpus if self.gpus > 0 else 0.0
 
     @property
     def effective_rate(self) -> float:
+        """Mean effective price (commitments blended in) of one of the pool's GPU-hours; 0 for a pool without GPUs."""
         return self.effective_money / self.gpus if self.gpus > 0 else 0.0
 
 

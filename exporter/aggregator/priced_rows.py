@@ -33,13 +33,13 @@ _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V", bound=_Amounts)
 
 
-def add(table: dict[_K, _V], key: _K, amount: _V) -> None:
+def add(table: dict[_K, _V], key: _K, *, amount: _V) -> None:
     """Add ``amount`` to ``table[key]`` field by field."""
     old = table.get(key)
     table[key] = amount if old is None else old + amount
 
 
-def node_facts(kube: KubeState, node: str, model: str) -> NodeFacts:
+def node_facts(kube: KubeState, node: str, *, model: str) -> NodeFacts:
     """What the node's labels say about its billing (instance type, capacity type, pool)."""
     return NodeFacts.from_labels(node, model, labels=kube.nodes.get(node, {}), pool=kube.pool_of(node))
 
@@ -75,8 +75,8 @@ def book_capacity(w: TickWrite, *, unobserved: bool, key: CapacityTotalKey,
     rows = w.unobserved if unobserved else w.unallocated
     totals = w.unobserved_totals if unobserved else w.unallocated_totals
     for hour, amount in hourly:
-        add(rows, CapacityKey(hour, *key), amount)
-        add(totals, key, amount)
+        add(rows, CapacityKey(hour, *key), amount=amount)
+        add(totals, key, amount=amount)
 
 
 def book_unobserved(w: TickWrite, *, node: str, kube: KubeState, rates: TickRates, gpus_by_model: dict[str, int],
@@ -89,7 +89,8 @@ def book_unobserved(w: TickWrite, *, node: str, kube: KubeState, rates: TickRate
         seconds = gpus * (end - start)
         if seconds > 0:
             book_capacity(w, unobserved=True, key=CapacityTotalKey(node, pool, model, rates.pricing.currency),
-                          hourly=priced_capacity(rates, node_facts(kube, node, model), seconds=seconds, parts=parts))
+                          hourly=priced_capacity(rates, node_facts(kube, node, model=model), seconds=seconds,
+                                                 parts=parts))
 
 
 def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate) -> UsageAmounts:

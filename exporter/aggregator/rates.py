@@ -67,6 +67,7 @@ class Coverage:
 
     @property
     def fraction(self) -> float:
+        """``c``: the share of eligible GPUs the commitments cover, at most 1; 0 when no GPU is eligible."""
         return min(self.committed, self.eligible) / self.eligible if self.eligible > 0 else 0.0
 
     @property
@@ -91,7 +92,7 @@ class TickRates:
         self._moments: dict[float, tuple[PriceList, tuple[str, ...]]] = {}
         self._facts: dict[tuple[str, str], NodeFacts] = {}
 
-    def facts_of(self, node: str, model: str, make: Callable[[], NodeFacts]) -> NodeFacts:
+    def facts_of(self, node: str, model: str, *, make: Callable[[], NodeFacts]) -> NodeFacts:
         """A node's billing facts for one model, made once per tick (labels hold still within a tick)."""
         found = self._facts.get((node, model))
         if found is None:
@@ -147,7 +148,7 @@ class TickRates:
         return found
 
 
-def fleet_node(facts: NodeFacts, gpus: int, held_mig: Iterable[tuple[str, float]]) -> FleetNode:
+def fleet_node(facts: NodeFacts, gpus: int, *, held_mig: Iterable[tuple[str, float]]) -> FleetNode:
     """A fleet entry, summing the held fractions of each MIG profile."""
     node = FleetNode(facts, gpus)
     for profile, fraction in held_mig:

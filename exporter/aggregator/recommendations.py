@@ -60,7 +60,7 @@ class _Group:
     per_hour: dict[tuple[str, int], int] = field(default_factory=dict)  # (pod, hour) -> devices held
 
 
-def _placement(model: str, profile: str, kind: str, fraction: float) -> Placement:
+def _placement(model: str, profile: str, *, kind: str, fraction: float) -> Placement:
     replicas = round(1 / fraction) if kind == "replica" and fraction > 0 else None
     return Placement(model, profile or None, 1, replicas)
 
@@ -81,7 +81,7 @@ def explicit_window(since: str | None, until: str | None, *, now: float,
     return start, end
 
 
-def _window(query: Query, cluster: str, window_s: float, *, since: float | None = None,
+def _window(query: Query, cluster: str, *, window_s: float, since: float | None = None,
             until: float | None = None) -> tuple[float, float] | None:
     """(start, end): ``end`` the latest booked snapshot (or ``until``'s hour's end, if earlier); ``start`` a
     window back from ``end`` (or ``since``), or where the books begin. None: nothing booked in it."""
@@ -98,7 +98,7 @@ def _window(query: Query, cluster: str, window_s: float, *, since: float | None 
     return (start, end) if end > start else None
 
 
-def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[str, str], list[_Group]]:
+def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple[str, str], list[_Group]]:
     buckets = ", ".join(f"SUM({c})" for c in BUCKET_COLUMNS)
     ev = query(f"SELECT namespace, workload, pod, gpu_model, mig_profile, device_kind, device, MAX(fraction), "
                f"MAX(fb_peak_bytes), COUNT(fb_peak_bytes), {buckets} FROM evidence WHERE cluster = ? AND hour >= ? "
@@ -115,7 +115,7 @@ def _read(query: Query, cluster: str, start: float, end: float) -> dict[tuple[st
     pod_group: dict[tuple[str, str, str, str, str], _Group] = {}
     for ns, wl, pod, model, profile, kind, device, fraction, peak, peaks, *secs in ev:
         key = (ns, wl, model, profile, kind)
-        g = groups.setdefault(key, _Group(_placement(model, profile, kind, float(fraction))))
+        g = groups.setdefault(key, _Group(_placement(model, profile, kind=kind, fraction=float(fraction))))
         pod_group[(ns, wl, pod, model, profile)] = g
         hist = UtilHistogram.of_buckets(UtilBucket(int(c[3:]), float(s or 0.0))
                                         for c, s in zip(BUCKET_COLUMNS, secs, strict=True))
@@ -154,7 +154,7 @@ def _offers(groups: Iterable[_Group]) -> list[Offer]:
     return [Offer(p, max(cost, list_cost) / hours) for p, (cost, list_cost, hours) in totals.items() if hours > 0]
 
 
-def _use(ns: str, wl: str, g: _Group) -> WorkloadUse:
+def _use(ns: str, wl: str, *, g: _Group) -> WorkloadUse:
     gpus = max(g.per_hour.values(), default=1)
     placement = Placement(g.placement.gpu_model, g.placement.mig_profile, gpus, g.placement.replicas)
     pods = tuple(PodUse(pod, tuple(devices.values())) for pod, devices in sorted(g.devices.items()))
@@ -168,13 +168,13 @@ def recommendations(query: Query, *, cluster: str, window_s: float = DEFAULT_WIN
                     until: float | None = None) -> list[Recommendation]:
     """Every workload's best action over the window ending at the ledger's latest booked time (or over the
     explicit ``since`` / ``until``, which override the window's start / end)."""
-    span = _window(query, cluster, window_s, since=since, until=until)
+    span = _window(query, cluster, window_s=window_s, since=since, until=until)
     if span is None:
         return []
     start, end = span
-    by_workload = _read(query, cluster, start, end)
+    by_workload = _read(query, cluster, start=start, end=end)
     offers = _offers(g for gs in by_workload.values() for g in gs)
-    uses = [_use(ns, wl, max(gs, key=lambda g: g.cost)) for (ns, wl), gs in sorted(by_workload.items())]
+    uses = [_use(ns, wl, g=max(gs, key=lambda g: g.cost)) for (ns, wl), gs in sorted(by_workload.items())]
     return recommend_all(uses, offers, window_hours=(end - start) / 3600.0, settings=settings)
 
 
@@ -231,7 +231,8 @@ class LedgerReader(Protocol):
 
     cluster: str
 
-    async def read(self, fn: Callable[[Query], T]) -> T: ...
+    async def read(self, fn: Callable[[Query], T]) -> T:
+        """Run ``fn(query)`` on the ledger's thread (off the event loop)."""
 
 
 @dataclass(slots=True)
@@ -245,6 +246,7 @@ class Advice:
     at: float | None = None
 
     async def after_commit(self, ledger: LedgerReader) -> None:
+        """Recompute when ``every`` seconds have passed; a failure is logged, never raised into the tick's commit."""
         if self.at is not None and time.monotonic() - self.at < self.every:
             return
         try:

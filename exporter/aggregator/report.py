@@ -100,14 +100,14 @@ class ReportRequest:
         return (f"WHERE {' AND '.join(where)}" if where else ""), params
 
 
-def build_report(query: Query, by: str, since: float | None, until: float | None, *,
+def build_report(query: Query, by: str, *, since: float | None, until: float | None,
                  cluster: str | None = None) -> list[dict[str, Any]]:
     """Rows grouped by ``by`` (one key or several, comma-separated) over the hour buckets that start in
     [since, until), of one cluster or (None) of all."""
     return report_rows(query, ReportRequest.parse(by, since=since, until=until, cluster=cluster))
 
 
-def window(by: str, since: float | None, until: float | None, *,
+def window(by: str, *, since: float | None, until: float | None,
            cluster: str | None = None) -> tuple[str, list[Any]]:
     """The WHERE clause (and its parameters) of the hour buckets that start in [since, until), of one
     cluster or (None) all; ``by`` a single grouping key (what ``--reprice`` takes)."""
@@ -116,12 +116,12 @@ def window(by: str, since: float | None, until: float | None, *,
     return ReportRequest.parse(by, since=since, until=until, cluster=cluster).where()
 
 
-def unused_key(by: str, commitment: str, currency: str) -> tuple[Any, ...]:
+def unused_key(by: str, commitment: str, *, currency: str) -> tuple[Any, ...]:
     """The row key of one commitment's unused part: its own row in every grouping."""
     return (UNUSED_COMMITMENT,) * len(GROUPS[by]) + (commitment, currency)
 
 
-def blank_row(by: str, name: str, currency: str) -> dict[str, Any]:
+def blank_row(by: str, name: str, *, currency: str) -> dict[str, Any]:
     """A row of zeros named ``name`` in every group column."""
     return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
 
@@ -133,6 +133,8 @@ _CAPACITY_SUMS = {"seconds": "SUM(seconds)", "cost": "SUM(cost)", "list_cost": "
 
 
 def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
+    """The rows of ``req``: usage, capacity nobody held or observed, unused commitments; costliest first, capacity
+    last."""
     cols = req.cols
     clause, params = req.where()
     col_sql = ", ".join(cols)
@@ -208,6 +210,7 @@ def _round(v: Any) -> Any:
 
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
+    """Rows as ``json``, ``csv`` or an aligned text ``table``; ``ReportError`` for another format."""
     if fmt == "json":
         return json.dumps([{k: _round(v) for k, v in r.items()} for r in rows], indent=2) + "\n"
     if not rows:

@@ -47,12 +47,12 @@ class RawRow:
     energy_j: float
 
 
-def _facts(billing: dict[str, tuple[str, str]], node: str, model: str, pool: str) -> NodeFacts:
+def _facts(billing: dict[str, tuple[str, str]], node: str, *, model: str, pool: str) -> NodeFacts:
     instance_type, capacity_type = billing.get(node, ("", CapacityType.ON_DEMAND.value))
     return NodeFacts(node, model, instance_type or None, CapacityType(capacity_type), pool or None)
 
 
-def _raw_rows(query: Query, by: str, clause: str, params: list[Any]) -> list[RawRow]:
+def _raw_rows(query: Query, by: str, *, clause: str, params: list[Any]) -> list[RawRow]:
     cols = GROUPS[by]
     col_sql = ", ".join(cols)
     billing = {node: (itype, ctype) for node, itype, ctype in
@@ -66,7 +66,8 @@ def _raw_rows(query: Query, by: str, clause: str, params: list[Any]) -> list[Raw
     for r in query(f"SELECT {usage.sql()} FROM usage {clause} GROUP BY {col_sql}, currency, "
                    f"{', '.join(where)}, mig_profile", params):
         m = usage.mapping(r)
-        out.append(RawRow(key_of(r), "cost", int(m["hour"]), _facts(billing, m["node"], m["gpu_model"], m["pool"]),
+        facts = _facts(billing, m["node"], model=m["gpu_model"], pool=m["pool"])
+        out.append(RawRow(key_of(r), "cost", int(m["hour"]), facts,
                           m["mig_profile"] or None, float(m["seconds"]), float(m["energy_j"])))
     group = CAPACITY_GROUPS.get(by)
     capacity = Select.of(("value", "currency", *where, "seconds", "energy_j"), value=group or "currency",
@@ -77,7 +78,8 @@ def _raw_rows(query: Query, by: str, clause: str, params: list[Any]) -> list[Raw
             m = capacity.mapping(r)
             key, column = ((m["value"], m["currency"]), f"{name.strip('_')}_cost") if group else (
                 (name,) * len(cols) + (m["currency"],), "cost")
-            out.append(RawRow(key, column, int(m["hour"]), _facts(billing, m["node"], m["gpu_model"], m["pool"]),
+            facts = _facts(billing, m["node"], model=m["gpu_model"], pool=m["pool"])
+            out.append(RawRow(key, column, int(m["hour"]), facts,
                               None, float(m["seconds"]), float(m["energy_j"])))
     return out
 
@@ -98,11 +100,11 @@ def reprice(query: Query, rows: list[dict[str, Any]], *, by: str, since: float |
             pricing: Pricing, cluster: str | None = None) -> list[dict[str, Any]]:
     """``rows`` (from ``build_report``) with ``reprice_cost`` and ``reprice_list_cost`` (and, grouped by
     node, pool or model, ``reprice_unallocated_cost`` / ``reprice_unobserved_cost``) under ``pricing``."""
-    clause, params = window(by, since, until, cluster=cluster)
+    clause, params = window(by, since=since, until=until, cluster=cluster)
     cols = GROUPS[by]
     by_key = {tuple(r[c] for c in cols) + ((r["commitment"],) if "commitment" in r else ()) + (r["currency"],): r
               for r in rows}
-    raw = _raw_rows(query, by, clause, params)
+    raw = _raw_rows(query, by, clause=clause, params=params)
     hours = _hours(pricing, raw)
     hours.update({h: commitment_hour(pricing.book.at(h), hour_start=h, eligible=[])
                   for h in {row.hour for row in raw} if h not in hours})
@@ -120,10 +122,10 @@ def reprice(query: Query, rows: list[dict[str, Any]], *, by: str, since: float |
                 row.gpu_seconds / SECONDS_PER_HOUR * rate.list_per_gpu_hour)
     for hour in sorted(hours.values(), key=lambda h: h.hour_start):
         for unused in hour.unused:
-            key = unused_key(by, unused.name, pricing.currency)
+            key = unused_key(by, unused.name, currency=pricing.currency)
             target = by_key.get(key)
             if target is None:
-                target = by_key[key] = {**blank_row(by, UNUSED_COMMITMENT, pricing.currency),
+                target = by_key[key] = {**blank_row(by, UNUSED_COMMITMENT, currency=pricing.currency),
                                         "commitment": unused.name}
             target["reprice_cost"] = target.get("reprice_cost", 0.0) + unused.cost
     for r in by_key.values():

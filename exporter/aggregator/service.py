@@ -43,7 +43,8 @@ log = get_logger("aggregator")
 
 
 class Aggregator:
-    def __init__(self, settings: AggregatorSettings, clock: Clock | None = None,
+    """One aggregator replica: its ledger, API cache, agent pulls, books, leadership and HTTP server."""
+    def __init__(self, settings: AggregatorSettings, clock: Clock | None = None, *,
                  pricing: PricingSource | None = None) -> None:
         self.settings = settings
         self.clock = clock or RealClock()
@@ -89,6 +90,7 @@ class Aggregator:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def start(self, serve_http: bool = True) -> None:
+        """Open the ledger, restore the books; in a cluster, start the watch and election; serve HTTP if asked."""
         await self.ledger.open()
         self._restore(await self.ledger.load_state())
         if not self.settings.agents and self.kube.agent_namespace is None:
@@ -99,14 +101,14 @@ class Aggregator:
             queues = await served_custom_kinds(self._api_client, QUEUE_KINDS + DRA_KINDS)
             if queues:
                 log.info("optional_kinds_served", kinds=[s.kind for s in queues])
-            self.watcher = Watcher(self._api_client, self.kube.handle, specs=CORE_KINDS + queues,
-                                   watch_timeout=self.settings.watch_timeout)
+            self.watcher = Watcher(self._api_client, lambda kind, etype, obj: self.kube.handle(kind, etype, obj=obj),
+                                   specs=CORE_KINDS + queues, watch_timeout=self.settings.watch_timeout)
             self._spawn(self.watcher.run(), "kube-watch")
             if self.settings.leader_election:
-                self.elector = LeaderElector(self._api_client, self.settings.lease_namespace,
-                                             self.shard.lease_name(self.settings.lease_name),
-                                             self.settings.lease_duration, self.settings.lease_renew_period,
-                                             on_change=self._leadership_changed)
+                self.elector = LeaderElector(
+                    self._api_client, self.settings.lease_namespace, on_change=self._leadership_changed,
+                    name=self.shard.lease_name(self.settings.lease_name),
+                    lease_duration=self.settings.lease_duration, renew_period=self.settings.lease_renew_period)
                 self._spawn(self.elector.run(), "leader-election")
         else:
             log.warning("kube_disabled", reason="no kubeconfig and not in a cluster: no workloads, pools or quotas")
@@ -148,6 +150,7 @@ class Aggregator:
             log.error("task_failed", task=task.get_name(), error=repr(task.exception()))
 
     async def close(self) -> None:
+        """Stop every task, the HTTP server and the clients, then close the ledger."""
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -161,6 +164,7 @@ class Aggregator:
         await self.ledger.close()
 
     def metrics_inputs(self) -> MetricsInputs:
+        """Everything the metrics are made of, taken afresh at each scrape."""
         return MetricsInputs(
             is_leader=self.is_leader, books=self.books, gauges=self.gauges, kube=self.kube,
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
@@ -181,9 +185,11 @@ class Aggregator:
 
     @property
     def kube_up(self) -> bool:
+        """Whether the Kubernetes watch is running and healthy (False without a cluster)."""
         return self.watcher is not None and self.watcher.up
 
     def health_report(self) -> dict[str, Any]:
+        """``/readyz``: ready once the books are loaded, the watch synced and this leader may book (ledger up)."""
         synced = self.watcher.all_synced if self.watcher else True
         ready = self.books is not None and synced and self.is_leader and self.ledger.up and self.ledger.may_book
         return {"ready": ready, "leader": self.is_leader, "kube_synced": synced, "kube_up": self.kube_up,
@@ -191,6 +197,7 @@ class Aggregator:
                 "agents_up": sum(1 for a in self.gauges.agents.values() if a.up), "agents": len(self.gauges.agents)}
 
     async def wait_synced(self, timeout: float = 30.0) -> bool:
+        """Wait for the watch's first lists (at most ``timeout`` seconds); False on timeout. True without a watch."""
         deadline = time.monotonic() + timeout
         while self.watcher is not None and not self.watcher.all_synced:
             if time.monotonic() > deadline:
@@ -200,6 +207,7 @@ class Aggregator:
 
     # -- targets -------------------------------------------------------------------------------------
     def agent_urls(self) -> list[str]:
+        """The agent URLs this replica pulls: discovered or static, narrowed to its shard."""
         return self.handover.targets(self.targets.urls(), self.targets.url_nodes())
 
     def _ack(self, url: str, url_nodes: dict[str, str]) -> float | None:
@@ -229,7 +237,8 @@ class Aggregator:
             snapshots = [snap for _url, snap in admitted.snapshots.values()]
             if self.shard.sharded and any(p.doc.commitments for p in self.pricing.current.book.lists):
                 self.books.others = await self.ledger.load_fleet()  # commitments cover the whole cluster
-            prepared = self.books.prepare(snapshots, self.kube, self.pricing.current, gone, now=self.clock.now())
+            prepared = self.books.prepare(snapshots, self.kube, pricing=self.pricing.current, gone=gone,
+                                          now=self.clock.now())
             book_teams(prepared.write, kube=self.kube, team_label=self.settings.team_label)
             for node, reason in prepared.rejected.items():
                 self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
@@ -240,7 +249,7 @@ class Aggregator:
             if snapshots or not prepared.write.empty():
                 self.gauges.last_commit = self.clock.now()
             self.books.apply(prepared)
-            self._after_commit(prepared, admitted, results, url_nodes)
+            self._after_commit(prepared, admitted, results=results, url_nodes=url_nodes)
             self.handover.drop_foreign(self.gauges.agents)
             if urls is None:
                 self.gauges.ns_utilization = ratios(prepared.ns_delta)
@@ -257,7 +266,7 @@ class Aggregator:
             return None
         return set(self.kube.nodes)
 
-    def _after_commit(self, prepared: Prepared, admitted: Admitted, results: list[PullResult],
+    def _after_commit(self, prepared: Prepared, admitted: Admitted, *, results: list[PullResult],
                       url_nodes: dict[str, str]) -> None:
         """Mirror what was committed: pins, latest snapshots, agent health, pruned nodes, quota events."""
         self.gate.pins.update(prepared.write.agent_urls)
@@ -325,6 +334,7 @@ class Aggregator:
         log.info("ledger_compacted", rows_removed=removed)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
+        """The daemon: start, tick (and compact, on shard 0) on schedule until ``stop`` or a signal, then close."""
         stop = stop or asyncio.Event()
         install_stop_signals(stop)
         await self.start()

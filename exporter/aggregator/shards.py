@@ -46,6 +46,7 @@ class Shard:
 
     @property
     def sharded(self) -> bool:
+        """Whether the cluster's nodes are split over more than one shard."""
         return self.count > 1
 
     @property
@@ -54,6 +55,7 @@ class Shard:
         return self.index == 0
 
     def owns(self, node: str) -> bool:
+        """Whether this shard books ``node`` (every node when unsharded)."""
         return not self.sharded or owner(node, self.count) == self.index
 
     def lease_name(self, base: str) -> str:

@@ -33,10 +33,12 @@ class Axis:
 
 
 def day_label(ts: int) -> str:
+    """A daily bar's label (UTC date)."""
     return f"{datetime.fromtimestamp(ts, UTC):%Y-%m-%d}"
 
 
 def hour_label(ts: int) -> str:
+    """An hourly bar's label (UTC hour)."""
     return f"{datetime.fromtimestamp(ts, UTC):%Y-%m-%d %H:00} UTC"
 
 

@@ -33,13 +33,15 @@ def _money(v: float, currency: str) -> str:
 
 
 async def render_status(agg: AggregatorView) -> str:
+    """The status page: cost per namespace today and this month, pools, capacity, holders by pool and priority
+    class, idle pods, trends, quota rejections."""
     now = agg.clock.now()
     day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     month = day.replace(day=1)
-    today_rows = await agg.ledger.run_report("namespace", day.timestamp(), None)
+    today_rows = await agg.ledger.run_report("namespace", since=day.timestamp(), until=None)
     today = {r["namespace"]: r for r in today_rows if r["namespace"] != UNUSED_COMMITMENT}
     today_unused = {r["commitment"]: r for r in today_rows if r["namespace"] == UNUSED_COMMITMENT}
-    month_rows = await agg.ledger.run_report("namespace", month.timestamp(), None)
+    month_rows = await agg.ledger.run_report("namespace", since=month.timestamp(), until=None)
     this_month = {r["namespace"]: r for r in month_rows if r["namespace"] != UNUSED_COMMITMENT}
     currency = agg.pricing.current.currency
     g, kube = agg.gauges, agg.kube
@@ -116,7 +118,7 @@ async def render_status(agg: AggregatorView) -> str:
                   "node(s) since the ledger began; its cost is not in these figures.</p>") if float(gap_s) > 0 else ""
     refresh = max(5, int(agg.settings.tick))
 
-    def table(head: list[str], body: list[str], empty: str) -> str:
+    def table(head: list[str], body: list[str], *, empty: str) -> str:
         if not body:
             return f'<p class="muted">{empty}</p>'
         return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(body) + "</table>"
@@ -131,24 +133,24 @@ async def render_status(agg: AggregatorView) -> str:
         "<h2>Namespaces</h2>",
         table(["namespace", "GPUs held", "quota used / hard", "utilisation", "cost today", "idle today",
                "cost this month", "idle this month", "saved by commitments and spot this month", "pending GPU pods"],
-              rows, "No GPU usage booked yet."),
+              rows, empty="No GPU usage booked yet."),
         budgets_section(agg.forecasts.rows, budgets=agg.budgets(), currency=currency),
         "<h2>Pools</h2>",
-        table(POOL_HEAD, pool_table, "No agent reported yet."),
+        table(POOL_HEAD, pool_table, empty="No agent reported yet."),
         "<h2>Capacity nobody used</h2>",
         table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
-              "None booked this month."),
+              empty="None booked this month."),
         energy_gap,
         "<h2>Which pool serves whom</h2>",
-        table(["pool", "namespace", "GPUs held"], serve_rows, "Nothing held."),
+        table(["pool", "namespace", "GPUs held"], serve_rows, empty="Nothing held."),
         "<h2>GPUs held by priority class</h2>",
-        table(["priority class", "GPUs held"], prio_rows, "Nothing held."),
+        table(["priority class", "GPUs held"], prio_rows, empty="Nothing held."),
         "<h2>Top idle pods</h2>",
-        table(["pod", "workload", "GPUs", "idle for", "wasted"], idle_rows, "No pod holds an idle GPU."),
+        table(["pod", "workload", "GPUs", "idle for", "wasted"], idle_rows, empty="No pod holds an idle GPU."),
         savings_html,
         trends_html,
         "<h2>Recent quota rejections</h2>",
-        table(["time", "namespace", "message"], rejections, "None."),
+        table(["time", "namespace", "message"], rejections, empty="None."),
         "</body></html>",
     ]
     return "".join(parts)

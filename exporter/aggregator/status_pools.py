@@ -27,7 +27,7 @@ class PoolHeld:
     held: float = 0.0
 
 
-def bar(value: float, limit: float, width: int = 120) -> str:
+def bar(value: float, limit: float, *, width: int = 120) -> str:
     """A small inline SVG bar: value against limit (red when over 90 %)."""
     if limit <= 0:
         return ""

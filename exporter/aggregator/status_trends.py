@@ -49,6 +49,7 @@ class CostSeries:
 
     @property
     def total(self) -> float:
+        """The series' cost over all its bars."""
         return sum(b.cost for b in self.bars)
 
 
@@ -120,7 +121,7 @@ def _util_rows(query: Query, *, bucket_sql: str, cluster: str, since: int, until
             for start, a, u, m in rows}
 
 
-def _series(name: str, currency: str, starts: tuple[int, ...], amounts: list[dict[int, _Money]], *,
+def _series(name: str, currency: str, *, starts: tuple[int, ...], amounts: list[dict[int, _Money]],
             first: int | None, width: int) -> CostSeries:
     """Bars of ``starts``: the sum of ``amounts`` in each; unknown where the bucket ends before ``first``."""
     bars = []
@@ -156,14 +157,14 @@ def read_trends(query: Query, *, cluster: str, now: float, top: int = TOP_NAMESP
         groups = [(ns, [ns]) for ns in named] + ([(OTHER, rest)] if rest else [])
         costs.append(CurrencyTrends(
             currency,
-            tuple(_series(name, currency, days, [daily.get((ns, currency), {}) for ns in members], first=first,
-                          width=DAY) for name, members in groups),
-            tuple(_series(name, currency, hours, [hourly.get((ns, currency), {}) for ns in members], first=first,
-                          width=HOUR) for name, members in groups)))
+            tuple(_series(name, currency, starts=days, amounts=[daily.get((ns, currency), {}) for ns in members],
+                          first=first, width=DAY) for name, members in groups),
+            tuple(_series(name, currency, starts=hours, amounts=[hourly.get((ns, currency), {}) for ns in members],
+                          first=first, width=HOUR) for name, members in groups)))
     util_h = _util_rows(query, bucket_sql="hour", cluster=cluster, since=first_hour, until=this_hour)
     util_d = _util_rows(query, bucket_sql=day_sql, cluster=cluster, since=first_day, until=this_hour)
 
-    def points(starts: tuple[int, ...], found: dict[int, UtilPoint], width: int) -> tuple[UtilPoint, ...]:
+    def points(starts: tuple[int, ...], found: dict[int, UtilPoint], *, width: int) -> tuple[UtilPoint, ...]:
         return tuple(found.get(s) or UtilPoint(s, known=first is not None and s + width > first) for s in starts)
 
-    return Trends(days, hours, tuple(costs), points(hours, util_h, HOUR), points(days, util_d, DAY))
+    return Trends(days, hours, tuple(costs), points(hours, util_h, width=HOUR), points(days, util_d, width=DAY))

@@ -48,9 +48,11 @@ class AgentTargets:
         return {f"{scheme}://{pod.pod_ip}:{port}": pod.node for pod in self.kube.agent_pods()}
 
     def urls(self) -> list[str]:
+        """The agent URLs to pull: the static ``GPUCOST_AGENTS`` if set, else the discovered agent pods."""
         return list(self.settings.agents) if self.settings.agents else list(self.discovered())
 
     def url_nodes(self) -> dict[str, str]:
+        """URL -> the node it may speak for: static URLs by their pins, discovered ones by their pod's node."""
         if self.settings.agents:
             return {url: node for node, url in self.gate.pins.items()}
         return self.discovered()

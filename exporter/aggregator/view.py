@@ -18,6 +18,8 @@ from exporter.model.usage import UsageSnapshot
 
 
 class AggregatorView(Protocol):
+    """The parts of the aggregator its endpoints and status page use."""
+
     settings: AggregatorSettings
     clock: Clock
     ledger: Ledger
@@ -29,6 +31,8 @@ class AggregatorView(Protocol):
     forecasts: MonthForecasts
     books: Books | None
 
-    def health_report(self) -> dict[str, Any]: ...
+    def health_report(self) -> dict[str, Any]:
+        """``/readyz``'s body: readiness and what it is made of."""
 
-    def budgets(self) -> dict[str, float]: ...
+    def budgets(self) -> dict[str, float]:
+        """Every namespace's monthly budget now: annotations, with the configured ones on top."""

@@ -28,7 +28,7 @@ async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
         await run_simulation(parse_scenario(text, "golden.yaml"), ledger, Path(work))
     conn = sqlite3.connect(ledger)
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, None, None)
+    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
     conn.close()
     key = {"namespace": "namespace", "pod": "pod", "model": "gpu_model", "node": "node", "pool": "pool"}[by]
     return {r[key]: r for r in rows}
@@ -231,7 +231,7 @@ async def _run_keeping_relists(text: str, workdir: Path) -> tuple[dict[str, dict
     finally:
         await pipe.close()
     conn = sqlite3.connect(workdir / "ledger.db")
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "pod", None, None)
+    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "pod", since=None, until=None)
     conn.close()
     return {r["pod"]: r for r in rows}, relists
 
@@ -345,7 +345,7 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
 
     conn = sqlite3.connect(ledger)
     rows = {r["namespace"]: r for r in build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace",
-                                                     None, None)}
+                                                     since=None, until=None)}
     conn.close()
     pinned = 5e-5  # the figures are quoted to four decimals
     assert abs(rows["ai-training"]["allocated_gpu_hours"] - 12.0) < pinned

@@ -47,7 +47,7 @@ async def _alone(text: str, tmp_path: Path, name: str) -> dict[tuple[Any, ...], 
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
         await run_simulation(parse_scenario(text, f"{name}.yaml"), ledger, Path(work))
     conn = sqlite3.connect(ledger)
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace", None, None)
+    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace", since=None, until=None)
     conn.close()
     return _by(rows, "namespace")
 
@@ -64,7 +64,7 @@ async def test_two_clusters_in_one_database_report_as_each_alone(postgres: PgSer
     from exporter.aggregator.ledger import open_reader
 
     with open_reader(url, password_file=postgres.password_file) as query:
-        shared = _by(build_report(query, "cluster,namespace", None, None), "cluster", "namespace")
+        shared = _by(build_report(query, "cluster,namespace", since=None, until=None), "cluster", "namespace")
     for name, text in (("east", EAST), ("west", WEST)):
         alone = await _alone(text, tmp_path, name)
         mine = {(ns,): v for (cl, ns), v in shared.items() if cl == name}

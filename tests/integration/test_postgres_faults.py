@@ -160,7 +160,7 @@ async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer)
                     assert not agg.ledger.up and retried < 20
                     retried += 1
             assert agg.ledger.up and agg.health_report()["ready"]
-            rows = {r["namespace"]: r for r in await agg.ledger.run_report("namespace", None, None)}
+            rows = {r["namespace"]: r for r in await agg.ledger.run_report("namespace", since=None, until=None)}
             async with aiohttp.ClientSession() as http:
                 async with http.get(f"http://{listen}/api/v1/report", params={"by": "cluster,namespace"}) as r:
                     by_cluster = {(x["cluster"], x["namespace"]): x["cost"] for x in await r.json()}

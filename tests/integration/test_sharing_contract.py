@@ -61,7 +61,7 @@ def ledger() -> Path:
 def report(ledger: Path, by: str, key: str) -> dict[str, dict[str, Any]]:
     conn = sqlite3.connect(ledger)
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, None, None)
+        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
     finally:
         conn.close()
     return {r[key]: r for r in rows}

@@ -75,7 +75,8 @@ async def test_pending_dra_pod_and_claim_states_from_the_simulated_api(tmp_path:
             served = await served_custom_kinds(api_client, QUEUE_KINDS + DRA_KINDS)
             assert [s.kind for s in served] == ["resourceclaims", "resourceslices"]
             kube = KubeState()
-            watcher = Watcher(api_client, kube.handle, specs=CORE_KINDS + served)
+            watcher = Watcher(api_client, lambda kind, etype, obj: kube.handle(kind, etype, obj=obj),
+                              specs=CORE_KINDS + served)
             task = asyncio.create_task(watcher.run())
             try:
                 await until(lambda: watcher.all_synced)

@@ -63,7 +63,7 @@ def by_claim() -> dict[str, dict[str, Any]]:
     asyncio.run(run_simulation(parse_scenario(SCENARIO, "capacity.yaml"), work / "ledger.db", work / "sim"))
     conn = sqlite3.connect(work / "ledger.db")
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "claim,pod", None, None)
+        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "claim,pod", since=None, until=None)
     finally:
         conn.close()
     return {f"{r['claim']}:{r['pod']}": r for r in rows}

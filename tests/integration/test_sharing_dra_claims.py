@@ -59,7 +59,7 @@ def ledger() -> Path:
 def by(ledger: Path, keys: str) -> dict[tuple[str, ...], dict[str, Any]]:
     conn = sqlite3.connect(ledger)
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), keys, None, None)
+        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), keys, since=None, until=None)
     finally:
         conn.close()
     groups = {"claim": ("namespace", "claim"), "pod": ("namespace", "pod"), "workload": ("namespace", "workload"),

@@ -175,7 +175,7 @@ queues:
             served = await served_custom_kinds(api_client)
             assert [s.kind for s in served] == ["clusterqueues", "localqueues"]  # no Volcano CRD here
             state = KubeState()
-            watcher = Watcher(api_client, state.handle, specs=served)
+            watcher = Watcher(api_client, lambda kind, etype, obj: state.handle(kind, etype, obj=obj), specs=served)
             task = asyncio.create_task(watcher.run())
             for _ in range(200):
                 if watcher.all_synced:

@@ -115,7 +115,7 @@ def test_report_query_parameters(since: str, until: str, by: str) -> None:
     """Report parameters (CLI flags and /api/v1/report query): rows or a ReportError, nothing else."""
     try:
         s, u = parse_time(since, 1.8e9), parse_time(until, 1.8e9)
-        build_report(lambda sql, p: [], by, s, u)
+        build_report(lambda sql, p: [], by, since=s, until=u)
     except ReportError:
         pass
 

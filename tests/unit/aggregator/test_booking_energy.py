@@ -52,8 +52,8 @@ def test_unallocated_energy_is_priced_on_owned_hardware() -> None:
     list 0.50 (no energy in the list price); the row keeps the joules."""
     books, k = Books(LedgerState()), cluster(dc={})
     first, later = two_snapshots("dc", A100, energy_j=55.0 * 3600)
-    books.apply(books.prepare([first], k, OWNED))
-    p = books.prepare([later], k, OWNED)
+    books.apply(books.prepare([first], k, pricing=OWNED))
+    p = books.prepare([later], k, pricing=OWNED)
     row = p.write.unallocated[CapacityKey(int(T0), "dc", "", A100, "USD")]
     assert row.seconds == 3600.0 and row.energy_j == pytest.approx(198_000.0)
     assert row.cost == pytest.approx(17520 / (4 * 8760) + 198_000 / 3.6e6 * 0.12 * 1.5)
@@ -66,8 +66,8 @@ def test_unallocated_energy_costs_nothing_on_rented_gpus_but_is_kept() -> None:
     """The same joules on a rented H100 at 4.00: cost 1 GPU-h x 4.00 = 4.00, energy kept (198,000 J)."""
     books, k = Books(LedgerState()), cluster(n={})
     first, later = two_snapshots("n", H100, energy_j=198_000.0)
-    books.apply(books.prepare([first], k, RENTED))
-    p = books.prepare([later], k, RENTED)
+    books.apply(books.prepare([first], k, pricing=RENTED))
+    p = books.prepare([later], k, pricing=RENTED)
     row = p.write.unallocated[CapacityKey(int(T0), "n", "", H100, "USD")]
     assert row.cost == pytest.approx(4.0) and row.energy_j == pytest.approx(198_000.0)
 
@@ -78,10 +78,10 @@ def test_energy_without_new_idle_seconds_is_still_booked() -> None:
     1000 J and their cost 1000 / 3.6e6 x 0.12 x 1.5 = 0.00005."""
     books, k = Books(LedgerState()), cluster(dc={})
     first, later = two_snapshots("dc", A100, energy_j=0.0)
-    books.apply(books.prepare([first], k, OWNED))
-    books.apply(books.prepare([later], k, OWNED))
+    books.apply(books.prepare([first], k, pricing=OWNED))
+    books.apply(books.prepare([later], k, pricing=OWNED))
     again = with_idle(snap("dc", 3, T0 + 3615, held=3615.0, gpus=2, model=A100), seconds=3600.0, energy_j=1000.0)
-    p = books.prepare([again], k, OWNED)
+    p = books.prepare([again], k, pricing=OWNED)
     (row,) = p.write.unallocated.values()
     assert row.seconds == 0.0 and row.energy_j == pytest.approx(1000.0)
     assert row.cost == pytest.approx(1000 / 3.6e6 * 0.12 * 1.5)
@@ -93,13 +93,13 @@ def test_unmeasured_energy_seconds_per_node_and_the_series() -> None:
     gpucost_energy_joules_total{namespace="__unallocated__"}."""
     books, k = Books(LedgerState()), cluster(dc={})
     first, later = two_snapshots("dc", A100, energy_j=198_000.0, unmeasured_s=3600.0)
-    books.apply(books.prepare([first], k, OWNED))
-    p = books.prepare([later], k, OWNED)
+    books.apply(books.prepare([first], k, pricing=OWNED))
+    p = books.prepare([later], k, pricing=OWNED)
     assert list(p.write.unmeasured_energy) == [NodeKey("dc")]
     assert p.write.unmeasured_energy[NodeKey("dc")].seconds == 3600.0
     books.apply(p)
     books.apply(books.prepare([with_idle(snap("dc", 3, T0 + 5400, held=5400.0, gpus=2, model=A100), seconds=5400.0,
-                                         energy_j=198_000.0, unmeasured_s=5400.0)], k, OWNED))
+                                         energy_j=198_000.0, unmeasured_s=5400.0)], k, pricing=OWNED))
     collector = AggregatorCollector(lambda: MetricsInputs(
         is_leader=True, books=books, gauges=Gauges(), kube=k, pricing=OWNED, now=T0 + 5400, kube_up=True,
         pricing_reload_errors=0, snapshots_rejected=Counter(), team_label="team", breakdown_series=False))
@@ -120,8 +120,8 @@ def test_energy_above_the_power_envelope_refuses_the_snapshot() -> None:
     assert implausible(hot, wall=3600.0, gpus=2) == "energy_above_power_envelope"
     books, k = Books(LedgerState()), cluster(dc={})
     first, later = two_snapshots("dc", A100, energy_j=14.5e6)
-    books.apply(books.prepare([first], k, OWNED))
-    p = books.prepare([later], k, OWNED)
+    books.apply(books.prepare([first], k, pricing=OWNED))
+    p = books.prepare([later], k, pricing=OWNED)
     assert p.rejected == {"dc": "energy_above_power_envelope"} and not p.write.unallocated
 
 
@@ -130,11 +130,11 @@ def test_unmeasured_energy_seconds_cannot_outrun_the_wall() -> None:
     cannot. The unmeasured seconds overlap held and idle time, so they are not summed with them."""
     books, k = Books(LedgerState()), cluster(dc={})
     first, later = two_snapshots("dc", A100, energy_j=0.0, unmeasured_s=7200.0)
-    books.apply(books.prepare([first], k, OWNED))
-    assert books.prepare([later], k, OWNED).rejected == {}
+    books.apply(books.prepare([first], k, pricing=OWNED))
+    assert books.prepare([later], k, pricing=OWNED).rejected == {}
     first, later = two_snapshots("dc2", A100, energy_j=0.0, unmeasured_s=7300.0)
-    books.apply(books.prepare([first], k, OWNED))
-    assert books.prepare([later], k, OWNED).rejected == {"dc2": "faster_than_wall_time"}
+    books.apply(books.prepare([first], k, pricing=OWNED))
+    assert books.prepare([later], k, pricing=OWNED).rejected == {"dc2": "faster_than_wall_time"}
 
 
 async def test_ledger_keeps_capacity_energy_and_unmeasured_seconds(ledger_target: LedgerTarget) -> None:
@@ -146,7 +146,7 @@ async def test_ledger_keeps_capacity_energy_and_unmeasured_seconds(ledger_target
     await ledger.open()
     try:
         for s in (first, later):
-            p = books.prepare([s], k, OWNED)
+            p = books.prepare([s], k, pricing=OWNED)
             await ledger.commit(p.write)
             books.apply(p)
         state = await ledger.load_state()

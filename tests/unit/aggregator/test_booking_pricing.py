@@ -20,9 +20,10 @@ def test_node_labels_set_list_and_effective_rates() -> None:
     books = Books(LedgerState())
     k = cluster(od={"node.kubernetes.io/instance-type": "p5.48xlarge"},
                 spot={"node.kubernetes.io/instance-type": "p5.48xlarge", "eks.amazonaws.com/capacityType": "SPOT"})
-    books.apply(books.prepare([snap("od", 1, T0, held=0.0), snap("spot", 1, T0, held=0.0)], k, COMMITTED, now=T0))
+    books.apply(books.prepare([snap("od", 1, T0, held=0.0), snap("spot", 1, T0, held=0.0)], k, pricing=COMMITTED,
+                                now=T0))
     p = books.prepare([snap("od", 2, T0 + 3600, held=3600.0), snap("spot", 2, T0 + 3600, held=3600.0)], k,
-                      COMMITTED, now=T0 + 3600)
+                      pricing=COMMITTED, now=T0 + 3600)
     rows = {key.node: amount for key, amount in p.write.usage.items()}
     assert rows["od"].cost == pytest.approx(2.10) and rows["od"].list_cost == pytest.approx(55.04 / 8)
     assert rows["spot"].cost == pytest.approx(55.04 / 8 * 0.35) and rows["spot"].list_cost == pytest.approx(6.88)
@@ -43,8 +44,8 @@ default_price: 1
 on_prem: [{model: "NVIDIA A100-SXM4-80GB", capex_per_gpu: 17520, years: 4, energy_price_kwh: 0.12, pue: 1.5}]
 """, "p.yaml")
     books, k = Books(LedgerState()), cluster(dc={})
-    books.apply(books.prepare([snap("dc", 1, T0, held=0.0, gpus=1, model=A100)], k, pricing))
-    p = books.prepare([snap("dc", 2, T0 + 3600, held=3600.0, gpus=1, model=A100, energy_j=7.2e6)], k, pricing)
+    books.apply(books.prepare([snap("dc", 1, T0, held=0.0, gpus=1, model=A100)], k, pricing=pricing))
+    p = books.prepare([snap("dc", 2, T0 + 3600, held=3600.0, gpus=1, model=A100, energy_j=7.2e6)], k, pricing=pricing)
     (row,) = p.write.usage.values()
     assert row.cost == pytest.approx(0.50 + 0.36) and row.list_cost == pytest.approx(0.50)
     assert row.idle_cost == 0.0  # used the whole hour
@@ -55,7 +56,7 @@ def test_same_energy_costs_nothing_on_rented_gpus() -> None:
     """An H100 at 4.00 that drew 7.2 MJ: cost 4.00 (the cloud's price includes power), list 4.00."""
     books, k = Books(LedgerState()), cluster(n={})
     plain = Pricing(COMMITTED.doc.model_copy(update={"commitments": []}))
-    books.apply(books.prepare([snap("n", 1, T0, held=0.0, gpus=1)], k, plain))
-    p = books.prepare([snap("n", 2, T0 + 3600, held=3600.0, gpus=1, energy_j=7.2e6)], k, plain)
+    books.apply(books.prepare([snap("n", 1, T0, held=0.0, gpus=1)], k, pricing=plain))
+    p = books.prepare([snap("n", 2, T0 + 3600, held=3600.0, gpus=1, energy_j=7.2e6)], k, pricing=plain)
     (row,) = p.write.usage.values()
     assert row.cost == pytest.approx(4.0) and row.list_cost == pytest.approx(4.0)

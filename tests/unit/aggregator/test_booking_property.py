@@ -131,8 +131,8 @@ def test_booked_rows_never_cost_more_than_list_and_blend_by_coverage(
             labels[kube.pool_label] = n.pool
         kube.nodes[name] = labels
     books = Books(LedgerState())
-    books.apply(books.prepare([_snapshot(name, n, 0.0) for name, n in nodes.items()], kube, pricing, now=T0))
-    p = books.prepare([_snapshot(name, n, TICK) for name, n in nodes.items()], kube, pricing, now=T0 + TICK)
+    books.apply(books.prepare([_snapshot(name, n, 0.0) for name, n in nodes.items()], kube, pricing=pricing, now=T0))
+    p = books.prepare([_snapshot(name, n, TICK) for name, n in nodes.items()], kube, pricing=pricing, now=T0 + TICK)
 
     present = {m: sum(n.gpus for n in fleet if n.model == m and eligible(n)) for m in lowest}  # n per model
 

@@ -21,7 +21,7 @@ async def test_unused_commitment_is_booked_once_across_repeats_and_restarts(tmp_
     k = cluster(od={})
     books = Books(await ledger.load_state())
     for seq, t in ((1, 0.0), (2, 1800.0), (2, 1800.0)):
-        p = books.prepare([snap("od", seq, T0 + t, held=t)], k, COMMITTED, now=T0 + t)
+        p = books.prepare([snap("od", seq, T0 + t, held=t)], k, pricing=COMMITTED, now=T0 + t)
         await ledger.commit(p.write)
         books.apply(p)
     await ledger.close()
@@ -30,7 +30,7 @@ async def test_unused_commitment_is_booked_once_across_repeats_and_restarts(tmp_
     state = await reopened.load_state()
     assert state.commitment_marks == {"h100-1yr": T0 + 1800}
     books = Books(state)
-    p = books.prepare([snap("od", 3, T0 + 3600, held=3600.0)], k, COMMITTED, now=T0 + 3600)
+    p = books.prepare([snap("od", 3, T0 + 3600, held=3600.0)], k, pricing=COMMITTED, now=T0 + 3600)
     await reopened.commit(p.write)
     books.apply(p)
     rows = await reopened.query("SELECT SUM(seconds), SUM(cost) FROM unused_commitment")

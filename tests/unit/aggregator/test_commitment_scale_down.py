@@ -43,13 +43,13 @@ async def test_scale_down_hour_booked_per_tick_and_repriced_per_hour(tmp_path: P
         ([_idle("a", 3, 3600)], [NodeGone("b", T0 + 1800, 8, H100)], 3600)]
     try:
         for snaps, gone, t in ticks:
-            p = books.prepare(snaps, k, COMMITTED, gone, now=T0 + t)
+            p = books.prepare(snaps, k, pricing=COMMITTED, gone=gone, now=T0 + t)
             await ledger.commit(p.write)
             books.apply(p)
 
         def both(query: Query) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            rows = build_report(query, "namespace", None, None)
-            again = build_report(query, "namespace", None, None)
+            rows = build_report(query, "namespace", since=None, until=None)
+            again = build_report(query, "namespace", since=None, until=None)
             return rows, reprice(query, again, by="namespace", since=None, until=None, pricing=COMMITTED)
         booked, repriced = await ledger.read(both)
     finally:

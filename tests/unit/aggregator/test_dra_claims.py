@@ -31,14 +31,14 @@ def test_claim_reason_and_counts() -> None:
     dra = DraState()
     gpu = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}
     done = {"allocation": {"devices": {"results": [{"driver": "gpu.nvidia.com"}]}}}
-    dra.handle("resourceclaims", "LISTED", {"items": [
+    dra.handle("resourceclaims", "LISTED", obj={"items": [
         {"metadata": {"namespace": "a", "name": "c1"}, "spec": gpu, "status": done},
         {"metadata": {"namespace": "a", "name": "c2"}, "spec": gpu, "status": done},
         {"metadata": {"namespace": "a", "name": "c3"}, "spec": gpu},
         {"metadata": {"namespace": "a", "name": "nic"}, "spec": {}}]})
     assert dra.claim_counts() == [ClaimCount("a", "allocated", 2), ClaimCount("a", "pending", 1)]
-    assert dra.with_claim_reason("a", ("c1", "c3"), ["other"]) == ["dra_unallocated"]
-    assert dra.with_claim_reason("a", ("c3",), ["node_affinity"]) == ["dra_unallocated", "node_affinity"]
-    assert dra.with_claim_reason("a", ("c1", "nic", "unseen"), ["other"]) == ["other"]
-    dra.handle("resourceclaims", "DELETED", {"metadata": {"namespace": "a", "name": "c3"}})
+    assert dra.with_claim_reason("a", ("c1", "c3"), reasons=["other"]) == ["dra_unallocated"]
+    assert dra.with_claim_reason("a", ("c3",), reasons=["node_affinity"]) == ["dra_unallocated", "node_affinity"]
+    assert dra.with_claim_reason("a", ("c1", "nic", "unseen"), reasons=["other"]) == ["other"]
+    dra.handle("resourceclaims", "DELETED", obj={"metadata": {"namespace": "a", "name": "c3"}})
     assert dra.claim_counts() == [ClaimCount("a", "allocated", 2)]

@@ -145,21 +145,21 @@ def test_annotations_watch_values_override_and_bad_values_counted_once() -> None
     def ns(name: str, value: str | None) -> dict[str, Any]:
         return {"metadata": {"name": name, "annotations": {} if value is None else {BUDGET_ANNOTATION: value}}}
 
-    ann.handle("namespaces", "ADDED", ns("ml", "1000"))
-    ann.handle("namespaces", "ADDED", ns("web", "lots"))
-    ann.handle("namespaces", "ADDED", ns("dev", "300"))
-    ann.handle("pods", "ADDED", ns("pod-like", "5"))  # not a namespace
+    ann.handle("namespaces", "ADDED", obj=ns("ml", "1000"))
+    ann.handle("namespaces", "ADDED", obj=ns("web", "lots"))
+    ann.handle("namespaces", "ADDED", obj=ns("dev", "300"))
+    ann.handle("pods", "ADDED", obj=ns("pod-like", "5"))  # not a namespace
     source = BudgetSource(overrides={"dev": 50.0})
     for _ in range(3):
         budgets = source.current(ann.by_namespace)
     assert {n: (b.amount, b.source) for n, b in budgets.items()} == {"ml": (1000.0, "annotation"),
                                                                    "dev": (50.0, "values")}
     assert source.invalid_total == 1  # "lots", counted once over three refreshes
-    ann.handle("namespaces", "MODIFIED", ns("web", "also bad"))
+    ann.handle("namespaces", "MODIFIED", obj=ns("web", "also bad"))
     source.current(ann.by_namespace)
     assert source.invalid_total == 2
-    ann.handle("namespaces", "DELETED", ns("ml", "1000"))
-    ann.handle("namespaces", "LISTED", {"items": [ns("new", "7.5")]})
+    ann.handle("namespaces", "DELETED", obj=ns("ml", "1000"))
+    ann.handle("namespaces", "LISTED", obj={"items": [ns("new", "7.5")]})
     assert ann.by_namespace == {"new": "7.5"}
 
 

@@ -63,7 +63,7 @@ async def test_schema_6_ledger_gains_the_claim_key(ledger_target: LedgerTarget) 
         assert await ledger.query("SELECT claim, allocated_s, cost FROM usage") == [("", 3600.0, 4.0)]
         await ledger.commit(_tick(KEY, 900.0, 4.0))
         await ledger.commit(_tick(KEY._replace(claim="ml/c1"), 1800.0, 4.0))
-        rows = {r["claim"]: r for r in await ledger.run_report("claim", None, None)}
+        rows = {r["claim"]: r for r in await ledger.run_report("claim", since=None, until=None)}
     finally:
         await ledger.close()
     assert set(rows) == {"", "ml/c1"}
@@ -84,7 +84,7 @@ async def test_fresh_ledger_keys_usage_by_claim(ledger_target: LedgerTarget) -> 
         await ledger.commit(_tick(KEY._replace(pod="s2", claim="ml/shared"), 1800.0, 4.0))
         await ledger.commit(_tick(KEY._replace(pod="s1", claim="ml/other"), 600.0, 4.0))
         assert await ledger.query("SELECT COUNT(*) FROM usage") == [(3,)]
-        rows = {r["claim"]: r for r in await ledger.run_report("claim", None, None)}
+        rows = {r["claim"]: r for r in await ledger.run_report("claim", since=None, until=None)}
     finally:
         await ledger.close()
     assert rows["ml/shared"]["allocated_gpu_hours"] == 2 * 1800 / 3600

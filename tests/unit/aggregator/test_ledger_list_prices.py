@@ -53,7 +53,7 @@ async def test_schema_3_ledger_gains_list_cost_equal_to_cost(ledger_target: Ledg
         assert await ledger.query("SELECT claim FROM usage") == [("",)]
         assert await ledger.query("SELECT COUNT(*) FROM unused_commitment") == [(0,)]
         state = await ledger.load_state()
-        report = {r["namespace"]: r for r in await ledger.run_report("namespace", None, None)}
+        report = {r["namespace"]: r for r in await ledger.run_report("namespace", since=None, until=None)}
     finally:
         await ledger.close()
     assert rows == {"usage": [(4.0, 4.0)], "unallocated": [(8.0, 8.0)], "unobserved": [(0.5, 0.5)],

@@ -60,14 +60,14 @@ async def test_clusters_share_one_ledger_and_stay_apart(ledger_target: LedgerTar
     await b.commit(_usage(NOV, "team", 7200.0, 4.0))
     assert (await a.load_state()).totals[NamespaceKey("team", "USD")].allocated_s == 3600.0
     assert (await b.load_state()).totals[NamespaceKey("team", "USD")].allocated_s == 7200.0
-    rows = await a.run_report("cluster,namespace", None, None, cluster=None)
+    rows = await a.run_report("cluster,namespace", since=None, until=None, cluster=None)
     got = {(r["cluster"], r["namespace"]): (r["allocated_gpu_hours"], r["cost"]) for r in rows}
     assert got == {("a", "team"): (1.0, 2.5), ("b", "team"): (2.0, 4.0)}
-    by_cluster = {r["cluster"]: r["cost"] for r in await a.run_report("cluster", None, None, cluster=None)}
+    by_cluster = {r["cluster"]: r["cost"] for r in await a.run_report("cluster", since=None, until=None, cluster=None)}
     assert by_cluster == {"a": 2.5, "b": 4.0}
-    own = await b.run_report("namespace", None, None)  # default: this ledger's cluster only
+    own = await b.run_report("namespace", since=None, until=None)  # default: this ledger's cluster only
     assert [(r["namespace"], r["allocated_gpu_hours"]) for r in own] == [("team", 2.0)]
-    total = await a.run_report("namespace", None, None, cluster=None)
+    total = await a.run_report("namespace", since=None, until=None, cluster=None)
     assert [(r["namespace"], r["allocated_gpu_hours"], r["cost"]) for r in total] == [("team", 3.0, 6.5)]
     await a.close()
     await b.close()
@@ -82,7 +82,7 @@ async def test_capacity_rows_keep_the_cluster_when_grouping_by_cluster_and_names
     w = _usage(NOV, "team", 3600.0, 1.0)
     w.unallocated[CapacityKey(NOV, "n1", "pool", "M", "USD")] = CapacityAmounts(seconds=1800.0, cost=0.75)
     await ledger.commit(w)
-    rows = await ledger.run_report("cluster,namespace", None, None, cluster=None)
+    rows = await ledger.run_report("cluster,namespace", since=None, until=None, cluster=None)
     cap = [r for r in rows if r["namespace"] == "__unallocated__"]
     assert [(r["cluster"], r["idle_gpu_hours"], r["cost"], r["idle_cost"]) for r in cap] == [("a", 0.5, 0.75, 0.75)]
     await ledger.close()

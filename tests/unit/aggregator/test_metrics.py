@@ -69,9 +69,11 @@ def test_metrics_show_list_cost_energy_unused_commitments_and_node_prices() -> N
     books = Books(LedgerState())
     k = cluster(od={"node.kubernetes.io/instance-type": "p5.48xlarge"},
                 spot={"node.kubernetes.io/instance-type": "p5.48xlarge", "karpenter.sh/capacity-type": "spot"})
-    books.apply(books.prepare([snap("od", 1, T0, held=0.0), snap("spot", 1, T0, held=0.0)], k, COMMITTED, now=T0))
+    books.apply(books.prepare([snap("od", 1, T0, held=0.0), snap("spot", 1, T0, held=0.0)], k, pricing=COMMITTED,
+                                now=T0))
     books.apply(books.prepare([snap("od", 2, T0 + 3600, held=3600.0, energy_j=10.0),
-                               snap("spot", 2, T0 + 3600, held=3600.0, energy_j=5.0)], k, COMMITTED, now=T0 + 3600))
+                               snap("spot", 2, T0 + 3600, held=3600.0, energy_j=5.0)], k, pricing=COMMITTED,
+                              now=T0 + 3600))
     collector = AggregatorCollector(lambda: MetricsInputs(
         is_leader=True, books=books, gauges=Gauges(), kube=k, pricing=COMMITTED, now=T0 + 3600, kube_up=True,
         pricing_reload_errors=0, snapshots_rejected=Counter(), team_label="team", breakdown_series=False))
@@ -97,7 +99,7 @@ def test_a_node_with_two_gpu_models_has_a_price_series_for_each() -> None:
                for m, model in (("H", H100), ("A", A100))]
     first = UsageSnapshot(node="mixed", epoch="e1", timestamp=T0, seq=1, started_at=T0, holders=holders,
                           capacity=capacity)
-    books.apply(books.prepare([first], k, COMMITTED, now=T0))
+    books.apply(books.prepare([first], k, pricing=COMMITTED, now=T0))
     assert set(books.node_prices) == {NodeModel("mixed", H100), NodeModel("mixed", A100)}
     assert [p.gpus for p in books.node_prices.values()] == [4, 4]
     collector = AggregatorCollector(lambda: MetricsInputs(

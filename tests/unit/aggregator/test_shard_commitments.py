@@ -35,7 +35,7 @@ async def _two_shards(t: LedgerTarget, pricing: Pricing, *, share_fleet: bool = 
         for node, books in shards.items():
             if share_fleet:
                 books.others = await ledger.load_fleet()
-            p = books.prepare([snap(node, seq, at, held=at - T0)], kube, pricing, now=at)
+            p = books.prepare([snap(node, seq, at, held=at - T0)], kube, pricing=pricing, now=at)
             await ledger.commit(p.write)
             books.apply(p)
     cost = dict(await ledger.query("SELECT node, SUM(cost) FROM usage GROUP BY node"))

@@ -31,7 +31,7 @@ def test_pool_rate_is_weighted_by_gpus_over_nodes_and_models() -> None:
         GpuCapacity(gpu_uuid=f"G-{i}", gpu_model=H100 if i < 2 else A100) for i in range(4)])
     spot = snap("spot", 1, T0, held=0.0)
     books = Books(LedgerState())
-    books.apply(books.prepare([spot, mixed], k, COMMITTED, now=T0))
+    books.apply(books.prepare([spot, mixed], k, pricing=COMMITTED, now=T0))
     latest = {"spot": spot, "mixed": mixed, "late": snap("late", 1, T0, held=0.0, gpus=2)}
     rows = {_cells(r)[0]: _cells(r)[1:] for r in pool_rows(latest, kube=k, prices=books.node_prices, currency="USD")}
     assert round((8 * 2.408 + 2 * 2.10 + 2 * 1.00) / 12, 4) == 2.122 and round(65.04 / 12, 4) == 5.42

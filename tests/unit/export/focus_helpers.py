@@ -125,7 +125,7 @@ def report_total(ledger: Path, since: float | None = None, until: float | None =
     """``report``'s total cost over all its rows, incl. __unallocated__ (and unobserved capacity)."""
     conn = sqlite3.connect(ledger)
     query = lambda sql, p: list(conn.execute(sql, tuple(p)))  # noqa: E731
-    rows = build_report(query, "namespace", since, until)
+    rows = build_report(query, "namespace", since=since, until=until)
     total = sum(r["cost"] for r in rows)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "unobserved" in tables and not any(r["namespace"] == "__unobserved__" for r in rows):

@@ -30,7 +30,7 @@ def test_budget_becomes_the_namespace_annotation(write_scenario: Callable[[str],
     assert objs[0]["metadata"]["annotations"] == {BUDGET_ANNOTATION: "1500.5"}
     assert "annotations" not in objs[1]["metadata"]
     seen = BudgetAnnotations()
-    seen.handle("namespaces", "LISTED", {"items": objs})
+    seen.handle("namespaces", "LISTED", obj={"items": objs})
     assert {n: b.amount for n, b in BudgetSource().current(seen.by_namespace).items()} == {"ml": 1500.5}
 
 
