@@ -140,7 +140,7 @@ class KubeInfo:
                     self._consumed[f"{ns}/{name}"] = consumed_memory(claim)
 
     async def context(self, held: list[ContainerDevices], allocatable: dict[str, tuple[str, ...]] | None,
-                      claims: list[ContainerClaim] | None = None) -> NodeContext:
+                      *, claims: list[ContainerClaim] | None = None) -> NodeContext:
         """This tick's context; asks the API only for what is missing or due for a refresh."""
         self._ticks += 1
         if claims:

@@ -90,7 +90,7 @@ class PodLifetimes:
         self.pods: dict[PodKey, PodLifetime] = {}
         self.finished: set[PodKey] = set()
 
-    def on_event(self, etype: str, obj: dict[str, Any], now: float) -> None:
+    def on_event(self, etype: str, obj: dict[str, Any], *, now: float) -> None:
         items = obj.get("items") or [] if etype == "LISTED" else [obj]
         if etype == "LISTED":  # a relist: pods gone meanwhile are forgotten unless their end is known
             self.finished.clear()

@@ -131,7 +131,7 @@ def load_meter(data: dict[str, Any], node: str) -> Meter:
         raise StateError(f"malformed state: {exc!r}") from exc
 
 
-def write_state(path: Path, state: dict[str, Any], fsync: bool = True) -> None:
+def write_state(path: Path, state: dict[str, Any], *, fsync: bool = True) -> None:
     """Atomically replace the state file with an already dumped meter (blocking).
 
     ``fsync=False`` keeps the atomic rename but skips the flushes: only for simulations on a virtual

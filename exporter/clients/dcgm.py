@@ -14,7 +14,7 @@ from exporter.clients.http_fetch import get_bounded
 class DcgmClient:
     """One keep-alive session to one DCGM Exporter endpoint."""
 
-    def __init__(self, url: str, timeout: float, max_bytes: int) -> None:
+    def __init__(self, url: str, timeout: float, *, max_bytes: int) -> None:
         self.url = url
         self.timeout = timeout
         self.max_bytes = max_bytes

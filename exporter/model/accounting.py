@@ -75,7 +75,7 @@ def clamp_utilization(value: float | None) -> tuple[float | None, bool]:
     return value, False
 
 
-def charge_exclusive(fraction: float, seconds: float, reading: Reading) -> Usage:
+def charge_exclusive(fraction: float, seconds: float, *, reading: Reading) -> Usage:
     """Charge ``seconds`` to a holder that alone holds a device worth ``fraction`` of a GPU.
 
     Whole GPUs (fraction 1) and MIG instances (fraction = slices / GPU slices, with the instance's
@@ -88,7 +88,7 @@ def charge_exclusive(fraction: float, seconds: float, reading: Reading) -> Usage
     return Usage(allocated=allocated, used=allocated * reading.utilization, energy_j=energy)
 
 
-def charge_shared(holdings: Sequence[Holding], seconds: float, reading: Reading) -> dict[str, Usage]:
+def charge_shared(holdings: Sequence[Holding], seconds: float, *, reading: Reading) -> dict[str, Usage]:
     """Charge ``seconds`` on a time-sliced GPU to all of its current holders.
 
     The device's busy GPU-seconds (seconds x utilisation) are split in proportion to the holders'
@@ -111,7 +111,7 @@ def charge_shared(holdings: Sequence[Holding], seconds: float, reading: Reading)
     return out
 
 
-def counter_delta(previous: Usage | None, current: Usage, same_epoch: bool) -> tuple[Usage, bool]:
+def counter_delta(previous: Usage | None, current: Usage, *, same_epoch: bool) -> tuple[Usage, bool]:
     """Turn two cumulative readings into what happened between them.
 
     A new epoch, or any field going backwards, is a reset: the counter restarted from zero, so the

@@ -77,7 +77,7 @@ class FreeCapacity:
     oversubscribed: float  # GPU-seconds held beyond the capacity (see ``free_capacity``)
 
 
-def free_capacity(capacity: Mapping[str, float], held: Mapping[str, float], seconds: float) -> FreeCapacity:
+def free_capacity(capacity: Mapping[str, float], held: Mapping[str, float], *, seconds: float) -> FreeCapacity:
     """Unallocated GPU-seconds per model = capacity x seconds - held, never negative.
 
     ``capacity`` is physical GPUs per model; ``held`` is GPU-seconds held per model in the window.
