@@ -85,6 +85,7 @@ class TickStats:
 
 
 def new_epoch() -> str:
+    """A fresh counter epoch: the aggregator books counters of a new epoch from zero."""
     return uuidlib.uuid4().hex[:16]
 
 

@@ -109,6 +109,7 @@ class Agent:
 
     # -- HTTP ----------------------------------------------------------------------------------------
     async def start_http(self) -> None:
+        """Serve /metrics, /v1/usage and the health endpoints on ``listen`` (TLS when configured)."""
         host, port = split_listen(self.settings.listen)
         app = build_app(self, self.registry, max_request_bytes=self.settings.max_request_bytes)
         self._runner = web.AppRunner(app, access_log=None)
@@ -149,6 +150,8 @@ class Agent:
         self.acked_until = ts if self.acked_until is None else max(self.acked_until, ts)
 
     def health_report(self) -> dict[str, Any]:
+        """The /readyz body: "degraded" with its reasons while a peer is down, before the first tick,
+        or while the state file cannot be written."""
         h = self.health
         reasons = [r for r, bad in (("dcgm down", not h.dcgm_up), ("pod-resources down", not h.podresources_up),
                                     ("no tick yet", h.ticks == 0),
@@ -269,6 +272,7 @@ class Agent:
         return True
 
     async def close(self) -> None:
+        """Stop the pod watch, the API clients and the HTTP server."""
         if self._watch_task is not None:
             self._watch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

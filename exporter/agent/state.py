@@ -28,10 +28,12 @@ class StateError(ValueError):
 
 
 def state_path(state_dir: Path) -> Path:
+    """Where the agent keeps its counters across restarts, in ``state_dir``."""
     return state_dir / "agent-state.json"
 
 
 def dump_meter(meter: Meter) -> dict[str, Any]:
+    """The meter's counters and marks as the JSON document ``write_state`` persists."""
     return {
         "version": STATE_VERSION,
         "node": meter.node,

@@ -35,6 +35,7 @@ class DcgmClient:
         return body.decode("utf-8", errors="replace")
 
     async def close(self) -> None:
+        """Close the keep-alive session; the next fetch opens a new one."""
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -49,6 +49,7 @@ class GrpcError(Exception):
 
     @property
     def name(self) -> str:
+        """The status code's name (``RESOURCE_EXHAUSTED``), or the number when unknown."""
         return CODE_NAMES.get(self.code, str(self.code))
 
 

@@ -143,9 +143,11 @@ class Watcher:
 
     @property
     def all_synced(self) -> bool:
+        """Every watched kind has been listed once: the handler has seen the whole state."""
         return all(self.synced.values())
 
     async def run(self) -> None:
+        """Watch every kind until cancelled: relist when a resource version expired, back off and retry on faults."""
         async with asyncio.TaskGroup() as tg:
             for spec in self.specs:
                 tg.create_task(self._loop(spec), name=f"watch-{spec.kind}")

@@ -41,6 +41,7 @@ class TokenBucket:
         self.stamp = time.monotonic()
 
     def take(self) -> bool:
+        """Spend a token if one is left; False: the call is refused as rate-limited."""
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now

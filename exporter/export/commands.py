@@ -37,6 +37,7 @@ class CommandError(ValueError):
 
 
 def export_window(since: str | None, until: str | None, *, now: float) -> Window:
+    """The window of ``--since`` / ``--until`` (absolute or relative to ``now``); CommandError if unusable."""
     from exporter.aggregator.report import ReportError, parse_time
 
     try:

@@ -23,11 +23,15 @@ from exporter.export.ledger_source import (
 
 
 class Sink(Protocol):
+    """Where an export's rows go (CSV, Parquet), an hour at a time; ``rows`` counts them."""
+
     rows: int
 
-    def write(self, rows: list[Row]) -> None: ...
+    def write(self, rows: list[Row]) -> None:
+        """Append one hour's rows."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Finish the output (a Parquet footer); nothing is written after it."""
 
 
 def rows_of_hour(query: Query, layout: LedgerLayout, *, hour: int, settings: FocusSettings) -> list[Row]:
@@ -58,4 +62,5 @@ def open_readonly(path: Path) -> sqlite3.Connection:
 
 
 def query_of(conn: sqlite3.Connection) -> Query:
+    """The ``Query`` of an open SQLite ledger."""
     return lambda sql, params: list(conn.execute(sql, tuple(params)))

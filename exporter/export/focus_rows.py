@@ -51,6 +51,7 @@ class FocusSettings:
     billing_account: str = "gpu-platform"
 
     def check(self) -> None:
+        """Refuse settings that cannot make a valid export (ValueError), before any row is read."""
         if self.billed_cost not in ("effective", "zero"):
             raise ValueError(f"billed cost {self.billed_cost!r}: use effective or zero")
         if self.billed_cost == "zero" and not self.host_provider:

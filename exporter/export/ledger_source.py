@@ -91,6 +91,7 @@ class Window:
     until: float | None
 
     def clause(self) -> tuple[str, list[float]]:
+        """The ``WHERE`` clause on ``hour`` and its parameters; "" when the window is open on both sides."""
         where: list[str] = []
         params: list[float] = []
         if self.since is not None:
@@ -183,6 +184,7 @@ _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
 def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRecord]:
+    """The usage rows of one hour, in a stable order."""
     cols = Select.record(UsageRecord, list_cost=list_cost_sql(layout, "usage"))
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
@@ -190,6 +192,7 @@ def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRe
 
 
 def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[CapacityRecord]:
+    """The capacity rows (unallocated, unobserved, ...) of one hour, in a stable order."""
     out: list[CapacityRecord] = []
     scope, scope_params = layout.scope()
     for cap in layout.capacity:
@@ -200,6 +203,7 @@ def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[Capa
 
 
 def read_unused_commitments(query: Query, layout: LedgerLayout, *, hour: int) -> list[CommitmentRecord]:
+    """The unused-commitment rows of one hour; none on a ledger from before commitments."""
     if not layout.commitments:
         return []
     cols = Select.record(CommitmentRecord)

@@ -54,6 +54,7 @@ def price_point(per_gpu_hour: Decimal) -> Decimal:
 
 
 def sku_price_id(sku: str, currency: str, *, price: Decimal) -> str:
+    """A price point's id: the SKU, currency and price, so a repricing gets a new id."""
     return f"{sku}-{currency.lower()}-{decimal_text(price)}"
 
 
@@ -197,6 +198,7 @@ PRICE_LIST_COLUMNS = ("SkuId", "SkuPriceId", "SkuMeter", "PricingUnit", "Pricing
 
 
 def render_price_list(entries: Iterable[PriceEntry]) -> str:
+    """The price list CSV (one row per price point), as ``price-list`` prints it."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(PRICE_LIST_COLUMNS)

@@ -30,12 +30,14 @@ class Usage:
         return max(0.0, self.allocated - self.used - self.unmeasured)
 
     def add(self, other: Usage) -> None:
+        """Add ``other``'s seconds and energy to these, in place."""
         self.allocated += other.allocated
         self.used += other.used
         self.unmeasured += other.unmeasured
         self.energy_j += other.energy_j
 
     def as_tuple(self) -> tuple[float, float, float, float]:
+        """(allocated, used, unmeasured, energy_j), in this order."""
         return (self.allocated, self.used, self.unmeasured, self.energy_j)
 
 

@@ -23,6 +23,7 @@ class Window:
 
     @property
     def seconds(self) -> float:
+        """The window's length; 0 when it is empty (end before start)."""
         return max(0.0, self.end - self.start)
 
     def overlap(self, held_from: float | None, held_until: float | None) -> float:

@@ -49,6 +49,7 @@ class HolderCounters(BaseModel):
     claim: str = Field(default="", max_length=2 * MAX_NAME + 1)
 
     def key(self) -> str:
+        """The holder's identity (namespace/pod/container/device), as the meter keys it."""
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
 
 
