@@ -254,8 +254,7 @@ class Meter:
                     state.gpu_uuid, state.claim = a.gpu_uuid or state.gpu_uuid, a.claim or state.claim
                     state.model, state.mig_profile = a.model or state.model, a.mig_profile or state.mig_profile
                     state.fraction = a.fraction
-                secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew,
-                                          stats=stats)
+                secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew, stats=stats)
                 rate = rates.get(a.holder_key, Usage())
                 usage = Usage(rate.allocated * secs, rate.used * secs, rate.unmeasured * secs,
                               rate.energy_j * secs / window.seconds if window.seconds > 0 else 0.0)

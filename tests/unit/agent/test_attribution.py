@@ -71,9 +71,8 @@ def test_resolver_is_used_first() -> None:
     """A resolver (NVML on a real node) wins over labels."""
     dcgm = {("GPU-p", "9"): dev("GPU-p", 0.5, "9", "1g.10gb")}
     held = [ContainerDevices("ns", "p", "c", "nvidia.com/mig-1g.10gb", ("MIG-y",))]
-    res = attribute(held, dcgm, allocatable=None, mig_known={}, inventory={}, resolver=lambda u: MigLocation("GPU-p",
-                                                                                                             "9",
-                                                                                                             "1g.10gb"))
+    res = attribute(held, dcgm, allocatable=None, mig_known={}, inventory={},
+                    resolver=lambda u: MigLocation("GPU-p", "9", "1g.10gb"))
     assert res.assignments[0].dcgm_key == ("GPU-p", "9")
 
 

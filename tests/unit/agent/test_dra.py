@@ -206,11 +206,9 @@ def test_share_of_a_device_without_published_memory() -> None:
     consumed = {"ml/a": {DeviceKey(NV, "node-a", "gpu-0"): 20 * GI}}
     bare = {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", G0)}
     fb = {(G0, ""): DcgmDevice(gpu_uuid=G0, index="0", model=A100, fb_used=30 * GI, fb_free=50 * GI)}
-    res = attribute([], fb, allocatable=None, mig_known={}, inventory={}, context=NodeContext(dra_slices=bare,
-                                                                                              dra_consumed=consumed),
-                                                                                              claims=claims)
+    res = attribute([], fb, allocatable=None, mig_known={}, inventory={},
+                    context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
     assert [a.fraction for a in res.assignments] == [20 / 80] and res.unresolved == []
-    res = attribute([], DCGM, allocatable=None, mig_known={}, inventory={}, context=NodeContext(dra_slices=bare,
-                                                                                                dra_consumed=consumed),
-                                                                                                claims=claims)
+    res = attribute([], DCGM, allocatable=None, mig_known={}, inventory={},
+                    context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
     assert [a.fraction for a in res.assignments] == [1.0] and res.unresolved == ["node-a/gpu-0"]
