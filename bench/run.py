@@ -86,8 +86,8 @@ def bench_agent_tick(mig: bool, repeat: int) -> dict[str, float]:
     def tick() -> None:
         clock[0] += 15.0
         devices = build_devices(parse_exposition(text, only=DEFAULT_NAME_TABLE).samples)
-        attribution = attribute(held, devices, None, meter.mig_known, meter.inventory)
-        meter.tick(clock[0], attribution, devices, cap=60.0)
+        attribution = attribute(held, devices, allocatable=None, mig_known=meter.mig_known, inventory=meter.inventory)
+        meter.tick(clock[0], attribution, dcgm=devices, cap=60.0)
         snapshot_of(meter, clock[0], dcgm_up=True, podresources_up=True).model_dump_json()
         dump_meter(meter)
 

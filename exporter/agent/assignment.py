@@ -44,6 +44,7 @@ class Assignment:
 
     @property
     def holder_key(self) -> str:
+        """The holder's identity in the meter and the books: namespace/pod/container/device."""
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
 
     @property

@@ -91,7 +91,7 @@ def hami_slots(allocatable: dict[str, tuple[str, ...]] | None,
 
 
 def sharing_modes(allocatable: dict[str, tuple[str, ...]] | None, assignments: list[Assignment],
-                  context: NodeContext) -> dict[str, SharingMode]:
+                  *, context: NodeContext) -> dict[str, SharingMode]:
     """How each GPU is shared: as configured (allocatable IDs), overridden by how it is held now."""
     modes: dict[str, SharingMode] = {}
     for raw in (i for ids in (allocatable or {}).values() for i in ids):
@@ -123,12 +123,12 @@ def node_model(dcgm: dict[tuple[str, str], DcgmDevice] | None, inventory: dict[s
 def attribute(
     held: list[ContainerDevices],
     dcgm: dict[tuple[str, str], DcgmDevice] | None,
+    *,
     allocatable: dict[str, tuple[str, ...]] | None,
     mig_known: dict[str, MigLocation],
     inventory: dict[str, str],
     extra_resources: Iterable[str] = (),
     resolver: MigResolver | None = None,
-    *,
     context: NodeContext | None = None,
     claims: Iterable[ContainerClaim] = (),
 ) -> Attribution:
@@ -221,12 +221,12 @@ def attribute(
                     cd.namespace, cd.pod, cd.container, raw, d.kind, d.physical, None, None, None, 1.0))
     slots = hami_slots(allocatable, hami_held)
     for cd in hami_held:
-        _hami_assignments(cd, ctx, dcgm, slots, model_of, result)
+        _hami_assignments(cd, ctx, dcgm=dcgm, slots=slots, model_of=model_of, result=result)
     holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin, consumed=ctx.dra_consumed)
     if holds:
         result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
                                                   model_of=model_of, result=result))
-    result.sharing = sharing_modes(allocatable, result.assignments, ctx)
+    result.sharing = sharing_modes(allocatable, result.assignments, context=ctx)
     return result
 
 
@@ -235,7 +235,7 @@ def _is_hami(cd: ContainerDevices, ctx: NodeContext) -> bool:
         ContainerKey(cd.namespace, cd.pod, cd.container) in ctx.hami
 
 
-def _hami_assignments(cd: ContainerDevices, ctx: NodeContext, dcgm: dict[tuple[str, str], DcgmDevice],
+def _hami_assignments(cd: ContainerDevices, ctx: NodeContext, *, dcgm: dict[tuple[str, str], DcgmDevice],
                       slots: dict[str, int], model_of: Callable[[str], str | None], result: Attribution) -> None:
     """One share per GPU in the container's annotation; without it, 1/slots of the GPU each listed ID names."""
     shares = ctx.hami.get(ContainerKey(cd.namespace, cd.pod, cd.container))

@@ -36,6 +36,7 @@ class AgentCollector(Collector):
         self.view = view
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """The agent's gauges and counters, read from the published snapshot at scrape time."""
         agent = self.view()
         node = agent.node
         snap: UsageSnapshot | None = agent.published

@@ -123,6 +123,7 @@ class DcgmDevice:
 
     @property
     def key(self) -> tuple[str, str]:
+        """(GPU UUID, GPU instance id; "" for a whole GPU): how DCGM readings and assignments meet."""
         return (self.gpu_uuid, self.gpu_instance_id or "")
 
     @property

@@ -32,7 +32,7 @@ def _mig_key(holders: set[tuple[str, str, str]], *, parent: str, profile: str, d
     return candidates[0] if len(candidates) == 1 else None
 
 
-def _capacity_share(h: DraHold, dev: DcgmDevice | None, result: Attribution, device_id: str) -> float:
+def _capacity_share(h: DraHold, dev: DcgmDevice | None, *, result: Attribution, device_id: str) -> float:
     """The part of its device a hold's shares consume (1 when it is not a consumable-capacity share)."""
     if h.consumed is None:
         return 1.0
@@ -70,7 +70,7 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
             if not uuid:
                 result.unresolved.append(device_id)
             key = (uuid, "")
-            cap = _capacity_share(h, dcgm.get(key), result, device_id)
+            cap = _capacity_share(h, dcgm.get(key), result=result, device_id=device_id)
             kind = DeviceKind.GPU if h.consumed is None else DeviceKind.REPLICA  # shares split busy time
             out.append(Assignment(h.namespace, h.pod, h.container, uuid or device_id, kind, uuid,
                                   key if key in dcgm else None, model_of(uuid) if uuid else None, None,
@@ -96,7 +96,7 @@ def dra_assignments(holds: list[DraHold], *, dcgm: DcgmMap, known: dict[str, Mig
             frac = mig_fraction(profile, model)
         except ValueError:
             frac = 1.0 / gpu_slices(model)
-        cap = _capacity_share(h, dcgm.get(found) if found else None, result, device_id)
+        cap = _capacity_share(h, dcgm.get(found) if found else None, result=result, device_id=device_id)
         out.append(Assignment(h.namespace, h.pod, h.container, mig_uuid or device_id, DeviceKind.MIG, parent,
                               found if found in dcgm else None, model, profile or None, frac * cap * h.share,
                               SharingMode.DRA, h.claim))

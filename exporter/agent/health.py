@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class Health:
+    """What the last ticks saw of DCGM, pod-resources and the state file; /readyz reports from it."""
+
     dcgm_up: bool = False
     podresources_up: bool = False
     last_tick_at: float = 0.0

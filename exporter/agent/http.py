@@ -19,12 +19,15 @@ class UsageServer(Protocol):
     usage_token: SecretFile | None
     published_json: bytes | None
 
-    def acknowledge(self, ts: float) -> None: ...
+    def acknowledge(self, ts: float) -> None:
+        """Record that the aggregator booked everything up to ``ts``."""
 
-    def health_report(self) -> dict[str, Any]: ...
+    def health_report(self) -> dict[str, Any]:
+        """The /readyz body: status, the reasons it is degraded, peer health."""
 
 
 def build_app(agent: UsageServer, registry: CollectorRegistry, *, max_request_bytes: int) -> web.Application:
+    """The agent's aiohttp app; bodies beyond ``max_request_bytes`` are refused."""
     app = web.Application(client_max_size=max_request_bytes)
 
     async def metrics(_request: web.Request) -> web.Response:

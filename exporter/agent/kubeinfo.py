@@ -37,6 +37,7 @@ def shares_gpus(held: Iterable[ContainerDevices], allocatable: dict[str, tuple[s
 
 
 def hami_pods(held: Iterable[ContainerDevices]) -> set[tuple[str, str]]:
+    """(namespace, pod) of every holder of a HAMi vGPU: the pods whose annotations must be read."""
     return {(cd.namespace, cd.pod) for cd in held if any(hami_device_gpu(i) for i in cd.device_ids)}
 
 
@@ -140,7 +141,7 @@ class KubeInfo:
                     self._consumed[f"{ns}/{name}"] = consumed_memory(claim)
 
     async def context(self, held: list[ContainerDevices], allocatable: dict[str, tuple[str, ...]] | None,
-                      claims: list[ContainerClaim] | None = None) -> NodeContext:
+                      *, claims: list[ContainerClaim] | None = None) -> NodeContext:
         """This tick's context; asks the API only for what is missing or due for a refresh."""
         self._ticks += 1
         if claims:
@@ -170,6 +171,7 @@ class KubeInfo:
                            dra_slices=self._slices, dra_admin=self._admin, dra_consumed=self._consumed)
 
     async def close(self) -> None:
+        """Close the API client, if one was opened (agent shutdown)."""
         if self.api_client is not None:
             await self.api_client.close()
             self.api_client = None

@@ -66,6 +66,7 @@ def gpu_requests(spec: dict[str, Any], extra: Iterable[str]) -> tuple[dict[str, 
 
 def lifetime_of(pod: dict[str, Any], *, extra: Iterable[str], deleted_seen: float | None,
                 before: PodLifetime | None) -> PodLifetime:
+    """A pod's lifetime from its object, keeping what ``before`` knew that the object no longer says."""
     status = pod.get("status") or {}
     meta = pod.get("metadata") or {}
     start = parse_time(status.get("startTime"))
@@ -90,7 +91,8 @@ class PodLifetimes:
         self.pods: dict[PodKey, PodLifetime] = {}
         self.finished: set[PodKey] = set()
 
-    def on_event(self, etype: str, obj: dict[str, Any], now: float) -> None:
+    def on_event(self, etype: str, obj: dict[str, Any], *, now: float) -> None:
+        """Fold one watch event (or a relist) into the lifetimes, ``now`` being when it was seen."""
         items = obj.get("items") or [] if etype == "LISTED" else [obj]
         if etype == "LISTED":  # a relist: pods gone meanwhile are forgotten unless their end is known
             self.finished.clear()

@@ -85,6 +85,7 @@ class TickStats:
 
 
 def new_epoch() -> str:
+    """A fresh counter epoch: the aggregator books counters of a new epoch from zero."""
     return uuidlib.uuid4().hex[:16]
 
 
@@ -115,8 +116,8 @@ class Meter:
     unmeasured_devices: int = 0
 
     # -- the tick -----------------------------------------------------------------------------------
-    def tick(self, now: float, attribution: Attribution | None,
-             dcgm: dict[tuple[str, str], DcgmDevice] | None, cap: float, *,
+    def tick(self, now: float, attribution: Attribution | None, *,
+             dcgm: dict[tuple[str, str], DcgmDevice] | None, cap: float,
              allocatable: Mapping[str, tuple[str, ...]] | None = None,
              lifetimes: Mapping[PodKey, PodLifetime] | None = None, skew: float = 15.0) -> TickStats:
         """Charge [last_tick, now] to this tick's observation. ``attribution`` None = holders unknown.
@@ -166,7 +167,7 @@ class Meter:
         model = node_model(dcgm, self.inventory) or (next(iter(capacity)) if len(capacity) == 1 else None)
         self._charge_unlisted(window, since, lives=lives, model=model or UNKNOWN_MODEL, allocatable=allocatable,
                               held=held)
-        free = free_capacity(capacity, held, dt)
+        free = free_capacity(capacity, held, seconds=dt)
         for m, seconds in free.unallocated.items():
             self.unallocated[m] += seconds
         self.oversubscribed_total += free.oversubscribed
@@ -238,9 +239,9 @@ class Meter:
             # Per-second rates: holders of one device may have held it for different parts of the window.
             if first.kind is DeviceKind.REPLICA:
                 rates = charge_shared([Holding(a.holder_key, a.fraction) for a in members], 1.0,
-                                      Reading(util, gpu_energy))
+                                      reading=Reading(util, gpu_energy))
             else:
-                rates = {a.holder_key: charge_exclusive(a.fraction, 1.0, Reading(util, gpu_energy * a.fraction))
+                rates = {a.holder_key: charge_exclusive(a.fraction, 1.0, reading=Reading(util, gpu_energy * a.fraction))
                          for a in members}
             for a in members:
                 state = self.holders.get(a.holder_key)
@@ -253,8 +254,7 @@ class Meter:
                     state.gpu_uuid, state.claim = a.gpu_uuid or state.gpu_uuid, a.claim or state.claim
                     state.model, state.mig_profile = a.model or state.model, a.mig_profile or state.mig_profile
                     state.fraction, state.sharing = a.fraction, a.sharing.value
-                secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew,
-                                          stats=stats)
+                secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew, stats=stats)
                 rate = rates.get(a.holder_key, Usage())
                 usage = Usage(rate.allocated * secs, rate.used * secs, rate.unmeasured * secs,
                               rate.energy_j * secs / window.seconds if window.seconds > 0 else 0.0)
@@ -337,7 +337,7 @@ class Meter:
                                      dev.mig_profile)
 
     # -- retention ----------------------------------------------------------------------------------
-    def drop_acknowledged(self, now: float, acked_until: float | None, retention: float, safety: float) -> int:
+    def drop_acknowledged(self, now: float, acked_until: float | None, *, retention: float, safety: float) -> int:
         """Forget gone pods' counters once the aggregator booked them (or after the safety period)."""
         gone = [
             key for key, s in self.holders.items()

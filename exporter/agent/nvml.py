@@ -21,6 +21,7 @@ def _as_str(value: Any) -> str:
 
 
 def load_nvml_resolver() -> MigResolver | None:
+    """Resolves a MIG device UUID to its GPU and instance through NVML; None when pynvml or the driver is missing."""
     try:
         import pynvml  # optional: pip install 'gpu-cost-exporter[nvml]'
     except ImportError:

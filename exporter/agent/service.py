@@ -49,14 +49,14 @@ class Agent:
     """Owns the clients, the meter and the HTTP server of one node."""
 
     def __init__(self, settings: AgentSettings, clock: Clock | None = None,
-                 mig_resolver: MigResolver | None = None) -> None:
+                 *, mig_resolver: MigResolver | None = None) -> None:
         if not settings.node_name:
             raise ValueError("GPUCOST_NODE_NAME is required")
         self.settings = settings
         self.clock = clock or RealClock()
         self.mig_resolver = mig_resolver
         self.name_table = {**DEFAULT_NAME_TABLE, **parse_name_table(settings.dcgm_metric_names)}
-        self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, settings.dcgm_max_bytes)
+        self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
         self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout,
                                                rate=settings.podresources_qps)
         self.health = Health()
@@ -109,6 +109,7 @@ class Agent:
 
     # -- HTTP ----------------------------------------------------------------------------------------
     async def start_http(self) -> None:
+        """Serve /metrics, /v1/usage and the health endpoints on ``listen`` (TLS when configured)."""
         host, port = split_listen(self.settings.listen)
         app = build_app(self, self.registry, max_request_bytes=self.settings.max_request_bytes)
         self._runner = web.AppRunner(app, access_log=None)
@@ -133,7 +134,7 @@ class Agent:
         return bool(w.synced.get("pods")) and int(w.resource_version.get("pods") or 0) >= resource_version
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
-        self.lifetimes.on_event(etype, obj, self.clock.now())
+        self.lifetimes.on_event(etype, obj, now=self.clock.now())
         for pod in obj["items"] if etype == "LISTED" else [obj]:
             self.kubeinfo.observe_pod(pod, deleted=etype == "DELETED")
 
@@ -149,6 +150,8 @@ class Agent:
         self.acked_until = ts if self.acked_until is None else max(self.acked_until, ts)
 
     def health_report(self) -> dict[str, Any]:
+        """The /readyz body: "degraded" with its reasons while a peer is down, before the first tick,
+        or while the state file cannot be written."""
         h = self.health
         reasons = [r for r, bad in (("dcgm down", not h.dcgm_up), ("pod-resources down", not h.podresources_up),
                                     ("no tick yet", h.ticks == 0),
@@ -220,23 +223,24 @@ class Agent:
             attribution = None
             if held is not None:
                 claims = self.podresources.last_claims
-                context = await self.kubeinfo.context(held, self._allocatable, claims)
+                context = await self.kubeinfo.context(held, self._allocatable, claims=claims)
                 if hami_pods(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
                     await self.start_pod_watch()  # HAMi present: the watch brings annotations before pods start
-                attribution = attribute(held, dcgm, self._allocatable, self.meter.mig_known,
-                                        self.meter.inventory, self.settings.resource_names, self.mig_resolver,
+                attribution = attribute(held, dcgm, allocatable=self._allocatable, mig_known=self.meter.mig_known,
+                                        inventory=self.meter.inventory, extra_resources=self.settings.resource_names,
+                                        resolver=self.mig_resolver,
                                         context=context, claims=claims)
                 self.health.unresolved = len(attribution.unresolved)
                 self.sharing = attribution.sharing
-            stats = self.meter.tick(now, attribution, dcgm, self.settings.charge_cap(),
+            stats = self.meter.tick(now, attribution, dcgm=dcgm, cap=self.settings.charge_cap(),
                                     allocatable=self._allocatable, lifetimes=self.lifetimes.pods,
                                     skew=self.settings.tick)
             if stats.unobserved_seconds > 0:
                 log.warning("tick_interval_unobserved", charged=stats.charged_seconds,
                             capped=stats.capped_seconds, unobserved=stats.unobserved_seconds)
             self.lifetimes.prune(now - 2 * self.settings.charge_cap())
-            self.meter.drop_acknowledged(now, self.acked_until, self.settings.retention,
-                                         self.settings.safety_retention)
+            self.meter.drop_acknowledged(now, self.acked_until, retention=self.settings.retention,
+                                         safety=self.settings.safety_retention)
             snapshot = snapshot_of(self.meter, now, dcgm_up=self.health.dcgm_up,
                                    podresources_up=self.health.podresources_up)
             if await self._persist():
@@ -254,7 +258,7 @@ class Agent:
         memory and everything reaches the aggregator with the first write that succeeds."""
         state = dump_meter(self.meter)
         try:
-            await asyncio.to_thread(write_state, self.state_file, state, self.settings.state_fsync)
+            await asyncio.to_thread(write_state, self.state_file, state, fsync=self.settings.state_fsync)
         except OSError as exc:
             self.health.state_write_failures += 1
             if not self.health.state_write_error:  # once per failure streak
@@ -268,6 +272,7 @@ class Agent:
         return True
 
     async def close(self) -> None:
+        """Stop the pod watch, the API clients and the HTTP server."""
         if self._watch_task is not None:
             self._watch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

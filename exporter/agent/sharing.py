@@ -21,6 +21,8 @@ MEMORY_LABEL = "nvidia.com/gpu.memory"  # physical framebuffer per GPU, MiB (GPU
 
 @dataclass(frozen=True, slots=True)
 class ContainerKey:
+    """One container of one pod: what HAMi annotations and pod-resources both name."""
+
     namespace: str
     pod: str
     container: str
@@ -38,9 +40,11 @@ class NodeContext:
     dra_consumed: dict[str, dict[DeviceKey, float]] = field(default_factory=dict)  # claim -> share memory bytes
 
     def replica_mode(self) -> SharingMode:
+        """How the node shares replicated GPUs: MPS when GPU feature discovery labels it so, else time-slicing."""
         return SharingMode.MPS if self.labels.get(STRATEGY_LABEL) == "mps" else SharingMode.TIME_SLICING
 
     def gpu_memory_mib(self) -> float | None:
+        """Physical framebuffer per GPU in MiB from the node's label; None when unlabelled or unreadable."""
         raw = self.labels.get(MEMORY_LABEL, "")
         try:
             value = float(raw)

@@ -28,10 +28,12 @@ class StateError(ValueError):
 
 
 def state_path(state_dir: Path) -> Path:
+    """Where the agent keeps its counters across restarts, in ``state_dir``."""
     return state_dir / "agent-state.json"
 
 
 def dump_meter(meter: Meter) -> dict[str, Any]:
+    """The meter's counters and marks as the JSON document ``write_state`` persists."""
     return {
         "version": STATE_VERSION,
         "node": meter.node,
@@ -132,7 +134,7 @@ def load_meter(data: dict[str, Any], node: str) -> Meter:
         raise StateError(f"malformed state: {exc!r}") from exc
 
 
-def write_state(path: Path, state: dict[str, Any], fsync: bool = True) -> None:
+def write_state(path: Path, state: dict[str, Any], *, fsync: bool = True) -> None:
     """Atomically replace the state file with an already dumped meter (blocking).
 
     ``fsync=False`` keeps the atomic rename but skips the flushes: only for simulations on a virtual

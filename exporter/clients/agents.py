@@ -23,6 +23,8 @@ class InvalidSnapshot(PeerBadResponse):
 
 @dataclass(slots=True)
 class PullResult:
+    """One agent's answer: its snapshot, or why there is none (``invalid``: refused by the schema)."""
+
     url: str
     snapshot: UsageSnapshot | None
     error: str | None = None
@@ -49,6 +51,7 @@ class AgentPuller:
         return self._session
 
     async def fetch(self, url: str, ack: float | None) -> UsageSnapshot:
+        """One agent's usage snapshot, sending ``ack`` (the timestamp already booked); raises PeerError."""
         target = url.rstrip("/") + "/v1/usage"
         params = {"ack": repr(ack)} if ack is not None else None
         headers = {"Authorization": f"Bearer {self.token.value()}"} if self.token is not None else None
@@ -62,6 +65,7 @@ class AgentPuller:
             raise InvalidSnapshot(f"{target}: invalid usage snapshot: {where}: {err['msg']}") from exc
 
     async def pull(self, url: str, ack: float | None) -> PullResult:
+        """Like ``fetch`` within the concurrency cap, with a failure as a result instead of an exception."""
         async with self.semaphore:
             try:
                 return PullResult(url, await self.fetch(url, ack))
@@ -73,5 +77,6 @@ class AgentPuller:
         return list(await asyncio.gather(*(self.pull(u, ack) for u, ack in targets.items())))
 
     async def close(self) -> None:
+        """Close the shared session."""
         if self._session is not None:
             await self._session.close()

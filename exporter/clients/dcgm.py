@@ -14,7 +14,7 @@ from exporter.clients.http_fetch import get_bounded
 class DcgmClient:
     """One keep-alive session to one DCGM Exporter endpoint."""
 
-    def __init__(self, url: str, timeout: float, max_bytes: int) -> None:
+    def __init__(self, url: str, timeout: float, *, max_bytes: int) -> None:
         self.url = url
         self.timeout = timeout
         self.max_bytes = max_bytes
@@ -35,6 +35,7 @@ class DcgmClient:
         return body.decode("utf-8", errors="replace")
 
     async def close(self) -> None:
+        """Close the keep-alive session; the next fetch opens a new one."""
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -102,7 +102,7 @@ def _fast_sample(line: str) -> Sample | None:
     return Sample(name, labels, value, ts)
 
 
-def _close_family(family: _Family, result: ParseResult, line: str) -> None:
+def _close_family(family: _Family, result: ParseResult, *, line: str) -> None:
     """prometheus-client validates a family (its name and TYPE) when the next one starts."""
     if family.name:
         reason = family_error(family.name, family.type)
@@ -131,7 +131,7 @@ def _read_comment(line: str) -> tuple[str, str, str] | None:
     return None
 
 
-def _comment(line: str, family: _Family, result: ParseResult) -> None:
+def _comment(line: str, family: _Family, *, result: ParseResult) -> None:
     """HELP and TYPE lines open a family; other comments are ignored. Both repeat every scrape: cached."""
     if line in _COMMENT_CACHE:
         read = _COMMENT_CACHE[line]
@@ -144,7 +144,7 @@ def _comment(line: str, family: _Family, result: ParseResult) -> None:
         return
     kind, name, text = read
     if name != family.name:
-        _close_family(family, result, line)
+        _close_family(family, result, line=line)
         family.name = name
         if kind == "HELP":
             family.type, family.allowed = "untyped", (name,)
@@ -174,7 +174,7 @@ def parse_exposition(text: str, only: Collection[str] | None = None) -> ParseRes
             continue
         if line[0] == "#":
             try:
-                _comment(line, family, result)
+                _comment(line, family, result=result)
             except ValueError as exc:
                 result.error(str(exc) or "bad comment line", line)
             continue
@@ -193,7 +193,7 @@ def parse_exposition(text: str, only: Collection[str] | None = None) -> ParseRes
                 continue
             sample = Sample(name, labels, value, ts)
         if sample.name not in family.allowed:
-            _close_family(family, result, line)
+            _close_family(family, result, line=line)
             family.name, family.type, family.allowed = "", "untyped", ()
             if not valid_name(sample.name):
                 result.error("invalid metric name", line)
@@ -202,5 +202,5 @@ def parse_exposition(text: str, only: Collection[str] | None = None) -> ParseRes
             continue
         if only is None or sample.name in only:
             samples.append(sample)
-    _close_family(family, result, "(end of body)")
+    _close_family(family, result, line="(end of body)")
     return result

@@ -81,7 +81,7 @@ def _escaped(text: str, pos: int) -> bool:
     return n % 2 == 1
 
 
-def unquoted_index(text: str, chars: str, start: int = 0) -> int:
+def unquoted_index(text: str, chars: str, *, start: int = 0) -> int:
     """Index of the first of ``chars`` at or after ``start`` outside double quotes, or -1."""
     in_quotes = False
     for i in range(start, len(text)):
@@ -101,7 +101,7 @@ def split_comment(line: str) -> list[str]:
     tokens = [""]
     x, n = 0, len(line)
     while x < n:
-        pos = unquoted_index(line, _COMMENT_SEPARATORS, x)
+        pos = unquoted_index(line, _COMMENT_SEPARATORS, start=x)
         if pos == -1:
             tokens[-1] = line[x:]
             break
@@ -155,11 +155,11 @@ def _label_term(labels: str, pos: int) -> tuple[str, str, int]:
             return "", "", n
         if labels[pos] == ",":
             raise ValueError("multiple commas")
-    split = unquoted_index(labels, "=,}", pos)
+    split = unquoted_index(labels, "=,}", start=pos)
     if split >= 0 and labels[split] == "=":
         name = labels[pos:split]
         pos = split + 1
-        split = unquoted_index(labels, ",}", pos)
+        split = unquoted_index(labels, ",}", start=pos)
     else:
         name = "__name__"
     if split == -1:
@@ -218,7 +218,7 @@ def parse_sample_line(line: str) -> tuple[str, dict[str, str], float, float | No
             raise ValueError("invalid metric name")
         return (name, {}, *_value_and_timestamp(line[end + 1:]))
     name = line[:brace].strip()
-    close = unquoted_index(line, "}", brace)
+    close = unquoted_index(line, "}", start=brace)
     close = brace - 1 if close == -1 else close
     labels = parse_labels(line[brace + 1:close])
     if not name:

@@ -49,6 +49,7 @@ class GrpcError(Exception):
 
     @property
     def name(self) -> str:
+        """The status code's name (``RESOURCE_EXHAUSTED``), or the number when unknown."""
         return CODE_NAMES.get(self.code, str(self.code))
 
 
@@ -71,7 +72,7 @@ def _headers(response: _Response, headers: list[tuple[bytes, bytes]]) -> None:
             response.grpc_message = unquote(value.decode("utf-8", "replace"))
 
 
-async def unary_call(socket_path: Path, method: str, request: bytes, *, timeout: float,
+async def unary_call(socket_path: Path, method: str, *, request: bytes, timeout: float,
                      max_receive_bytes: int) -> bytes:
     """Send ``request`` (a serialized message) to ``method`` (``/package.Service/Method``); the reply's bytes.
 
@@ -79,14 +80,15 @@ async def unary_call(socket_path: Path, method: str, request: bytes, *, timeout:
     DEADLINE_EXCEEDED after ``timeout`` seconds, RESOURCE_EXHAUSTED past ``max_receive_bytes``, else the
     peer's status."""
     try:
-        return await asyncio.wait_for(_call(socket_path, method, request, max_receive_bytes), timeout)
+        return await asyncio.wait_for(_call(socket_path, method, request=request, max_receive_bytes=max_receive_bytes),
+                                      timeout)
     except TimeoutError:
         raise GrpcError(DEADLINE_EXCEEDED, f"no answer within {timeout:g}s") from None
     except OSError as exc:
         raise GrpcError(UNAVAILABLE, f"{socket_path}: {exc.strerror or exc}") from None
 
 
-async def _call(socket_path: Path, method: str, request: bytes, max_receive_bytes: int) -> bytes:
+async def _call(socket_path: Path, method: str, *, request: bytes, max_receive_bytes: int) -> bytes:
     reader, writer = await asyncio.open_unix_connection(str(socket_path))
     try:
         conn = H2Connection(config=H2Configuration(client_side=True, header_encoding=None))
@@ -100,7 +102,7 @@ async def _call(socket_path: Path, method: str, request: bytes, max_receive_byte
                                    (b"te", b"trailers"), (b"user-agent", b"gpu-cost-exporter")])
         conn.send_data(stream, struct.pack(">BI", 0, len(request)) + request, end_stream=True)
         writer.write(conn.data_to_send())
-        response = await _receive(conn, reader, writer, stream, max_receive_bytes)
+        response = await _receive(conn, reader, writer=writer, stream=stream, max_receive_bytes=max_receive_bytes)
     finally:
         writer.close()
         with contextlib.suppress(OSError):
@@ -108,7 +110,7 @@ async def _call(socket_path: Path, method: str, request: bytes, max_receive_byte
     return _message(response)
 
 
-async def _receive(conn: H2Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: int,
+async def _receive(conn: H2Connection, reader: asyncio.StreamReader, *, writer: asyncio.StreamWriter, stream: int,
                    max_receive_bytes: int) -> _Response:
     response = _Response()
     while not response.ended:
@@ -127,7 +129,7 @@ async def _receive(conn: H2Connection, reader: asyncio.StreamReader, writer: asy
                 body += event.data or b""
                 if len(body) > max_receive_bytes + 5:
                     raise GrpcError(RESOURCE_EXHAUSTED, f"reply larger than {max_receive_bytes} bytes")
-                _reopen(conn, event, stream)
+                _reopen(conn, event, stream=stream)
             elif isinstance(event, StreamReset):
                 raise GrpcError(UNAVAILABLE, f"stream reset by the peer (HTTP/2 error {event.error_code})")
             elif isinstance(event, StreamEnded):
@@ -137,7 +139,7 @@ async def _receive(conn: H2Connection, reader: asyncio.StreamReader, writer: asy
     return response
 
 
-def _reopen(conn: H2Connection, event: DataReceived, stream: int) -> None:
+def _reopen(conn: H2Connection, event: DataReceived, *, stream: int) -> None:
     """Give back at once the window these bytes used, on the connection and (if still open) the stream.
 
     Not h2's own heuristic (acknowledge_received_data waits for half of the window we announced): gRPC

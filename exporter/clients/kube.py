@@ -124,7 +124,7 @@ async def read_core(api_client: Any, method: str, *args: str, timeout: float, cu
 class Watcher:
     """Keeps every watched kind flowing into ``handler``; survives API-server faults."""
 
-    def __init__(self, api_client: Any, handler: Handler, specs: tuple[WatchSpec, ...] = CORE_KINDS,
+    def __init__(self, api_client: Any, handler: Handler, *, specs: tuple[WatchSpec, ...] = CORE_KINDS,
                  watch_timeout: float = 300.0, request_timeout: float = 30.0) -> None:
         from kubernetes_asyncio import client
 
@@ -143,14 +143,16 @@ class Watcher:
 
     @property
     def all_synced(self) -> bool:
+        """Every watched kind has been listed once: the handler has seen the whole state."""
         return all(self.synced.values())
 
     async def run(self) -> None:
+        """Watch every kind until cancelled: relist when a resource version expired, back off and retry on faults."""
         async with asyncio.TaskGroup() as tg:
             for spec in self.specs:
                 tg.create_task(self._loop(spec), name=f"watch-{spec.kind}")
 
-    async def _emit(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+    async def _emit(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
         result = self.handler(kind, etype, obj)
         if result is not None:
             await result
@@ -210,7 +212,7 @@ class Watcher:
             resp.release()
         items = data.get("items") or []
         self.resource_version[spec.kind] = str(data.get("metadata", {}).get("resourceVersion", ""))
-        await self._emit(spec.kind, "LISTED", {"items": items})
+        await self._emit(spec.kind, "LISTED", obj={"items": items})
         self.synced[spec.kind] = True
         self.up = True
 
@@ -239,6 +241,6 @@ class Watcher:
                 if etype == "BOOKMARK":
                     continue
                 if etype in ("ADDED", "MODIFIED", "DELETED"):
-                    await self._emit(spec.kind, etype, obj)
+                    await self._emit(spec.kind, etype, obj=obj)
         finally:
             resp.release()

@@ -41,6 +41,7 @@ class TokenBucket:
         self.stamp = time.monotonic()
 
     def take(self) -> bool:
+        """Spend a token if one is left; False: the call is refused as rate-limited."""
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
@@ -53,20 +54,21 @@ class TokenBucket:
 class PodResourcesClient:
     """List / GetAllocatableResources against one kubelet socket."""
 
-    def __init__(self, socket_path: Path, timeout: float, rate: float = 10.0, burst: int = 5) -> None:
+    def __init__(self, socket_path: Path, timeout: float, *, rate: float = 10.0, burst: int = 5) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
         self._bucket = TokenBucket(rate, burst)
         self.last_claims: list[ContainerClaim] = []  # DRA claims of the last successful List
 
-    async def _call(self, method: str, request: Message, reply: type[M]) -> M:
+    async def _call(self, method: str, request: Message, *, reply: type[M]) -> M:
         """``UNIMPLEMENTED`` is raised as the :class:`GrpcError` itself (callers decide what it means)."""
         if not self._bucket.take():
             raise PeerRateLimited("client-side pod-resources budget exhausted")
         if not self.socket_path.exists():
             raise PeerUnavailable(f"pod-resources socket {self.socket_path} does not exist")
         try:
-            data = await unary_call(self.socket_path, f"/v1.PodResourcesLister/{method}", request.SerializeToString(),
+            data = await unary_call(self.socket_path, f"/v1.PodResourcesLister/{method}",
+                                    request=request.SerializeToString(),
                                     timeout=self.timeout, max_receive_bytes=MAX_RECEIVE_BYTES)
         except GrpcError as exc:
             if exc.code == RESOURCE_EXHAUSTED:
@@ -83,7 +85,7 @@ class PodResourcesClient:
 
     async def list(self) -> list[ContainerDevices]:
         """Every (pod, container, resource) with device IDs, from ``List``."""
-        resp = await self._call("List", pb.ListPodResourcesRequest(), pb.ListPodResourcesResponse)
+        resp = await self._call("List", pb.ListPodResourcesRequest(), reply=pb.ListPodResourcesResponse)
         out: list[ContainerDevices] = []
         claims: list[ContainerClaim] = []
         for pod in resp.pod_resources:
@@ -105,7 +107,7 @@ class PodResourcesClient:
         """resource -> device IDs the node can allocate; None when the kubelet does not implement it."""
         try:
             resp = await self._call("GetAllocatableResources", pb.AllocatableResourcesRequest(),
-                                    pb.AllocatableResourcesResponse)
+                                    reply=pb.AllocatableResourcesResponse)
         except GrpcError as exc:  # only UNIMPLEMENTED reaches here
             if exc.code == UNIMPLEMENTED:
                 return None

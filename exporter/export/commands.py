@@ -36,7 +36,8 @@ class CommandError(ValueError):
     """Bad input to an export command."""
 
 
-def export_window(since: str | None, until: str | None, now: float) -> Window:
+def export_window(since: str | None, until: str | None, *, now: float) -> Window:
+    """The window of ``--since`` / ``--until`` (absolute or relative to ``now``); CommandError if unusable."""
     from exporter.aggregator.report import ReportError, parse_time
 
     try:
@@ -129,7 +130,7 @@ def run_price_list(*, pricing_file: Path, ledger: str | None, password_file: Pat
     return render_price_list(sorted(entries.values(), key=lambda e: (e.sku_id, e.unit_price)))
 
 
-def _node_facts(reader: LedgerReader, layout: LedgerLayout, cluster: str) -> dict[str, NodeFacts]:
+def _node_facts(reader: LedgerReader, layout: LedgerLayout, *, cluster: str) -> dict[str, NodeFacts]:
     """Each node's instance and capacity type as the ledger last saw them (what its list price depends on
     beyond model, MIG profile and pool); the table came with commitments (schema 4), so older ledgers have none."""
     if not layout.commitments:
@@ -151,9 +152,9 @@ def _ledger_prices(reader: LedgerReader, pricing: Pricing) -> dict[str, PriceEnt
     for cluster in ledger_clusters(reader.query, dialect=reader.dialect):  # exactly what an export cites
         layout = inspect_ledger(reader.query, cluster=cluster, dialect=reader.dialect)
         list_is_effective = "usage" not in layout.list_cost_in  # a ledger from before list prices
-        nodes = _node_facts(reader, layout, cluster)
+        nodes = _node_facts(reader, layout, cluster=cluster)
         settings = FocusSettings(cluster=cluster)
-        for rows in focus_hours(reader.query, settings, Window(None, None), dialect=reader.dialect):
+        for rows in focus_hours(reader.query, settings, window=Window(None, None), dialect=reader.dialect):
             for row in rows:
                 booked = booked_price(row)
                 if booked is None:

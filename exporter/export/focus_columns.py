@@ -29,6 +29,7 @@ class Column:
 
     @property
     def custom(self) -> bool:
+        """An ``x_`` column: this exporter's own, outside the FOCUS specification."""
         return self.name.startswith("x_")
 
 

@@ -76,7 +76,7 @@ def json_object(items: Mapping[str, Scalar | list[Mapping[str, Scalar]]]) -> str
     return "{" + ",".join(parts) + "}"
 
 
-def allocation_details(ratio: Decimal, unit: str, quantity: Decimal) -> str:
+def allocation_details(ratio: Decimal, unit: str, *, quantity: Decimal) -> str:
     """``{"Elements":[{"AllocatedRatio":…,"UsageUnit":…,"UsageQuantity":…}]}``: ``json_object`` of that shape,
     written directly (it is on every row)."""
     return (f'{{"Elements":[{{"AllocatedRatio":{decimal_text(ratio)},"UsageUnit":{_ENCODE(unit)},'

@@ -92,12 +92,12 @@ async def stream_focus(req: web.Request, *, ledger: str, now: float, cluster: st
         return text
 
     def render(hour: int) -> str:
-        sink.write(rows_of_hour(query, layout, hour, settings))
+        sink.write(rows_of_hour(query, layout, hour=hour, settings=settings))
         return take()
 
     try:
         layout = await run(lambda: inspect_ledger(query, cluster=settings.cluster, dialect=reader.dialect))
-        hours = await run(lambda: window_hours(query, layout, window))
+        hours = await run(lambda: window_hours(query, layout, window=window))
         resp = web.StreamResponse(headers={"Content-Type": "text/csv; charset=utf-8",
                                            "Content-Disposition": 'attachment; filename="focus.csv"'})
         await resp.prepare(req)

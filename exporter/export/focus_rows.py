@@ -51,6 +51,7 @@ class FocusSettings:
     billing_account: str = "gpu-platform"
 
     def check(self) -> None:
+        """Refuse settings that cannot make a valid export (ValueError), before any row is read."""
         if self.billed_cost not in ("effective", "zero"):
             raise ValueError(f"billed cost {self.billed_cost!r}: use effective or zero")
         if self.billed_cost == "zero" and not self.host_provider:
@@ -109,7 +110,7 @@ def _common(s: FocusSettings, *, hour: int, node: str, currency: str, effective:
 
 
 @lru_cache(maxsize=4096)
-def _price_details(model: str, mig_profile: str, pool: str) -> str:
+def _price_details(model: str, mig_profile: str, *, pool: str) -> str:
     return json_object({k: v for k, v in (("x_GpuModel", model), ("x_MigProfile", mig_profile), ("x_NodePool", pool))
                         if v})
 
@@ -126,7 +127,7 @@ def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: 
     hours = exact_hours.quantize(HOURS_QUANTUM)
     list_price = unit_price(share.list_cost, exact_hours) or fallback
     contracted = unit_price(share.cost, exact_hours) or list_price
-    sku = sku_id(model, mig_profile, pool)
+    sku = sku_id(model, mig_profile, pool=pool)
     has_price = list_price is not None
     return {
         "ConsumedQuantity": hours if has_price else None, "ConsumedUnit": PRICING_UNIT if has_price else None,
@@ -134,15 +135,15 @@ def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: 
         "ListUnitPrice": list_price, "ContractedUnitPrice": contracted if has_price else None,
         "ListCost": share.list_cost, "ContractedCost": share.cost,
         "SkuId": sku, "SkuMeter": SKU_METER,
-        "SkuPriceId": sku_price_id(sku, currency, list_price) if list_price is not None else None,
-        "SkuPriceDetails": _price_details(model, mig_profile, pool) if list_price is not None else None,
+        "SkuPriceId": sku_price_id(sku, currency, price=list_price) if list_price is not None else None,
+        "SkuPriceDetails": _price_details(model, mig_profile, pool=pool) if list_price is not None else None,
         "Tags": _pool_tags(pool),
-        "AllocatedMethodDetails": allocation_details(ratio, PRICING_UNIT, hours),
+        "AllocatedMethodDetails": allocation_details(ratio, PRICING_UNIT, quantity=hours),
         "x_NodePool": pool or None, "x_GpuModel": model, "x_MigProfile": mig_profile or None,
     }
 
 
-def _usage_row(u: UsageRecord, s: FocusSettings, team: str | None) -> Row:
+def _usage_row(u: UsageRecord, s: FocusSettings, *, team: str | None) -> Row:
     what = f"{u.gpu_model}, MIG {u.mig_profile}" if u.mig_profile else u.gpu_model
     tags: dict[str, Scalar] = {f"{TAG_PREFIX}namespace": u.namespace, f"{TAG_PREFIX}workload": u.workload,
                                f"{TAG_PREFIX}pod": u.pod}
@@ -175,7 +176,7 @@ def _capacity_row(c: CapacityRecord) -> Row:
 
 
 def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSettings,
-                teams: Mapping[str, str] | None = None) -> list[Row]:
+                *, teams: Mapping[str, str] | None = None) -> list[Row]:
     """The allocated charges of one origin (all records share node, pool, model, currency and hour); ``teams``
     the namespaces' teams in that hour (a namespace missing has no known team)."""
     teams = teams or {}
@@ -189,7 +190,7 @@ def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSetting
         row = _common(s, hour=record.hour, node=record.node, currency=record.currency, effective=share.cost)
         row |= _priced(share, model=record.gpu_model, mig_profile=mig, pool=record.pool, currency=record.currency,
                        fallback=fallback if mig == "" else None, ratio=ratio)
-        row |= (_usage_row(record, s, teams.get(record.namespace)) if isinstance(record, UsageRecord)
+        row |= (_usage_row(record, s, team=teams.get(record.namespace)) if isinstance(record, UsageRecord)
                 else _capacity_row(record))
         rows.append(row)
     return rows
@@ -221,7 +222,7 @@ def unused_commitment_row(c: CommitmentRecord, s: FocusSettings) -> Row:
         "ChargeDescription": f"Unused part of GPU commitment {c.commitment} ({c.gpu_model})",
         "ConsumedQuantity": None, "ConsumedUnit": None, "PricingQuantity": hours, "PricingUnit": PRICING_UNIT,
         "ListUnitPrice": list_price, "ContractedUnitPrice": contracted, "ListCost": list_cost, "ContractedCost": cost,
-        "SkuId": sku, "SkuMeter": SKU_METER, "SkuPriceId": sku_price_id(sku, c.currency, list_price),
+        "SkuId": sku, "SkuMeter": SKU_METER, "SkuPriceId": sku_price_id(sku, c.currency, price=list_price),
         "SkuPriceDetails": json_object({"x_GpuModel": c.gpu_model, "x_Commitment": c.commitment}),
         "CommitmentDiscountId": commitment_id(s.cluster, c.commitment), "CommitmentDiscountName": c.commitment,
         "CommitmentDiscountType": COMMITMENT_TYPE, "CommitmentDiscountCategory": "Usage",
@@ -235,15 +236,15 @@ def unused_commitment_row(c: CommitmentRecord, s: FocusSettings) -> Row:
     return row
 
 
-def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], s: FocusSettings,
-              unused: Sequence[CommitmentRecord] = (), *, teams: Mapping[str, str] | None = None) -> list[Row]:
+def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], *, s: FocusSettings,
+              unused: Sequence[CommitmentRecord] = (), teams: Mapping[str, str] | None = None) -> list[Row]:
     """All rows of one hour, origin by origin: holders first, then the capacity no holder is charged for; then
     the commitments' unused parts."""
     records: list[UsageRecord | CapacityRecord] = [*usage, *capacity]
     records.sort(key=lambda r: (_origin(r), isinstance(r, CapacityRecord)))
     rows: list[Row] = []
     for _key, group in groupby(records, key=_origin):
-        rows += origin_rows(list(group), s, teams)
+        rows += origin_rows(list(group), s, teams=teams)
     rows += [unused_commitment_row(c, s) for c in unused]
     return rows
 

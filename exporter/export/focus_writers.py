@@ -60,6 +60,7 @@ class CsvSink:
 
 
 def parquet_available() -> bool:
+    """Whether pyarrow is installed (the ``focus`` extra), so Parquet can be written."""
     try:
         import pyarrow  # noqa: F401
     except ImportError:
@@ -95,6 +96,7 @@ class ParquetSink:
         return str(value)
 
     def write(self, rows: Sequence[Row]) -> None:
+        """Append one hour's rows as one row group."""
         if not rows:
             return
         arrays = [self._pa.array([self._value(c, r.get(c.name)) for r in rows], type=self.schema.field(c.name).type)
@@ -103,6 +105,7 @@ class ParquetSink:
         self.rows += len(rows)
 
     def close(self) -> None:
+        """Write the Parquet footer; the file is unreadable until this runs."""
         self._writer.close()
 
 

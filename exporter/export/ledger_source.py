@@ -92,6 +92,7 @@ class Window:
     until: float | None
 
     def clause(self) -> tuple[str, list[float]]:
+        """The ``WHERE`` clause on ``hour`` and its parameters; "" when the window is open on both sides."""
         where: list[str] = []
         params: list[float] = []
         if self.since is not None:
@@ -130,7 +131,7 @@ def _tables(query: Query, dialect: str) -> set[str]:
     return {str(name) for (name,) in query(sql, ())}
 
 
-def _columns(query: Query, table: str, dialect: str) -> set[str]:
+def _columns(query: Query, table: str, *, dialect: str) -> set[str]:
     if dialect == "postgresql":
         return {str(name) for (name,) in query("SELECT column_name FROM information_schema.columns "
                                                "WHERE table_schema = current_schema() AND table_name = ?", (table,))}
@@ -146,8 +147,8 @@ def inspect_ledger(query: Query, *, cluster: str | None = "default", dialect: st
         raise ValueError("not a gpu-cost-exporter ledger (no usage/unallocated tables)")
     capacity = tuple(t for t in CAPACITY_TABLES if t.table in names)
     with_list = frozenset(t for t in ("usage", *(c.table for c in capacity))
-                          if "list_cost" in _columns(query, t, dialect))
-    keyed = "cluster" in _columns(query, "usage", dialect)
+                          if "list_cost" in _columns(query, t, dialect=dialect))
+    keyed = "cluster" in _columns(query, "usage", dialect=dialect)
     return LedgerLayout(capacity, with_list, cluster if keyed else None,  # None: every cluster
                         commitments="unused_commitment" in names, teams="namespace_team" in names)
 
@@ -166,7 +167,7 @@ def list_cost_sql(layout: LedgerLayout, table: str) -> str:
     return "list_cost" if table in layout.list_cost_in else "cost"
 
 
-def window_hours(query: Query, layout: LedgerLayout, window: Window) -> list[int]:
+def window_hours(query: Query, layout: LedgerLayout, *, window: Window) -> list[int]:
     """Every hour with a row in any exported table, ascending."""
     clause, params = window.clause()
     scope, scope_params = layout.scope()
@@ -190,14 +191,16 @@ def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = ()) 
                                                                                    list_cost=list_cost)
 
 
-def read_usage(query: Query, layout: LedgerLayout, hour: int) -> list[UsageRecord]:
+def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRecord]:
+    """The usage rows of one hour, in a stable order."""
     cols = _select(UsageRecord, list_cost_sql(layout, "usage"))
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
     return sorted(cols.records(UsageRecord, rows), key=_USAGE_ORDER)
 
 
-def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[CapacityRecord]:
+def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[CapacityRecord]:
+    """The capacity rows (unallocated, unobserved, ...) of one hour, in a stable order."""
     out: list[CapacityRecord] = []
     scope, scope_params = layout.scope()
     for cap in layout.capacity:
@@ -207,7 +210,8 @@ def read_capacity(query: Query, layout: LedgerLayout, hour: int) -> list[Capacit
     return out
 
 
-def read_unused_commitments(query: Query, layout: LedgerLayout, hour: int) -> list[CommitmentRecord]:
+def read_unused_commitments(query: Query, layout: LedgerLayout, *, hour: int) -> list[CommitmentRecord]:
+    """The unused-commitment rows of one hour; none on a ledger from before commitments."""
     if not layout.commitments:
         return []
     cols = _select(CommitmentRecord, None)
@@ -216,7 +220,7 @@ def read_unused_commitments(query: Query, layout: LedgerLayout, hour: int) -> li
     return sorted(cols.records(CommitmentRecord, rows), key=_COMMITMENT_ORDER)
 
 
-def read_teams(query: Query, layout: LedgerLayout, hour: int) -> dict[str, str]:
+def read_teams(query: Query, layout: LedgerLayout, *, hour: int) -> dict[str, str]:
     """namespace -> team as booking saw the namespace's team label in this hour; absent = unknown."""
     if not layout.teams:
         return {}

@@ -33,7 +33,7 @@ def _slug(text: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def sku_id(model: str, mig_profile: str, pool: str) -> str:
+def sku_id(model: str, mig_profile: str, *, pool: str) -> str:
     """``gpu-<model>[-mig-<profile>][-pool-<pool>]``: the same inputs always give the same id."""
     parts = ["gpu", _slug(model) or "unknown"]
     if mig_profile:
@@ -53,7 +53,8 @@ def price_point(per_gpu_hour: Decimal) -> Decimal:
     return per_gpu_hour.quantize(PRICE_QUANTUM)
 
 
-def sku_price_id(sku: str, currency: str, price: Decimal) -> str:
+def sku_price_id(sku: str, currency: str, *, price: Decimal) -> str:
+    """A price point's id: the SKU, currency and price, so a repricing gets a new id."""
     return f"{sku}-{currency.lower()}-{decimal_text(price)}"
 
 
@@ -86,16 +87,16 @@ class PriceEntry:
     category: str = "Standard"  # FOCUS PricingCategory: "Committed" for a commitment's GPU-hours
 
 
-def _rate(prices: PriceList, key: SkuKey, node: NodeFacts | None = None) -> GpuRate:
+def _rate(prices: PriceList, key: SkuKey, *, node: NodeFacts | None = None) -> GpuRate:
     facts = node or NodeFacts(name="", gpu_model=key.model)
     return prices.rate(NodeFacts(facts.name, key.model or None, facts.instance_type, facts.capacity_type,
                                  key.pool or None), key.mig_profile or None)
 
 
-def _entry(key: SkuKey, currency: str, per_gpu_hour: float, known: bool) -> PriceEntry:
+def _entry(key: SkuKey, currency: str, *, per_gpu_hour: float, known: bool) -> PriceEntry:
     point = price_point(money(per_gpu_hour))
-    sku = sku_id(key.model, key.mig_profile, key.pool)
-    return PriceEntry(key, sku, sku_price_id(sku, currency, point), currency, point, known)
+    sku = sku_id(key.model, key.mig_profile, pool=key.pool)
+    return PriceEntry(key, sku, sku_price_id(sku, currency, price=point), currency, point, known)
 
 
 def price_list(pricing: Pricing, keys: Iterable[SkuKey]) -> list[PriceEntry]:
@@ -104,7 +105,7 @@ def price_list(pricing: Pricing, keys: Iterable[SkuKey]) -> list[PriceEntry]:
     for key in sorted(set(keys), key=lambda k: (k.model, k.mig_profile, k.pool)):
         for prices in pricing.book.lists:
             rate = _rate(prices, key)
-            entry = _entry(key, pricing.currency, rate.list_per_gpu_hour, rate.known)
+            entry = _entry(key, pricing.currency, per_gpu_hour=rate.list_per_gpu_hour, known=rate.known)
             out.setdefault(entry.sku_price_id, entry)
     return list(out.values())
 
@@ -131,9 +132,10 @@ def published_price(pricing: Pricing, booked: PriceEntry, *, hour: int, node: No
                             f"{pricing.currency}")
     if booked.category == "Committed":
         return _published_commitment(pricing, booked)
-    rates = [_rate(prices, booked.key, node) for prices in _documents_of_hour(pricing, hour)]
+    rates = [_rate(prices, booked.key, node=node) for prices in _documents_of_hour(pricing, hour)]
     entries = [_entry(booked.key, pricing.currency,
-                      r.effective_per_gpu_hour if list_is_effective else r.list_per_gpu_hour, r.known) for r in rates]
+                      per_gpu_hour=r.effective_per_gpu_hour if list_is_effective else r.list_per_gpu_hour,
+                      known=r.known) for r in rates]
     for entry in entries:
         if entry.unit_price == booked.unit_price:
             return entry
@@ -174,7 +176,7 @@ def commitment_prices(pricing: Pricing) -> list[PriceEntry]:
     out: dict[str, PriceEntry] = {}
     for c in (c for prices in pricing.book.lists for c in prices.doc.commitments):
         sku = commitment_sku_id(c.name)
-        out.setdefault(sku, PriceEntry(SkuKey(c.model, "", ""), sku, sku_price_id(sku, pricing.currency, zero),
+        out.setdefault(sku, PriceEntry(SkuKey(c.model, "", ""), sku, sku_price_id(sku, pricing.currency, price=zero),
                                        pricing.currency, zero, listed=True, category="Committed"))
     return sorted(out.values(), key=lambda e: e.sku_id)
 
@@ -196,6 +198,7 @@ PRICE_LIST_COLUMNS = ("SkuId", "SkuPriceId", "SkuMeter", "PricingUnit", "Pricing
 
 
 def render_price_list(entries: Iterable[PriceEntry]) -> str:
+    """The price list CSV (one row per price point), as ``price-list`` prints it."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(PRICE_LIST_COLUMNS)

@@ -30,12 +30,14 @@ class Usage:
         return max(0.0, self.allocated - self.used - self.unmeasured)
 
     def add(self, other: Usage) -> None:
+        """Add ``other``'s seconds and energy to these, in place."""
         self.allocated += other.allocated
         self.used += other.used
         self.unmeasured += other.unmeasured
         self.energy_j += other.energy_j
 
     def as_tuple(self) -> tuple[float, float, float, float]:
+        """(allocated, used, unmeasured, energy_j), in this order."""
         return (self.allocated, self.used, self.unmeasured, self.energy_j)
 
 
@@ -75,7 +77,7 @@ def clamp_utilization(value: float | None) -> tuple[float | None, bool]:
     return value, False
 
 
-def charge_exclusive(fraction: float, seconds: float, reading: Reading) -> Usage:
+def charge_exclusive(fraction: float, seconds: float, *, reading: Reading) -> Usage:
     """Charge ``seconds`` to a holder that alone holds a device worth ``fraction`` of a GPU.
 
     Whole GPUs (fraction 1) and MIG instances (fraction = slices / GPU slices, with the instance's
@@ -88,7 +90,7 @@ def charge_exclusive(fraction: float, seconds: float, reading: Reading) -> Usage
     return Usage(allocated=allocated, used=allocated * reading.utilization, energy_j=energy)
 
 
-def charge_shared(holdings: Sequence[Holding], seconds: float, reading: Reading) -> dict[str, Usage]:
+def charge_shared(holdings: Sequence[Holding], seconds: float, *, reading: Reading) -> dict[str, Usage]:
     """Charge ``seconds`` on a time-sliced GPU to all of its current holders.
 
     The device's busy GPU-seconds (seconds x utilisation) are split in proportion to the holders'
@@ -111,7 +113,7 @@ def charge_shared(holdings: Sequence[Holding], seconds: float, reading: Reading)
     return out
 
 
-def counter_delta(previous: Usage | None, current: Usage, same_epoch: bool) -> tuple[Usage, bool]:
+def counter_delta(previous: Usage | None, current: Usage, *, same_epoch: bool) -> tuple[Usage, bool]:
     """Turn two cumulative readings into what happened between them.
 
     A new epoch, or any field going backwards, is a reset: the counter restarted from zero, so the

@@ -167,6 +167,8 @@ class CounterMark(_Amounts):
 
 
 class UsageKey(NamedTuple):
+    """An hour-row of usage: who held GPU time, where, at which price."""
+
     hour: int
     namespace: str
     pod: str
@@ -182,6 +184,8 @@ class UsageKey(NamedTuple):
 
 
 class CapacityKey(NamedTuple):
+    """An hour-row of one node's capacity that nobody held (or nobody observed)."""
+
     hour: int
     node: str
     pool: str
@@ -190,6 +194,8 @@ class CapacityKey(NamedTuple):
 
 
 class CapacityTotalKey(NamedTuple):
+    """The all-time total of one node's unallocated or unobserved capacity."""
+
     node: str
     pool: str
     gpu_model: str
@@ -206,21 +212,29 @@ class CommitmentKey(NamedTuple):
 
 
 class CommitmentTotalKey(NamedTuple):
+    """The all-time total of one commitment's unused part."""
+
     commitment: str
     gpu_model: str
     currency: str
 
 
 class NodeKey(NamedTuple):
+    """The all-time GPU-seconds of one node whose energy DCGM did not measure."""
+
     node: str
 
 
 class NamespaceKey(NamedTuple):
+    """A namespace's all-time totals, per currency."""
+
     namespace: str
     currency: str
 
 
 class BreakdownKey(NamedTuple):
+    """A namespace's all-time totals broken down by pool and priority class."""
+
     namespace: str
     pool: str
     priority_class: str

@@ -28,6 +28,7 @@ class Month:
 
     @classmethod
     def of(cls, ts: float) -> Month:
+        """The month that contains ``ts``."""
         first = datetime.fromtimestamp(ts, UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         following = first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(
             month=first.month + 1)

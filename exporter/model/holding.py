@@ -23,6 +23,7 @@ class Window:
 
     @property
     def seconds(self) -> float:
+        """The window's length; 0 when it is empty (end before start)."""
         return max(0.0, self.end - self.start)
 
     def overlap(self, held_from: float | None, held_until: float | None) -> float:
@@ -77,7 +78,7 @@ class FreeCapacity:
     oversubscribed: float  # GPU-seconds held beyond the capacity (see ``free_capacity``)
 
 
-def free_capacity(capacity: Mapping[str, float], held: Mapping[str, float], seconds: float) -> FreeCapacity:
+def free_capacity(capacity: Mapping[str, float], held: Mapping[str, float], *, seconds: float) -> FreeCapacity:
     """Unallocated GPU-seconds per model = capacity x seconds - held, never negative.
 
     ``capacity`` is physical GPUs per model; ``held`` is GPU-seconds held per model in the window.

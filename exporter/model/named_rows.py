@@ -43,6 +43,7 @@ class Select:
         return cls.of((f.name for f in fields(record) if f.name not in left_out), **exprs)
 
     def sql(self) -> str:
+        """The SELECT list, in the column order of ``names``."""
         return ", ".join(self.exprs)
 
     def getter(self, *names: str) -> Callable[[Row], tuple[Any, ...]]:

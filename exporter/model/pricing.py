@@ -62,7 +62,7 @@ class Pricing:
         self.doc = self.book.newest.doc
         self.currency = self.doc.currency
 
-    def price(self, model: str | None, mig_profile: str | None = None, pool: str | None = None, *,
+    def price(self, model: str | None, mig_profile: str | None = None, *, pool: str | None = None,
               at: float | None = None) -> Price:
         """Version-1 lookup: ``model`` (MIG overrides scaled by fraction) * pool multiplier.
 
@@ -94,7 +94,7 @@ def _load_text(text: str, source: str) -> dict[str, object]:
     return raw
 
 
-def _fail(item: SourcedDoc | tuple[str, str], field: str, msg: str) -> PricingError:
+def _fail(item: SourcedDoc | tuple[str, str], field: str, *, msg: str) -> PricingError:
     source, prefix = (item.source, item.prefix) if isinstance(item, SourcedDoc) else item
     path = f"{prefix}.{field}" if prefix and field and not field.startswith("[") else prefix + field
     return PricingError(f"{source}: field {path}: {msg}")
@@ -103,17 +103,18 @@ def _fail(item: SourcedDoc | tuple[str, str], field: str, msg: str) -> PricingEr
 def parse_document(raw: object, source: str, *, prefix: str = "") -> SourcedDoc:
     """Validate one document (a mapping); errors name ``source`` and the field under ``prefix``."""
     if not isinstance(raw, dict):
-        raise _fail((source, prefix), "", "expected a mapping") if prefix else PricingError(
+        raise _fail((source, prefix), "", msg="expected a mapping") if prefix else PricingError(
             f"{source}: expected a mapping at the top level")
     try:
         doc = PricingDoc.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise _fail((source, prefix), field_path(tuple(err["loc"])), err["msg"]) from exc
+        raise _fail((source, prefix), field_path(tuple(err["loc"])), msg=err["msg"]) from exc
     item = SourcedDoc(doc, source, prefix)
     problems = rule_violations(doc)
     if problems:
-        raise _fail(item, *problems[0])
+        field, msg = problems[0]
+        raise _fail(item, field, msg=msg)
     return item
 
 
@@ -128,14 +129,14 @@ def build_pricing(docs: Sequence[SourcedDoc]) -> Pricing:
         seen: dict[float, SourcedDoc] = {}
         for item in docs:
             if item.doc.effective_from is None:
-                raise _fail(item, "effective_from", "required when several pricing documents are kept")
+                raise _fail(item, "effective_from", msg="required when several pricing documents are kept")
             if item.doc.currency != first.doc.currency:
                 raise _fail(item, "currency",
-                            f"{item.doc.currency!r} differs from {first.doc.currency!r} in {_where(first)}")
+                            msg=f"{item.doc.currency!r} differs from {first.doc.currency!r} in {_where(first)}")
             when = item.doc.effective_from.timestamp()
             if when in seen:
                 raise _fail(item, "effective_from",
-                            f"{item.doc.effective_from.isoformat()} is already taken by {_where(seen[when])}")
+                            msg=f"{item.doc.effective_from.isoformat()} is already taken by {_where(seen[when])}")
             seen[when] = item
     return Pricing(PriceBook([PriceList(item.doc) for item in docs]))
 

@@ -103,7 +103,7 @@ def _fits(target: Placement, *, demand: float, fb_peak: int | None, settings: Ru
     return fb_peak * settings.memory_margin <= memory
 
 
-def _scale_to_zero(use: WorkloadUse, ev: Evidence, settings: RuleSettings) -> list[_Candidate]:
+def _scale_to_zero(use: WorkloadUse, ev: Evidence, *, settings: RuleSettings) -> list[_Candidate]:
     if ev.util_p95 is None or ev.util_p95 > settings.idle_threshold:
         return []
     target = Placement(use.placement.gpu_model, use.placement.mig_profile, 0, use.placement.replicas)
@@ -112,7 +112,7 @@ def _scale_to_zero(use: WorkloadUse, ev: Evidence, settings: RuleSettings) -> li
                        f"p95 utilisation stayed below {settings.idle_threshold:.0%} for the whole window{unknown}")]
 
 
-def _fewer_gpus(use: WorkloadUse, current_price: float, settings: RuleSettings) -> list[_Candidate]:
+def _fewer_gpus(use: WorkloadUse, current_price: float, *, settings: RuleSettings) -> list[_Candidate]:
     held = use.placement.gpus
     if held <= 1:
         return []
@@ -126,7 +126,7 @@ def _fewer_gpus(use: WorkloadUse, current_price: float, settings: RuleSettings) 
                        f"{settings.idle_threshold:.0%}) in any pod")]
 
 
-def _resized(use: WorkloadUse, offers: Sequence[Offer], ev: Evidence, settings: RuleSettings) -> list[_Candidate]:
+def _resized(use: WorkloadUse, offers: Sequence[Offer], *, ev: Evidence, settings: RuleSettings) -> list[_Candidate]:
     """mig, time_slice and smaller_gpu: one device per pod (or each device, for smaller_gpu) moved elsewhere."""
     current = use.placement
     worst = max((_device_p95(d) for pod in use.pods for d in pod.devices), default=1.0)
@@ -165,7 +165,7 @@ def _gib(value: int | None) -> str:
     return "unmeasured" if value is None else f"{value / 2**30:.1f} GiB"
 
 
-def _monthly_after(use: WorkloadUse, window_hours: float, candidate: _Candidate) -> float:
+def _monthly_after(use: WorkloadUse, window_hours: float, *, candidate: _Candidate) -> float:
     average_devices = use.allocated_device_hours / window_hours
     scale = candidate.target.gpus / use.placement.gpus
     return average_devices * scale * candidate.hourly_price * HOURS_PER_MONTH
@@ -179,13 +179,13 @@ def recommend(use: WorkloadUse, offers: Sequence[Offer], *, window_hours: float,
         return None
     ev = evidence_of(use)
     current_price = use.booked_cost / use.allocated_device_hours
-    candidates = _scale_to_zero(use, ev, rules)
+    candidates = _scale_to_zero(use, ev, settings=rules)
     if not use.placement.replicas:  # a replica's utilisation is its whole GPU's: only idleness is certain
-        candidates += _fewer_gpus(use, current_price, rules) + _resized(use, offers, ev, rules)
+        candidates += _fewer_gpus(use, current_price, settings=rules) + _resized(use, offers, ev=ev, settings=rules)
     now = use.booked_cost / window_hours * HOURS_PER_MONTH
     best: Recommendation | None = None
     for candidate in candidates:
-        after = _monthly_after(use, window_hours, candidate)
+        after = _monthly_after(use, window_hours, candidate=candidate)
         if now - after <= 0.005 or (best is not None and now - after <= best.monthly_savings):
             continue
         best = Recommendation(namespace=use.namespace, workload=use.workload, action=candidate.action,

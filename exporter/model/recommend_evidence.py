@@ -42,6 +42,7 @@ class UtilHistogram:
 
     @classmethod
     def empty(cls) -> UtilHistogram:
+        """The histogram of no observations."""
         return _EMPTY  # immutable: one shared instance (booking asks for it per holder per tick)
 
     @classmethod
@@ -69,6 +70,7 @@ class UtilHistogram:
 
     @property
     def total_seconds(self) -> float:
+        """Seconds observed in all buckets."""
         return sum(self.seconds)
 
     def add(self, utilization: float, seconds: float) -> UtilHistogram:

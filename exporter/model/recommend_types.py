@@ -116,4 +116,5 @@ class Recommendation:
 
     @property
     def monthly_savings(self) -> float:
+        """Monthly cost now minus after, in ``currency``; negative when the action costs more."""
         return self.monthly_cost_now - self.monthly_cost_after

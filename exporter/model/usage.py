@@ -62,6 +62,7 @@ class HolderCounters(BaseModel):
         return value if isinstance(value, str) and value in SHARING_MODES else ""
 
     def key(self) -> str:
+        """The holder's identity (namespace/pod/container/device), as the meter keys it."""
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
 
 

@@ -118,7 +118,7 @@ async def test_kubelet_lists_a_two_device_claim_with_accumulating_cdi_names(tmp_
         await peers.advance(0.0)
         socket_path = Path(peers.agent_env("dra")["GPUCOST_PODRESOURCES_SOCKET"])
         data = await unary_call(socket_path, "/v1.PodResourcesLister/List",
-                                pb.ListPodResourcesRequest().SerializeToString(), timeout=10.0,
+                                request=pb.ListPodResourcesRequest().SerializeToString(), timeout=10.0,
                                 max_receive_bytes=1 << 20)
     finally:
         await peers.close()

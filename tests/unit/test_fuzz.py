@@ -94,7 +94,8 @@ def test_podresources_and_dcgm_handling(held: list[ContainerDevices], dcgm_text:
     devices = build_devices(parse_exposition(dcgm_text).samples)
     m = Meter(node="n")
     for t in (0.0, 15.0):
-        m.tick(t, attribute(held, devices, None, m.mig_known, m.inventory, ["amd.com/gpu"]), devices, cap=60.0)
+        m.tick(t, attribute(held, devices, allocatable=None, mig_known=m.mig_known, inventory=m.inventory,
+                            extra_resources=["amd.com/gpu"]), dcgm=devices, cap=60.0)
     for h in m.holders.values():
         assert h.usage.allocated >= 0 and 0 <= h.usage.used <= h.usage.allocated + 1e-9
 

@@ -73,8 +73,10 @@ def test_allocated_plus_unallocated_plus_unobserved_is_capacity_times_wall_time(
         dcgm = _dcgm(s["util"]) if s["dcgm_up"] else None
         held = [ContainerDevices("ns", p, "c", PODS[p][0], (PODS[p][1],)) for p in sorted(s["present"])]
         alloc = ALLOCATABLE if i >= allocatable_from else None  # the agent keeps it once it has it
-        attribution = attribute(held, dcgm, alloc, m.mig_known, m.inventory) if s["podresources_up"] else None
-        m.tick(now, attribution, dcgm, CAP, allocatable=alloc, lifetimes=lives if s["watch"] else None, skew=15.0)
+        attribution = attribute(held, dcgm, allocatable=alloc, mig_known=m.mig_known,
+                                inventory=m.inventory) if s["podresources_up"] else None
+        m.tick(now, attribution, dcgm=dcgm, cap=CAP, allocatable=alloc, lifetimes=lives if s["watch"] else None,
+               skew=15.0)
     allocated = sum(h.usage.allocated for h in m.holders.values())
     total = allocated + sum(m.unallocated.values()) + sum(m.unobserved.values())
     expected = 0.0 if m.started_at is None or m.last_tick is None else GPUS * (m.last_tick - m.started_at)

@@ -48,7 +48,8 @@ def test_attribution_resolves_whole_gpu_mig_and_shares() -> None:
     """gpu-0 whole -> G0 x 1; the shared gpu-1 -> G1 x 1/2 per pod; 3g.40gb -> instance 1 of G2, 3/7."""
     claims = [_claim("whole", "main", "w", "gpu-0"), _claim("p1", "main", "s", "gpu-1"),
               _claim("p2", "main", "s", "gpu-1"), _claim("m", "main", "mig", "gpu-2-mig-3g40gb-9-1")]
-    res = attribute([], DCGM, None, {}, {}, context=NodeContext(dra_slices=SLICES), claims=claims)
+    res = attribute([], DCGM, allocatable=None, mig_known={}, inventory={}, context=NodeContext(dra_slices=SLICES),
+                    claims=claims)
     by = {a.pod: a for a in res.assignments}
     assert (by["whole"].gpu_uuid, by["whole"].dcgm_key, by["whole"].fraction) == (G0, (G0, ""), 1.0)
     assert by["p1"].fraction == by["p2"].fraction == 0.5 and by["p1"].dcgm_key == (G1, "")
@@ -62,7 +63,7 @@ def test_attribution_resolves_whole_gpu_mig_and_shares() -> None:
 def test_without_slices_gpu_names_fall_back_to_the_minor_number() -> None:
     """No API: gpu-1 is the GPU DCGM labels gpu="1"; a MIG name still gives parent minor and profile."""
     claims = [_claim("p", "main", "c", "gpu-1"), _claim("m", "main", "mig", "gpu-2-mig-3g40gb-9-1")]
-    res = attribute([], DCGM, None, {}, {}, claims=claims)
+    res = attribute([], DCGM, allocatable=None, mig_known={}, inventory={}, claims=claims)
     by = {a.pod: a for a in res.assignments}
     assert (by["p"].gpu_uuid, by["p"].fraction) == (G1, 1.0)
     assert (by["m"].gpu_uuid, by["m"].dcgm_key) == (G2, (G2, "1"))
@@ -117,7 +118,8 @@ def test_shared_mig_claim_resolves_once_for_all_its_pods() -> None:
             (G2, "2"): DcgmDevice(gpu_uuid=G2, index="2", model=A100, gpu_instance_id="2", mig_profile="3g.40gb",
                                   pods={("ml", "e0", "main")})}
     claims = [_claim(pod, "main", "eval", "gpu-2-mig-3g40gb-9-2") for pod in ("e0", "e1")]
-    res = attribute([], dcgm, None, {}, {}, context=NodeContext(dra_slices=mig_slices), claims=claims)
+    res = attribute([], dcgm, allocatable=None, mig_known={}, inventory={}, context=NodeContext(dra_slices=mig_slices),
+                    claims=claims)
     assert {(a.pod, a.dcgm_key) for a in res.assignments} == {("e0", (G2, "2")), ("e1", (G2, "2"))}
     assert all(a.fraction == pytest.approx(3 / 14) for a in res.assignments)
     assert res.learned["MIG-bbbb"].gpu_instance_id == "2"
@@ -136,7 +138,8 @@ def test_claim_names_travel_to_the_snapshot_and_survive_a_restart() -> None:
     ctx = NodeContext(dra_slices=SLICES)
     m = Meter(node="n")
     for now in (0.0, 15.0):
-        m.tick(now, attribute([plain], DCGM, None, {}, {}, context=ctx, claims=claims), DCGM, 60.0)
+        m.tick(now, attribute([plain], DCGM, allocatable=None, mig_known={}, inventory={}, context=ctx, claims=claims),
+               dcgm=DCGM, cap=60.0)
     claim_of = {h.pod: (h.claim, h.allocated_s) for h in snapshot_of(m, 15.0, dcgm_up=True,
                                                                        podresources_up=True).holders}
     assert claim_of == {"whole": ("ml/w", 15.0), "p1": ("ml/s", 15.0), "plain": ("", 15.0)}
@@ -183,12 +186,13 @@ def test_consumable_capacity_shares_charge_memory_over_device_memory_and_split_b
     ctx = NodeContext(dra_slices=CAP_SLICES, dra_consumed={"ml/a": {DeviceKey(NV, "node-a", "gpu-0"): 20 * GI},
                                                            "ml/b": {DeviceKey(NV, "node-a", "gpu-0"): 40 * GI}})
     dcgm = {(G0, ""): DcgmDevice(gpu_uuid=G0, index="0", model=A100, gr_engine=0.6)}
-    res = attribute([], dcgm, None, {}, {}, context=ctx, claims=claims)
+    res = attribute([], dcgm, allocatable=None, mig_known={}, inventory={}, context=ctx, claims=claims)
     assert {a.pod: a.fraction for a in res.assignments} == {"a": 20 / 80, "b1": 40 / 80 / 2, "b2": 40 / 80 / 2}
     assert res.unresolved == []
     m = Meter(node="n")
     for now in (0.0, 15.0):
-        m.tick(now, attribute([], dcgm, None, {}, {}, context=ctx, claims=claims), dcgm, 60.0)
+        m.tick(now, attribute([], dcgm, allocatable=None, mig_known={}, inventory={}, context=ctx, claims=claims),
+               dcgm=dcgm, cap=60.0)
     for h in m.holders.values():
         assert h.usage.allocated == pytest.approx(0.25 * 15)
         assert h.usage.used == pytest.approx(0.6 * 15 * 0.25 / 0.75)
@@ -202,7 +206,9 @@ def test_share_of_a_device_without_published_memory() -> None:
     consumed = {"ml/a": {DeviceKey(NV, "node-a", "gpu-0"): 20 * GI}}
     bare = {DeviceKey(NV, "node-a", "gpu-0"): SliceDevice("gpu", G0)}
     fb = {(G0, ""): DcgmDevice(gpu_uuid=G0, index="0", model=A100, fb_used=30 * GI, fb_free=50 * GI)}
-    res = attribute([], fb, None, {}, {}, context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
+    res = attribute([], fb, allocatable=None, mig_known={}, inventory={},
+                    context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
     assert [a.fraction for a in res.assignments] == [20 / 80] and res.unresolved == []
-    res = attribute([], DCGM, None, {}, {}, context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
+    res = attribute([], DCGM, allocatable=None, mig_known={}, inventory={},
+                    context=NodeContext(dra_slices=bare, dra_consumed=consumed), claims=claims)
     assert [a.fraction for a in res.assignments] == [1.0] and res.unresolved == ["node-a/gpu-0"]

@@ -40,8 +40,8 @@ def dcgm(energy: dict[str, float | None], *, name: str = MJ, scale: float = 1000
 
 def tick(m: Meter, now: float, held: list[ContainerDevices] | None, readings: dict[tuple[str, str], DcgmDevice] | None,
          *, lives: dict[tuple[str, str], PodLifetime] | None = None, cap: float = 60.0) -> None:
-    attribution = None if held is None else attribute(held, readings, None, {}, {})
-    m.tick(now, attribution, readings, cap, lifetimes=lives, skew=15.0)
+    attribution = None if held is None else attribute(held, readings, allocatable=None, mig_known={}, inventory={})
+    m.tick(now, attribution, dcgm=readings, cap=cap, lifetimes=lives, skew=15.0)
 
 
 def holder_j(m: Meter) -> float:

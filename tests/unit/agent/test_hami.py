@@ -89,7 +89,7 @@ def test_attribution_trusts_the_annotation_over_the_listed_ids() -> None:
     alloc = {"nvidia.com/gpu": tuple(f"{g}-{k}" for g in (G1, G0) for k in range(10))}
     ctx = NodeContext(labels={"nvidia.com/gpu.memory": "81920"},
                       hami={ContainerKey("ns", "p", "main"): [HamiDevice(G0, "NVIDIA", 10 * GIB, 30)]})
-    res = attribute(held, dcgm, alloc, {}, {}, context=ctx)
+    res = attribute(held, dcgm, allocatable=alloc, mig_known={}, inventory={}, context=ctx)
     (a,) = res.assignments
     assert (a.gpu_uuid, a.dcgm_key, a.device_id) == (G0, (G0, ""), G0)
     assert a.fraction == pytest.approx(0.3) and a.kind is DeviceKind.REPLICA and a.sharing is SharingMode.HAMI
@@ -102,7 +102,7 @@ def test_attribution_without_the_annotation_falls_back_to_one_slot_and_says_so()
     dcgm = {(G1, ""): _dev(G1, 0.4)}
     held = [ContainerDevices("ns", "p", "main", "nvidia.com/gpu", (f"{G1}-3",))]
     alloc = {"nvidia.com/gpu": tuple(f"{G1}-{k}" for k in range(10))}
-    res = attribute(held, dcgm, alloc, {}, {})
+    res = attribute(held, dcgm, allocatable=alloc, mig_known={}, inventory={})
     (a,) = res.assignments
     assert a.gpu_uuid == G1 and a.fraction == pytest.approx(0.1)
     assert res.unresolved == [f"{G1}-3"]
@@ -114,7 +114,7 @@ def test_memory_share_sized_from_dcgm_when_the_node_label_is_missing() -> None:
                      fb_used=60 * GIB * 1048576.0, fb_free=20 * GIB * 1048576.0)
     held = [ContainerDevices("ns", "p", "main", "nvidia.com/gpu", (f"{G0}-0",))]
     ctx = NodeContext(hami={ContainerKey("ns", "p", "main"): [HamiDevice(G0, "NVIDIA", 40 * GIB, 0)]})
-    (a,) = attribute(held, {(G0, ""): dev}, None, {}, {}, context=ctx).assignments
+    (a,) = attribute(held, {(G0, ""): dev}, allocatable=None, mig_known={}, inventory={}, context=ctx).assignments
     assert a.fraction == pytest.approx(0.5)
 
 
@@ -126,7 +126,7 @@ def test_share_of_a_gpu_of_unknown_size_is_unresolved_not_its_cores_alone(cores:
     held = [ContainerDevices("ns", "p", "main", "nvidia.com/gpu", (f"{G0}-0",))]
     alloc = {"nvidia.com/gpu": tuple(f"{G0}-{k}" for k in range(10))}
     ctx = NodeContext(hami={ContainerKey("ns", "p", "main"): [HamiDevice(G0, "NVIDIA", 40 * GIB, cores)]})
-    res = attribute(held, {(G0, ""): _dev(G0, 0.2)}, alloc, {}, {}, context=ctx)
+    res = attribute(held, {(G0, ""): _dev(G0, 0.2)}, allocatable=alloc, mig_known={}, inventory={}, context=ctx)
     (a,) = res.assignments
     assert a.fraction == pytest.approx(fraction)
     assert res.unresolved == [G0]

@@ -19,8 +19,8 @@ P = ContainerDevices("ns", "p", "c", "nvidia.com/gpu", ("GPU-a",))
 
 def tick(m: Meter, now: float, held: list[ContainerDevices] | None,
          lives: dict[tuple[str, str], PodLifetime] | None = None, cap: float = 60.0) -> None:
-    attribution = None if held is None else attribute(held, DCGM, None, {}, {})
-    m.tick(now, attribution, DCGM, cap, lifetimes=lives, skew=15.0)
+    attribution = None if held is None else attribute(held, DCGM, allocatable=None, mig_known={}, inventory={})
+    m.tick(now, attribution, dcgm=DCGM, cap=cap, lifetimes=lives, skew=15.0)
 
 
 def total(m: Meter) -> float:
@@ -115,7 +115,8 @@ def test_capacity_from_allocatable_when_dcgm_never_answered() -> None:
     m = Meter(node="n")
     alloc = {"nvidia.com/gpu": ("GPU-a",), "nvidia.com/gpu.shared": tuple(f"GPU-b::{k}" for k in range(4))}
     for t in (0.0, 15.0):
-        m.tick(t, attribute([P], None, alloc, {}, {}), None, 60.0, allocatable=alloc)
+        m.tick(t, attribute([P], None, allocatable=alloc, mig_known={}, inventory={}), dcgm=None, cap=60.0,
+               allocatable=alloc)
     assert m.capacity(alloc) == {"unknown": 2.0}
     assert m.unallocated == {"unknown": pytest.approx(15.0)}
 
@@ -125,11 +126,11 @@ def test_meter_whole_gpu_dcgm_down_and_cap() -> None:
     dcgm = {("GPU-a", ""): dev("GPU-a", 0.4, energy=1000.0)}
     held = [ContainerDevices("ns", "p", "c", "nvidia.com/gpu", ("GPU-a",))]
     m = Meter(node="n")
-    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
+    m.tick(0.0, attribute(held, dcgm, allocatable=None, mig_known={}, inventory={}), dcgm=dcgm, cap=60)
     dcgm[("GPU-a", "")].energy = 1300.0
-    m.tick(15.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    m.tick(30.0, attribute(held, None, None, {}, m.inventory), None, cap=60)
-    stats = m.tick(100.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
+    m.tick(15.0, attribute(held, dcgm, allocatable=None, mig_known={}, inventory={}), dcgm=dcgm, cap=60)
+    m.tick(30.0, attribute(held, None, allocatable=None, mig_known={}, inventory=m.inventory), dcgm=None, cap=60)
+    stats = m.tick(100.0, attribute(held, dcgm, allocatable=None, mig_known={}, inventory={}), dcgm=dcgm, cap=60)
     u = m.holders["ns/p/c/GPU-a"].usage
     assert u.allocated == pytest.approx(90.0)
     assert u.used == pytest.approx(15 * 0.4 + 60 * 0.4)
@@ -144,8 +145,8 @@ def test_meter_unallocated_counts_uncarved_and_unheld() -> None:
             ("GPU-p", "2"): dev("GPU-p", 0.0, "2", "3g.40gb"), ("GPU-q", ""): dev("GPU-q", 0.0)}
     held = [ContainerDevices("ns", "s", "c", "nvidia.com/mig-3g.40gb", ("MIG-1",))]
     m = Meter(node="n")
-    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=120)
-    m.tick(60.0, attribute(held, dcgm, None, dict(m.mig_known), {}), dcgm, cap=120)
+    m.tick(0.0, attribute(held, dcgm, allocatable=None, mig_known={}, inventory={}), dcgm=dcgm, cap=120)
+    m.tick(60.0, attribute(held, dcgm, allocatable=None, mig_known=dict(m.mig_known), inventory={}), dcgm=dcgm, cap=120)
     assert m.unallocated[H100] == pytest.approx(60 * (2 - 3 / 7))
 
 
@@ -154,9 +155,9 @@ def test_meter_marks_gone_holders_inactive_and_drops_after_ack() -> None:
     dcgm = {("GPU-a", ""): dev("GPU-a", 1.0)}
     held = [ContainerDevices("ns", "p", "c", "nvidia.com/gpu", ("GPU-a",))]
     m = Meter(node="n")
-    m.tick(0.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    m.tick(15.0, attribute(held, dcgm, None, {}, {}), dcgm, cap=60)
-    m.tick(30.0, attribute([], dcgm, None, {}, {}), dcgm, cap=60)
+    m.tick(0.0, attribute(held, dcgm, allocatable=None, mig_known={}, inventory={}), dcgm=dcgm, cap=60)
+    m.tick(15.0, attribute(held, dcgm, allocatable=None, mig_known={}, inventory={}), dcgm=dcgm, cap=60)
+    m.tick(30.0, attribute([], dcgm, allocatable=None, mig_known={}, inventory={}), dcgm=dcgm, cap=60)
     assert m.holders["ns/p/c/GPU-a"].active is False
     assert m.drop_acknowledged(100.0, acked_until=None, retention=60, safety=1000) == 0
     assert m.drop_acknowledged(100.0, acked_until=20.0, retention=60, safety=1000) == 1

@@ -85,7 +85,7 @@ async def test_a_list_larger_than_grpcs_default_limit_arrives_whole(serve: Serve
 async def test_a_reply_past_the_receive_limit_is_refused(serve: Serve) -> None:
     path = await serve(Kubelet(pods=[_pod(i, 10) for i in range(100)]))
     with pytest.raises(GrpcError) as err:
-        await unary_call(path, METHOD_LIST, b"", timeout=5.0, max_receive_bytes=1000)
+        await unary_call(path, METHOD_LIST, request=b"", timeout=5.0, max_receive_bytes=1000)
     assert err.value.code == RESOURCE_EXHAUSTED
 
 
@@ -144,7 +144,7 @@ async def test_a_peer_that_is_not_grpc_is_unavailable(tmp_path: Path) -> None:
     server = await asyncio.start_unix_server(hang_up, str(path))
     try:
         with pytest.raises(GrpcError, match="UNAVAILABLE"):
-            await unary_call(path, METHOD_LIST, b"", timeout=2.0, max_receive_bytes=1 << 20)
+            await unary_call(path, METHOD_LIST, request=b"", timeout=2.0, max_receive_bytes=1 << 20)
     finally:
         server.close()
         await server.wait_closed()

@@ -61,8 +61,8 @@ def test_allocation_details_is_the_json_object_of_that_shape() -> None:
                        (Decimal("1"), Decimal("7200.5"))):
         element: dict[str, Scalar] = {"AllocatedRatio": ratio, "UsageUnit": "GPU-Hours", "UsageQuantity": qty}
         expected = json_object({"Elements": [element]})
-        assert allocation_details(ratio, "GPU-Hours", qty) == expected
-    assert allocation_details(Decimal("0.25"), "GPU-Hours", Decimal("2")) == (
+        assert allocation_details(ratio, "GPU-Hours", quantity=qty) == expected
+    assert allocation_details(Decimal("0.25"), "GPU-Hours", quantity=Decimal("2")) == (
         '{"Elements":[{"AllocatedRatio":0.25,"UsageUnit":"GPU-Hours","UsageQuantity":2.0}]}')
 
 

@@ -36,10 +36,10 @@ pools: {dev: 0.5}
 
 
 def test_sku_ids_are_derived_deterministically() -> None:
-    assert sku_id("NVIDIA A100-SXM4-80GB", "1g.10gb", "inference") == (
+    assert sku_id("NVIDIA A100-SXM4-80GB", "1g.10gb", pool="inference") == (
         "gpu-nvidia-a100-sxm4-80gb-mig-1g.10gb-pool-inference")
-    assert sku_id("NVIDIA L4", "", "") == "gpu-nvidia-l4"
-    assert sku_price_id("gpu-nvidia-l4", "EUR", __import__("decimal").Decimal("0.400")) == "gpu-nvidia-l4-eur-0.4"
+    assert sku_id("NVIDIA L4", "", pool="") == "gpu-nvidia-l4"
+    assert sku_price_id("gpu-nvidia-l4", "EUR", price=__import__("decimal").Decimal("0.400")) == "gpu-nvidia-l4-eur-0.4"
 
 
 def test_prices_come_from_the_pricing_lookup() -> None:
@@ -97,8 +97,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 def _booked(price: str, *, pool: str = "train", currency: str = "USD") -> PriceEntry:
     key = SkuKey(H100, "", pool)
-    sku = sku_id(H100, "", pool)
-    return PriceEntry(key, sku, sku_price_id(sku, currency, Decimal(price)), currency, Decimal(price), listed=True)
+    sku = sku_id(H100, "", pool=pool)
+    return PriceEntry(key, sku, sku_price_id(sku, currency, price=Decimal(price)), currency, Decimal(price),
+                      listed=True)
 
 
 def test_a_booked_price_is_checked_against_the_document_in_force_that_hour() -> None:

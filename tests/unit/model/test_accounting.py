@@ -20,15 +20,15 @@ from exporter.model.accounting import (
 
 def test_charge_exclusive_whole_and_mig() -> None:
     """Whole GPU, 15 s at 40 %: 15 allocated, 6 used. MIG 3/7 for 70 s at 50 %: 30 allocated, 15 used."""
-    u = charge_exclusive(1.0, 15.0, Reading(0.4))
+    u = charge_exclusive(1.0, 15.0, reading=Reading(0.4))
     assert (u.allocated, u.used, u.unmeasured, u.idle) == pytest.approx((15.0, 6.0, 0.0, 9.0))
-    m = charge_exclusive(3 / 7, 70.0, Reading(0.5))
+    m = charge_exclusive(3 / 7, 70.0, reading=Reading(0.5))
     assert (m.allocated, m.used) == pytest.approx((30.0, 15.0))
 
 
 def test_charge_without_reading_is_unmeasured_not_idle() -> None:
     """No utilisation reading: allocated and unmeasured, never used and never idle."""
-    u = charge_exclusive(1.0, 15.0, Reading(None))
+    u = charge_exclusive(1.0, 15.0, reading=Reading(None))
     assert (u.allocated, u.used, u.unmeasured, u.idle) == (15.0, 0.0, 15.0, 0.0)
 
 
@@ -38,7 +38,7 @@ def test_charge_shared_splits_busy_time_by_fraction_with_cap() -> None:
     busy = 36 GPU-s, split by fraction: A 36 x (1/4)/(3/4) = 12 -> capped at its 15 allocated -> 12;
     B 36 x (2/4)/(3/4) = 24, allocated 30 -> 24.
     """
-    out = charge_shared([Holding("A", 0.25), Holding("B", 0.5)], 60.0, Reading(0.6))
+    out = charge_shared([Holding("A", 0.25), Holding("B", 0.5)], 60.0, reading=Reading(0.6))
     assert out["A"].allocated == pytest.approx(15.0)
     assert out["A"].used == pytest.approx(12.0)
     assert out["B"].allocated == pytest.approx(30.0)
@@ -47,7 +47,7 @@ def test_charge_shared_splits_busy_time_by_fraction_with_cap() -> None:
 
 def test_charge_shared_never_gives_more_than_allocated() -> None:
     """Two 1/4 holders on a saturated GPU (util 1.0): busy 60 GPU-s, each gets 30 but is capped at 15."""
-    out = charge_shared([Holding("A", 0.25), Holding("B", 0.25)], 60.0, Reading(1.0))
+    out = charge_shared([Holding("A", 0.25), Holding("B", 0.25)], 60.0, reading=Reading(1.0))
     assert out["A"].used == pytest.approx(15.0)
     assert out["B"].used == pytest.approx(15.0)
 

@@ -21,8 +21,8 @@ def test_free_capacity_edge_cases() -> None:
     """8 GPUs x 10 s = 80. Held 30 of H100 + 20 of an unknown model: unallocated 80 - 30 - 20 = 30.
     Held 100 > 80: unallocated 0, oversubscribed 20 (30 + 0 ... = 100 - 80), identity kept:
     held + unallocated - oversubscribed = 80."""
-    f = free_capacity({H100: 8.0}, {H100: 30.0, "unknown": 20.0}, 10.0)
+    f = free_capacity({H100: 8.0}, {H100: 30.0, "unknown": 20.0}, seconds=10.0)
     assert f.unallocated == {H100: pytest.approx(30.0)} and f.oversubscribed == 0.0
-    f = free_capacity({H100: 8.0}, {H100: 70.0, "unknown": 30.0}, 10.0)
+    f = free_capacity({H100: 8.0}, {H100: 70.0, "unknown": 30.0}, seconds=10.0)
     assert f.unallocated == {H100: 0.0} and f.oversubscribed == pytest.approx(20.0)
     assert 100.0 + 0.0 - f.oversubscribed == pytest.approx(80.0)

@@ -189,7 +189,7 @@ def test_version_1_file_prices_unchanged(model: str, mig: str | None, pool: str 
     """A version-1 file gives today's prices through the old lookup and through the resolver alike."""
     p = parse_pricing(V1, "p.yaml")
     assert p.currency == "EUR"
-    assert p.price(model, mig, pool).per_gpu_hour == pytest.approx(expected)
+    assert p.price(model, mig, pool=pool).per_gpu_hour == pytest.approx(expected)
     rate = p.rate(NodeFacts("n", model, pool=pool), at=DEC_2026, mig_profile=mig)
     assert rate.effective_per_gpu_hour == pytest.approx(expected)
     assert rate.known == (model in p.doc.models or mig == "1g.10gb")

@@ -27,7 +27,8 @@ ALLOC: dict[str, tuple[str, ...]] = {"nvidia.com/gpu.shared": ("GPU-b::0", "GPU-
 
 def _tick(m: Meter, at: float, fb_a: float) -> None:
     dcgm = _dcgm(fb_a, 9000 * MIB)
-    m.tick(at, attribute(HELD, dcgm, ALLOC, {}, {}), dcgm, cap=60, allocatable=ALLOC)
+    m.tick(at, attribute(HELD, dcgm, allocatable=ALLOC, mig_known={}, inventory={}), dcgm=dcgm, cap=60,
+           allocatable=ALLOC)
 
 
 def test_peak_per_clock_hour_whole_gpu_only_and_survives_restart() -> None:
