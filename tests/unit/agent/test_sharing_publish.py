@@ -23,7 +23,8 @@ SLICES = {DeviceKey("gpu.nvidia.com", "node-a", "gpu-2"): SliceDevice("gpu", G2)
 
 def _tick(m: Meter, now: float, strategy: str) -> None:
     ctx = NodeContext(labels={STRATEGY_LABEL: strategy}, dra_slices=SLICES)
-    m.tick(now, attribute(HELD, DCGM, None, {}, {}, context=ctx, claims=CLAIMS), DCGM, 60.0)
+    m.tick(now, attribute(HELD, DCGM, allocatable=None, mig_known={}, inventory={}, context=ctx, claims=CLAIMS),
+           dcgm=DCGM, cap=60.0)
 
 
 def _sharing(m: Meter, now: float) -> dict[str, tuple[str, float]]:

@@ -38,7 +38,7 @@ def _booked(*snaps: UsageSnapshot) -> dict[str, float]:
     books, k = Books(LedgerState()), _kube()
     out: dict[str, float] = {}
     for s in snaps:
-        p = books.prepare([s], k, PRICING)
+        p = books.prepare([s], k, pricing=PRICING)
         for key, amount in p.write.usage.items():
             out[key.sharing] = out.get(key.sharing, 0.0) + amount.allocated_s
         books.apply(p)
@@ -54,8 +54,8 @@ def test_old_snapshot_without_the_field_books_unknown() -> None:
 def test_mode_on_the_wire_is_the_usage_key() -> None:
     """1800 s from an agent that says mps: the usage row's key names mps."""
     books, k = Books(LedgerState()), _kube()
-    books.apply(books.prepare([_wire(1, 7200.0, 0.0, sharing="mps")], k, PRICING))
-    p = books.prepare([_wire(2, 9000.0, 1800.0, sharing="mps")], k, PRICING)
+    books.apply(books.prepare([_wire(1, 7200.0, 0.0, sharing="mps")], k, pricing=PRICING))
+    p = books.prepare([_wire(2, 9000.0, 1800.0, sharing="mps")], k, pricing=PRICING)
     (key,) = p.write.usage
     assert key == UsageKey(7200, "ns", "p", "wl", "n1", "", L4, "", "", "USD", "", "mps")
 

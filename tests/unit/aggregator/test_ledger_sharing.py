@@ -68,7 +68,7 @@ async def test_schema_9_ledger_gains_the_sharing_key(ledger_target: LedgerTarget
         await ledger.commit(_tick(old, 900.0, 4.0))
         await ledger.commit(_tick(old._replace(sharing="dra"), 1800.0, 4.0))
         assert await ledger.query("SELECT COUNT(*) FROM usage") == [(2,)]
-        rows = {r["sharing"]: r for r in await ledger.run_report("sharing", None, None)}
+        rows = {r["sharing"]: r for r in await ledger.run_report("sharing", since=None, until=None)}
     finally:
         await ledger.close()
     assert set(rows) == {"", "dra"}
@@ -87,7 +87,7 @@ async def test_fresh_ledger_keys_usage_by_sharing(ledger_target: LedgerTarget) -
         await ledger.commit(_tick(KEY._replace(sharing="time-slicing"), 1800.0, 4.0))
         await ledger.commit(_tick(KEY._replace(sharing="mps"), 600.0, 4.0))
         assert await ledger.query("SELECT COUNT(*) FROM usage") == [(2,)]
-        rows = {r["sharing"]: r for r in await ledger.run_report("sharing", None, None)}
+        rows = {r["sharing"]: r for r in await ledger.run_report("sharing", since=None, until=None)}
     finally:
         await ledger.close()
     assert rows["time-slicing"]["allocated_gpu_hours"] == 1800 / 3600
