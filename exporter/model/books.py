@@ -62,7 +62,7 @@ def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
 _FIELDWISE: dict[tuple[type, str], Callable[..., Any]] = {}
 
 
-def _fieldwise(cls: type[_Amounts], expr: str, args: str) -> Callable[..., Any]:
+def _fieldwise(cls: type[_Amounts], expr: str, *, args: str) -> Callable[..., Any]:
     """A function of ``args`` building ``cls`` by field name, field ``n`` from ``expr`` (``a.{n} + b.{n}``).
 
     Generated once per type from its own field names, as ``dataclasses`` generates ``__init__``: adding
@@ -81,11 +81,11 @@ class _Amounts:
     __slots__ = ()
 
     def __add__(self, other: Self) -> Self:
-        result: Self = _fieldwise(type(self), "a.{n} + b.{n}", "a, b")(self, other)
+        result: Self = _fieldwise(type(self), "a.{n} + b.{n}", args="a, b")(self, other)
         return result
 
     def scaled(self, factor: float) -> Self:
-        result: Self = _fieldwise(type(self), "a.{n} * k", "a, k")(self, factor)
+        result: Self = _fieldwise(type(self), "a.{n} * k", args="a, k")(self, factor)
         return result
 
     def values(self) -> tuple[float, ...]:
