@@ -200,7 +200,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.ledger.unlink()
         with tempfile.TemporaryDirectory(prefix="gpucost-sim-") as tmp:
             workdir = args.workdir or Path(tmp)
-            asyncio.run(run_simulation(scenario, args.ledger, workdir, out=sys.stderr))
+            asyncio.run(run_simulation(scenario, args.ledger, workdir=workdir, out=sys.stderr))
         return 0
     if cmd == "demo":
         scenario = _scenario(args.scenario)
@@ -210,7 +210,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from exporter.pipeline import run_demo
 
         with tempfile.TemporaryDirectory(prefix="gpucost-demo-") as tmp:
-            asyncio.run(run_demo(scenario, args.workdir or Path(tmp), args.listen, duration, refresh=refresh))
+            asyncio.run(run_demo(scenario, args.workdir or Path(tmp), listen=args.listen, duration=duration,
+                                 refresh=refresh))
         return 0
     if cmd == "sim-cluster":
         scenario = _scenario(args.scenario)

@@ -34,7 +34,7 @@ log = get_logger("pipeline")
 class Pipeline:
     """Peers + one agent per node + the aggregator, wired together on loopback."""
 
-    def __init__(self, scenario: Scenario, workdir: Path, clock: Clock, ledger: Path | str | None = None,
+    def __init__(self, scenario: Scenario, workdir: Path, *, clock: Clock, ledger: Path | str | None = None,
                  aggregator_listen: str | None = None, aggregator_extra: Mapping[str, Any] | None = None) -> None:
         self.scenario = scenario
         self.clock = clock
@@ -150,13 +150,13 @@ class Pipeline:
         await self.peers.close()
 
 
-async def run_simulation(scenario: Scenario, ledger: Path | str, workdir: Path, out: TextIO | None = None,
+async def run_simulation(scenario: Scenario, ledger: Path | str, *, workdir: Path, out: TextIO | None = None,
                          aggregator_extra: Mapping[str, Any] | None = None) -> dict[str, float]:
     """``gpu-cost-exporter simulate``: the whole scenario on a virtual clock; returns run statistics."""
     wall0 = time.time()
     start = float(int(wall0 // 3600) * 3600)  # scenario time 0 on an hour boundary: readable hourly rows
     clock = VirtualClock(start)
-    pipe = Pipeline(scenario, workdir, clock, ledger=ledger, aggregator_extra=aggregator_extra)
+    pipe = Pipeline(scenario, workdir, clock=clock, ledger=ledger, aggregator_extra=aggregator_extra)
     await pipe.start(serve_aggregator=False)
     ticks = int(scenario.duration // scenario.tick)
     try:
@@ -191,7 +191,7 @@ def _advice_tables(agg: Aggregator) -> str:
     return out
 
 
-async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: float | None,
+async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: float | None,
                    out: TextIO = sys.stdout, refresh: float | None = None) -> None:
     """``gpu-cost-exporter demo``: real time, real daemons, a cost table every tick."""
     from exporter.runtime import install_stop_signals
@@ -199,7 +199,7 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
     stop = asyncio.Event()
     install_stop_signals(stop)
     clock = RealClock()
-    pipe = Pipeline(scenario, workdir, clock, aggregator_listen=listen, aggregator_extra=DEMO_ADVICE)
+    pipe = Pipeline(scenario, workdir, clock=clock, aggregator_listen=listen, aggregator_extra=DEMO_ADVICE)
     await pipe.start()
     agg_url = f"http://{listen}"
     print(f"gpu-cost-exporter demo: simulated cluster '{scenario.source}' with {len(pipe.agents)} GPU nodes",
@@ -217,7 +217,8 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
         log.info("scenario_event", type=h.type, node=h.node)
         await pipe.restart(h)
 
-    tasks = [asyncio.create_task(realtime_loop(pipe.peers, stop, lambda h: asyncio.ensure_future(on_happening(h))))]
+    tasks = [asyncio.create_task(realtime_loop(pipe.peers, stop,
+                                                on_happening=lambda h: asyncio.ensure_future(on_happening(h))))]
     deadline = None if duration is None else time.monotonic() + duration
     period = refresh or scenario.tick
     shown = ""

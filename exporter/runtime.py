@@ -34,7 +34,7 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 
 def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,
-                  others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Any:
+                  *, others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Any:
     """Start an APScheduler AsyncIOScheduler: ``tick`` every ``interval`` seconds from now, plus ``others``
     (coroutine, seconds). Runs never overlap and missed runs coalesce into one."""
     from apscheduler.schedulers.asyncio import AsyncIOScheduler

@@ -106,7 +106,7 @@ class SimCluster:
             if pod.node is not None:  # its containers terminate at ``end`` (finishedAt), then it goes
                 self.store.upsert("pods", self.pod_object(pod, running=True, finished=step.at))
             if pod.node is None or not self.layouts[pod.node].spec.kubelet_lists_terminated:
-                self.store.delete("pods", pod.namespace, pod.name)
+                self.store.delete("pods", pod.namespace, name=pod.name)
             self._update_quota(pod.namespace)
         elif step.event is not None and step.kind == "quota_rejection":
             self._quota_rejection(step.event, step.at)
@@ -144,13 +144,13 @@ class SimCluster:
 
     def gpu_utilization(self, node: str) -> dict[str, float]:
         """Entity key (GPU uuid, or MIG uuid) -> utilisation served by DCGM now."""
-        return gpu_utilization(self.layouts[node], self.device_holders(node), self.t)
+        return gpu_utilization(self.layouts[node], self.device_holders(node), t=self.t)
 
     def _integrate_energy(self, t: float) -> None:
         dt = max(0.0, t - self.energy.t)
         if dt > 0 and self.t >= 0:
             for node, layout in self.layouts.items():
-                self.energy.add(layout, self.gpu_utilization(node), dt)
+                self.energy.add(layout, self.gpu_utilization(node), dt=dt)
         self.energy.t = max(self.energy.t, t)
 
     @property
@@ -183,7 +183,7 @@ class SimCluster:
     def pending_message(self, pod: PodSpec) -> str:
         return kube_objects.pending_message(pod, nodes=len(self.layouts))
 
-    def pod_object(self, pod: PodSpec, running: bool, finished: float | None = None) -> dict[str, Any]:
+    def pod_object(self, pod: PodSpec, running: bool, *, finished: float | None = None) -> dict[str, Any]:
         return kube_objects.pod_object(pod, running=running, wall_start=self.wall_start,
                                        pending=self.pending_message(pod),
                                        hami=self.hami.get((pod.namespace, pod.name), []), finished=finished)
@@ -228,11 +228,11 @@ class SimCluster:
         layout = self.layouts[node]
         util = self.gpu_utilization(node)
         readings = dcgm_text.NodeReadings(
-            util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util) for g in layout.gpus},
+            util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util=util) for g in layout.gpus},
             energy_mj=self.energy.mj, hostname=self.hostnames[node])
         rows = dcgm_text.entities(layout, util=util, holders=self.device_holders(node), t=self.t,
                                   pod_labels=layout.spec.dcgm_pod_labels)
-        return dcgm_text.render(layout, rows, readings)
+        return dcgm_text.render(layout, rows, readings=readings)
 
     def pod_resources(self, node: str) -> list[PodDevices]:
         """What the kubelet's List answers: running pods, plus finished ones on kubelets that list them."""

@@ -48,7 +48,7 @@ def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[Po
     """An allocated claim: one result per device (adminAccess when asked), reserved for ``pods``. A
     consumable-capacity share's results carry the scheduler's ``shareID`` and ``consumedCapacity``."""
     results = [{"request": "gpu", "driver": DRIVER, "pool": node, "device": d,
-                **({"adminAccess": True} if claim.admin_access else {}), **share_fields(claim, namespace, d)}
+                **({"adminAccess": True} if claim.admin_access else {}), **share_fields(claim, namespace, device=d)}
                for d in claim.devices]
     capacity = {} if claim.memory_mib is None else {"capacity": {"requests": {"memory": f"{claim.memory_mib}Mi"}}}
     meta: dict[str, Any] = {"name": claim.name, "namespace": namespace, "uid": claim_uid(namespace, claim.name),
@@ -69,16 +69,16 @@ def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[Po
                                         "uid": stable_uid(f"pod/{p.namespace}/{p.name}")} for p in pods]}}
 
 
-def share_id(namespace: str, claim: str, device: str) -> str:
+def share_id(namespace: str, claim: str, *, device: str) -> str:
     return stable_uid(f"share/{namespace}/{claim}/{device}")
 
 
-def share_fields(claim: ClaimSpec, namespace: str, device: str) -> dict[str, Any]:
+def share_fields(claim: ClaimSpec, namespace: str, *, device: str) -> dict[str, Any]:
     if claim.memory_mib is None:
         return {}
-    return {"shareID": share_id(namespace, claim.name, device),
+    return {"shareID": share_id(namespace, claim.name, device=device),
             "consumedCapacity": {"memory": f"{claim.memory_mib}Mi"}}
 
 
-def cdi_name(namespace: str, claim: str, device: str) -> str:
+def cdi_name(namespace: str, claim: str, *, device: str) -> str:
     return f"k8s.{DRIVER}/claim={claim_uid(namespace, claim)}-{device}"

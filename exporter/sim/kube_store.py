@@ -37,7 +37,7 @@ class KubeStore:
         meta = obj["metadata"]
         return (meta.get("namespace", ""), meta["name"])
 
-    def _record(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+    def _record(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
         self.history.append(Change(self.rv, kind, etype, obj))
         if len(self.history) > HISTORY_LIMIT:
             drop = len(self.history) - HISTORY_LIMIT
@@ -53,10 +53,10 @@ class KubeStore:
         key = self.key(obj)
         etype = "MODIFIED" if key in self.objects[kind] else "ADDED"
         self.objects[kind][key] = obj
-        self._record(kind, etype, obj)
+        self._record(kind, etype, obj=obj)
         return obj
 
-    def delete(self, kind: str, namespace: str, name: str, *, at: str | None = None) -> dict[str, Any] | None:
+    def delete(self, kind: str, namespace: str, *, name: str, at: str | None = None) -> dict[str, Any] | None:
         """Remove an object; ``at`` (RFC 3339) is its deletionTimestamp, else its creation time."""
         obj = self.objects[kind].pop((namespace, name), None)
         if obj is None:
@@ -65,7 +65,7 @@ class KubeStore:
         obj = copy.deepcopy(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
         obj["metadata"]["deletionTimestamp"] = at or obj["metadata"].get("creationTimestamp")
-        self._record(kind, "DELETED", obj)
+        self._record(kind, "DELETED", obj=obj)
         return obj
 
     def expire_history(self) -> None:

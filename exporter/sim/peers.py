@@ -24,7 +24,7 @@ from exporter.sim.kubelet_answers import PodDevices
 class DcgmEndpoint:
     """Serves ``/metrics`` in DCGM Exporter's format for one node."""
 
-    def __init__(self, cluster: SimCluster, node: str, host: str, port: int,
+    def __init__(self, cluster: SimCluster, node: str, *, host: str, port: int,
                  before_render: Callable[[], None] | None = None) -> None:
         self.cluster, self.node, self.host, self.port = cluster, node, host, port
         self.before_render = before_render
@@ -92,11 +92,11 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
             dyn = ctr.dynamic_resources.add(claim_name=claim.name, claim_namespace=p.namespace)
             for device in claim.devices:
                 # As the kubelet does: CDI names accumulate, so later devices also carry earlier devices' names.
-                cdi.append(pb.CDIDevice(name=cdi_name(p.namespace, claim.name, device)))
+                cdi.append(pb.CDIDevice(name=cdi_name(p.namespace, claim.name, device=device)))
                 res = dyn.claim_resources.add(driver_name=DRIVER, pool_name=self.owner.node, device_name=device,
                                               cdi_devices=list(cdi))
                 if claim.memory_mib is not None:  # a consumable-capacity share: its shareID (kubelet 1.35)
-                    res.share_id = share_id(p.namespace, claim.name, device)
+                    res.share_id = share_id(p.namespace, claim.name, device=device)
         return pb.PodResources(name=p.name, namespace=p.namespace, containers=[ctr])
 
     async def List(self, request: pb.ListPodResourcesRequest, context: object) -> pb.ListPodResourcesResponse:
@@ -127,7 +127,7 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
 class PodResourcesServer:
     """A grpc.aio server for one node's kubelet socket."""
 
-    def __init__(self, cluster: SimCluster, node: str, socket_path: Path,
+    def __init__(self, cluster: SimCluster, node: str, *, socket_path: Path,
                  before_call: Callable[[], None] | None = None) -> None:
         self.cluster, self.node, self.socket_path = cluster, node, socket_path
         self.before_call = before_call

@@ -122,10 +122,10 @@ class SimPeers:
         await self._api_runner.setup()
         await web.TCPSite(self._api_runner, HOST, self.api_port).start()
         for name in self.cluster.layouts:
-            dcgm = DcgmEndpoint(self.cluster, name, HOST, free_port())
+            dcgm = DcgmEndpoint(self.cluster, name, host=HOST, port=free_port())
             await dcgm.start()
             sock = self._socket_dir() / name / "kubelet.sock"
-            kubelet = PodResourcesServer(self.cluster, name, sock)
+            kubelet = PodResourcesServer(self.cluster, name, socket_path=sock)
             await kubelet.start()
             self.nodes[name] = NodePorts(dcgm, kubelet, f"{HOST}:{free_port()}", self.workdir / "state" / name)
         self.aggregator_listen = aggregator_listen or f"{HOST}:{free_port()}"
@@ -206,7 +206,7 @@ class SimPeers:
 
 
 async def realtime_loop(peers: SimPeers, stop: asyncio.Event,
-                        on_happening: Callable[[Happening], Any] | None = None, period: float = 0.1) -> None:
+                        *, on_happening: Callable[[Happening], Any] | None = None, period: float = 0.1) -> None:
     """Advance the cluster with the wall clock until ``stop`` is set."""
     while not stop.is_set():
         for h in await peers.advance(time.time() - peers.wall_start):
@@ -216,7 +216,7 @@ async def realtime_loop(peers: SimPeers, stop: asyncio.Event,
             await asyncio.wait_for(stop.wait(), period)
 
 
-async def serve_sim_cluster(scenario: Scenario, workdir: Path, out: TextIO = sys.stdout,
+async def serve_sim_cluster(scenario: Scenario, workdir: Path, *, out: TextIO = sys.stdout,
                             stop: asyncio.Event | None = None) -> None:
     """``gpu-cost-exporter sim-cluster``: serve only the peers, in real time, until SIGTERM."""
     from exporter.runtime import install_stop_signals

@@ -43,19 +43,19 @@ class Ctx:
             raise self.fail(where, "expected a non-empty string")
         return value
 
-    def number(self, value: object, where: str, lo: float | None = None, hi: float | None = None) -> float:
+    def number(self, value: object, where: str, *, lo: float | None = None, hi: float | None = None) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise self.fail(where, f"expected a number, got {value!r}")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             raise self.fail(where, f"{value} is out of range [{lo}, {hi}]")
         return float(value)
 
-    def integer(self, value: object, where: str, lo: int = 0) -> int:
+    def integer(self, value: object, where: str, *, lo: int = 0) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
             raise self.fail(where, f"expected an integer >= {lo}, got {value!r}")
         return value
 
-    def known_keys(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
+    def known_keys(self, raw: dict[str, Any], allowed: set[str], *, where: str) -> None:
         for key in raw:
             if key not in allowed:
                 raise self.fail(f"{where}.{key}" if where else str(key), "unknown field")

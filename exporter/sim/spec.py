@@ -108,19 +108,19 @@ class PodSpec:
         """Utilisation of the pod's ``device``-th device (allocation order) at scenario time ``t``."""
         if self.per_device is not None:
             return self.per_device[device]
-        return _step_at(self.utilization, t, 0.0)
+        return _step_at(self.utilization, t, before=0.0)
 
     def framebuffer_at(self, t: float) -> int | None:
         """Bytes in use on each of the pod's devices at ``t`` (0 before the first step); None: not given."""
         if not self.framebuffer:
             return None
-        return int(_step_at(self.framebuffer, t, 0))
+        return int(_step_at(self.framebuffer, t, before=0))
 
     def running_at(self, t: float) -> bool:
         return self.node is not None and self.start <= t and (self.end is None or t < self.end)
 
 
-def _step_at(steps: Sequence[tuple[float, float]], t: float, before: float) -> float:
+def _step_at(steps: Sequence[tuple[float, float]], t: float, *, before: float) -> float:
     """The value of a step function at ``t``: the last step at or before it, ``before`` ahead of the first."""
     value = before
     for at, v in steps:
