@@ -49,6 +49,7 @@ def _settings(model: type[Any], args: argparse.Namespace) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand; daemon subcommands take each setting as a flag."""
     p = _Parser(prog="gpu-cost-exporter", description="GPU allocation, utilisation and cost accounting for Kubernetes")
     p.add_argument("--version", action="version", version=f"gpu-cost-exporter {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -140,6 +141,7 @@ def _scenario(path: Path) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The entry point: the command's exit code; a usage error is one line on stderr and exit code 2."""
     args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)

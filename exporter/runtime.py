@@ -29,6 +29,7 @@ def install_stop_signals(stop: asyncio.Event) -> None:
 
 
 def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 in brackets allowed) as (host, port); an empty host listens on all interfaces."""
     host, _, port = listen.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
 

@@ -40,6 +40,7 @@ def resource_slice(layout: NodeLayout, *, created: float, shared: frozenset[str]
 
 
 def claim_uid(namespace: str, claim: str) -> str:
+    """The stable UID of ResourceClaim ``claim`` in ``namespace``; CDI device names embed it."""
     return stable_uid(f"claim/{namespace}/{claim}")
 
 
@@ -70,10 +71,12 @@ def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[Po
 
 
 def share_id(namespace: str, claim: str, *, device: str) -> str:
+    """The stable shareID of a consumable-capacity share of ``device`` by one claim."""
     return stable_uid(f"share/{namespace}/{claim}/{device}")
 
 
 def share_fields(claim: ClaimSpec, namespace: str, *, device: str) -> dict[str, Any]:
+    """A claim result's ``shareID`` and ``consumedCapacity``; empty unless the claim consumes a share of memory."""
     if claim.memory_mib is None:
         return {}
     return {"shareID": share_id(namespace, claim.name, device=device),
@@ -81,4 +84,5 @@ def share_fields(claim: ClaimSpec, namespace: str, *, device: str) -> dict[str, 
 
 
 def cdi_name(namespace: str, claim: str, *, device: str) -> str:
+    """The CDI device name the DRA driver gives ``device`` as allocated to one claim."""
     return f"k8s.{DRIVER}/claim={claim_uid(namespace, claim)}-{device}"

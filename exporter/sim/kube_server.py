@@ -115,6 +115,7 @@ class KubeApiServer:
         return handle
 
     async def version(self, _req: web.Request) -> web.Response:
+        """``/version``: the simulator claims Kubernetes v1.33 (``v1.33.0-sim``)."""
         return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0-sim", "platform": "linux/amd64"})
 
     def getter(self, res: Resource) -> Any:
@@ -139,6 +140,7 @@ class KubeApiServer:
                                   "reason": reason, "message": message, "code": code}, status=code)
 
     async def create_lease(self, req: web.Request) -> web.Response:
+        """POST a Lease: 409 AlreadyExists when one of that name exists, as leader election expects."""
         body = await req.json()
         meta = body.setdefault("metadata", {})
         meta["namespace"] = req.match_info["namespace"]
@@ -149,6 +151,7 @@ class KubeApiServer:
         return web.json_response(self.store.upsert("leases", body), status=201)
 
     async def replace_lease(self, req: web.Request) -> web.Response:
+        """PUT a Lease: 409 Conflict on a stale resourceVersion, so only one candidate wins the renewal."""
         body = await req.json()
         key = (req.match_info["namespace"], req.match_info["name"])
         current = self.store.objects["leases"].get(key)
@@ -163,6 +166,7 @@ class KubeApiServer:
         return web.json_response(self.store.upsert("leases", body))
 
     def handler(self, res: Resource, namespaced: bool) -> Any:
+        """The GET handler (get, list, or watch with ``?watch=1``) for ``res``, namespaced or cluster-wide."""
         kind = res.plural
 
         async def handle(req: web.Request) -> web.StreamResponse:

@@ -15,6 +15,8 @@ HISTORY_LIMIT = 20_000
 
 @dataclass(frozen=True, slots=True)
 class Change:
+    """One entry of the change history, replayed to watches that start from an older resourceVersion."""
+
     rv: int
     kind: str
     type: str  # ADDED, MODIFIED, DELETED
@@ -34,6 +36,7 @@ class KubeStore:
 
     @staticmethod
     def key(obj: dict[str, Any]) -> tuple[str, str]:
+        """An object's (namespace, name); namespace is "" for cluster-scoped kinds."""
         meta = obj["metadata"]
         return (meta.get("namespace", ""), meta["name"])
 
@@ -47,6 +50,7 @@ class KubeStore:
         self._changed = asyncio.Event()
 
     def upsert(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace an object under a new resourceVersion; returns the stored copy."""
         self.rv += 1
         obj = copy.deepcopy(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
@@ -87,6 +91,7 @@ class KubeStore:
         return [c for c in self.history if c.rv > rv and c.kind == kind]
 
     async def wait_change(self, timeout: float) -> None:
+        """Wait until the store changes or ``timeout`` seconds pass, whichever is first."""
         try:
             await asyncio.wait_for(self._changed.wait(), timeout)
         except TimeoutError:

@@ -37,9 +37,11 @@ class DcgmEndpoint:
 
     @property
     def url(self) -> str:
+        """The ``/metrics`` URL agents scrape."""
         return f"http://{self.host}:{self.port}/metrics"
 
     async def metrics(self, req: web.Request) -> web.Response:
+        """``/metrics``: the node's DCGM text now; while down, 503 and kept-alive connections dropped."""
         if self._site is None:
             # Down: kill connections that were kept alive from before, as a dead exporter would.
             if req.transport is not None:
@@ -52,9 +54,11 @@ class DcgmEndpoint:
                             charset="utf-8")
 
     async def health(self, _req: web.Request) -> web.Response:
+        """``/health``: OK while listening, KO while the endpoint is down."""
         return web.Response(text="KO" if self._site is None else "OK")
 
     async def start(self) -> None:
+        """Listen (again, after a ``dcgm_down`` window); does nothing while already up."""
         if not self._runner.server:
             await self._runner.setup()
         if self._site is None:
@@ -62,15 +66,18 @@ class DcgmEndpoint:
             await self._site.start()
 
     async def stop_listening(self) -> None:
+        """Stop accepting connections, as a dead exporter would; ``start`` brings it back."""
         if self._site is not None:
             await self._site.stop()
             self._site = None
 
     @property
     def up(self) -> bool:
+        """Whether the endpoint is listening."""
         return self._site is not None
 
     async def close(self) -> None:
+        """Stop listening and free the server for good."""
         await self.stop_listening()
         await self._runner.cleanup()
 
@@ -135,6 +142,7 @@ class PodResourcesServer:
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
+        """Serve the kubelet PodResources API on the unix socket, replacing a stale socket file."""
         if self._server is not None:
             return
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,6 +155,7 @@ class PodResourcesServer:
         self._server = server
 
     async def stop(self) -> None:
+        """Stop serving and remove the socket, as a kubelet outage looks to the agent."""
         if self._server is not None:
             await self._server.stop(grace=None)
             self._server = None
@@ -155,4 +164,5 @@ class PodResourcesServer:
 
     @property
     def up(self) -> bool:
+        """Whether the socket is being served."""
         return self._server is not None

@@ -113,6 +113,7 @@ def _pricing(ctx: Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def parse_scenario(text: str, source: str) -> Scenario:
+    """Parse and validate a scenario file's text; ``source`` names it in every ScenarioError."""
     ctx = Ctx(source)
     try:
         raw = yaml.safe_load(text)
