@@ -346,7 +346,7 @@ def bench_event_to_books_closed(samples: int) -> dict[str, float]:
 
     async def run() -> list[float]:
         with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
-            pipe = Pipeline(scen, Path(tmp), RealClock())
+            pipe = Pipeline(scen, Path(tmp), clock=RealClock())
             await pipe.start(serve_aggregator=False)
             agg = pipe.aggregator
             assert agg is not None
@@ -359,7 +359,7 @@ def bench_event_to_books_closed(samples: int) -> dict[str, float]:
                 key = ("ns", f"p{i}")
                 assert key in agg.gauges.pods
                 t0 = time.perf_counter()
-                pipe.peers.cluster.store.delete("pods", "ns", f"p{i}")
+                pipe.peers.cluster.store.delete("pods", "ns", name=f"p{i}")
                 while key in agg.gauges.pods:  # noqa: ASYNC110 - polling the effect is what we measure
                     await asyncio.sleep(0.0005)
                 out.append((time.perf_counter() - t0) * 1000)
@@ -380,7 +380,7 @@ def bench_simulate(nodes: int, hours: float) -> dict[str, float]:
             + ",".join(f"{{name: p{i}-{g}, namespace: ns{g % 3}, node: n{i}, gpus: 1, utilization: 0.5}}"
                        for i in range(nodes) for g in range(6)) + "]\n")
     with tempfile.TemporaryDirectory(prefix="gce-bench-") as tmp:
-        stats = asyncio.run(run_simulation(parse_scenario(text, "bench"), Path(tmp) / "l.db", Path(tmp) / "w"))
+        stats = asyncio.run(run_simulation(parse_scenario(text, "bench"), Path(tmp) / "l.db", workdir=Path(tmp) / "w"))
     return {"simulated_s": stats["simulated_seconds"], "wall_s": round(stats["wall_seconds"], 2),
             "speed": round(stats["speed"], 1)}
 

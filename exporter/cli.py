@@ -49,6 +49,7 @@ def _settings(model: type[Any], args: argparse.Namespace) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand; daemon subcommands take each setting as a flag."""
     p = _Parser(prog="gpu-cost-exporter", description="GPU allocation, utilisation and cost accounting for Kubernetes")
     p.add_argument("--version", action="version", version=f"gpu-cost-exporter {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -140,6 +141,7 @@ def _scenario(path: Path) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The entry point: the command's exit code; a usage error is one line on stderr and exit code 2."""
     args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)
@@ -200,7 +202,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.ledger.unlink()
         with tempfile.TemporaryDirectory(prefix="gpucost-sim-") as tmp:
             workdir = args.workdir or Path(tmp)
-            asyncio.run(run_simulation(scenario, args.ledger, workdir, out=sys.stderr))
+            asyncio.run(run_simulation(scenario, args.ledger, workdir=workdir, out=sys.stderr))
         return 0
     if cmd == "demo":
         scenario = _scenario(args.scenario)
@@ -210,7 +212,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from exporter.pipeline import run_demo
 
         with tempfile.TemporaryDirectory(prefix="gpucost-demo-") as tmp:
-            asyncio.run(run_demo(scenario, args.workdir or Path(tmp), args.listen, duration, refresh=refresh))
+            asyncio.run(run_demo(scenario, args.workdir or Path(tmp), listen=args.listen, duration=duration,
+                                 refresh=refresh))
         return 0
     if cmd == "sim-cluster":
         scenario = _scenario(args.scenario)

@@ -11,6 +11,7 @@ class UsageError(Exception):
 
 
 def duration_arg(text: str | None, flag: str) -> float | None:
+    """Seconds in ``text`` (None when the flag was not given); a bad duration is a usage error naming ``flag``."""
     from exporter.model.durations import parse_duration
 
     if text is None:

@@ -31,6 +31,7 @@ def _reprice_currency(rows: list[dict[str, Any]], *, pricing: Any, path: Path) -
 
 
 def report_command(args: argparse.Namespace) -> int:
+    """``report``: cost by ``--by`` keys over a window from the ledger, optionally repriced or against budgets."""
     from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.report import ReportError, build_report, parse_time, render
 
@@ -77,6 +78,7 @@ def _budgets_report(args: argparse.Namespace) -> int:
 
 
 def recommend_command(args: argparse.Namespace) -> int:
+    """``recommend``: right-sizing recommendations from the ledger's evidence over ``--window``."""
     from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.recommendations import explicit_window, recommendations, render
     from exporter.aggregator.report import ReportError
@@ -102,6 +104,8 @@ def recommend_command(args: argparse.Namespace) -> int:
 
 
 def focus_command(args: argparse.Namespace) -> int:
+    """``export``: the ledger's costs as FOCUS rows; ``pricing``: the rate card (price list per SKU) of a
+    pricing file."""
     from exporter.export.commands import CommandError, export_window, run_export, run_price_list
     from exporter.export.focus_rows import FocusSettings
 

@@ -149,6 +149,7 @@ class AgentSettings(_Base):
     max_holder_series: int = Field(default=5000, ge=1, description="per-holder series on /metrics before folding")
 
     def charge_cap(self) -> float:
+        """Seconds one tick may charge at most: ``max_charge_interval``, or 4 ticks when it is unset (0)."""
         return self.max_charge_interval or 4.0 * self.tick
 
 
@@ -246,6 +247,7 @@ class AggregatorSettings(_Base):
         return Shard(self.shard_index or 0, self.shards)
 
     def is_postgres(self) -> bool:
+        """Whether ``ledger`` is a PostgreSQL URL rather than a SQLite file path."""
         return str(self.ledger).startswith(("postgresql://", "postgres://"))
 
     def cluster_name(self) -> str:

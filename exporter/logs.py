@@ -33,4 +33,5 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A structlog logger named ``name`` (the module), configured by ``configure_logging``."""
     return structlog.get_logger(name)  # type: ignore[no-any-return]

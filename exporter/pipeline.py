@@ -34,7 +34,7 @@ log = get_logger("pipeline")
 class Pipeline:
     """Peers + one agent per node + the aggregator, wired together on loopback."""
 
-    def __init__(self, scenario: Scenario, workdir: Path, clock: Clock, ledger: Path | str | None = None,
+    def __init__(self, scenario: Scenario, workdir: Path, *, clock: Clock, ledger: Path | str | None = None,
                  aggregator_listen: str | None = None, aggregator_extra: Mapping[str, Any] | None = None) -> None:
         self.scenario = scenario
         self.clock = clock
@@ -49,6 +49,7 @@ class Pipeline:
         self.virtual_time = not isinstance(clock, RealClock)
 
     def agent_settings(self, node: str) -> AgentSettings:
+        """The settings of node ``node``'s agent, pointed at its simulated peers."""
         env = self.peers.agent_env(node)
         return AgentSettings(node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=env["GPUCOST_LISTEN"],
                              podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
@@ -59,6 +60,7 @@ class Pipeline:
                              usage_token_file=Path(env["GPUCOST_USAGE_TOKEN_FILE"]))
 
     def aggregator_settings(self) -> AggregatorSettings:
+        """The aggregator's settings, pointed at every agent, the ledger and the simulated API server."""
         return AggregatorSettings(listen=self.peers.aggregator_listen, ledger=self.ledger or self.peers.ledger,
                                   pricing_file=self.peers.pricing_file, agents=self.peers.agent_urls(),
                                   kubeconfig=self.peers.kubeconfig, tick=self.scenario.tick,
@@ -66,18 +68,21 @@ class Pipeline:
                                   pool_label=self.scenario.pool_label, **self.aggregator_extra)
 
     async def start(self, serve_aggregator: bool = True) -> None:
+        """Bring up the peers, every node's agent and the aggregator (HTTP only if ``serve_aggregator``)."""
         await self.peers.start(self.aggregator_listen)
         for node in self.peers.nodes:
             await self.start_agent(node)
         await self.start_aggregator(serve_aggregator)
 
     async def start_agent(self, node: str) -> None:
+        """Start node ``node``'s agent (HTTP and pod watch), as its DaemonSet pod starting would."""
         agent = Agent(self.agent_settings(node), clock=self.clock)
         await agent.start_http()
         await agent.start_pod_watch()
         self.agents[node] = agent
 
     async def start_aggregator(self, serve_http: bool = True) -> None:
+        """Start the aggregator and wait until its cluster watches have synced."""
         settings = self.aggregator_settings()
         agg = Aggregator(settings, clock=self.clock, pricing=PricingSource(settings.pricing_file))
         await agg.start(serve_http=serve_http)
@@ -85,6 +90,7 @@ class Pipeline:
         self.aggregator = agg
 
     async def restart(self, h: Happening) -> None:
+        """Act on a restart event: recreate the agent (without its state file on state loss) or the aggregator."""
         if h.type in ("agent_restart", "agent_state_loss") and h.node in self.agents:
             await self.agents.pop(h.node).close()
             if h.type == "agent_state_loss":
@@ -143,6 +149,7 @@ class Pipeline:
             await asyncio.sleep(0.001)
 
     async def close(self) -> None:
+        """Stop every daemon, then the peers."""
         for agent in self.agents.values():
             await agent.close()
         if self.aggregator is not None:
@@ -150,13 +157,13 @@ class Pipeline:
         await self.peers.close()
 
 
-async def run_simulation(scenario: Scenario, ledger: Path | str, workdir: Path, out: TextIO | None = None,
+async def run_simulation(scenario: Scenario, ledger: Path | str, *, workdir: Path, out: TextIO | None = None,
                          aggregator_extra: Mapping[str, Any] | None = None) -> dict[str, float]:
     """``gpu-cost-exporter simulate``: the whole scenario on a virtual clock; returns run statistics."""
     wall0 = time.time()
     start = float(int(wall0 // 3600) * 3600)  # scenario time 0 on an hour boundary: readable hourly rows
     clock = VirtualClock(start)
-    pipe = Pipeline(scenario, workdir, clock, ledger=ledger, aggregator_extra=aggregator_extra)
+    pipe = Pipeline(scenario, workdir, clock=clock, ledger=ledger, aggregator_extra=aggregator_extra)
     await pipe.start(serve_aggregator=False)
     ticks = int(scenario.duration // scenario.tick)
     try:
@@ -191,7 +198,7 @@ def _advice_tables(agg: Aggregator) -> str:
     return out
 
 
-async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: float | None,
+async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: float | None,
                    out: TextIO = sys.stdout, refresh: float | None = None) -> None:
     """``gpu-cost-exporter demo``: real time, real daemons, a cost table every tick."""
     from exporter.runtime import install_stop_signals
@@ -199,7 +206,7 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
     stop = asyncio.Event()
     install_stop_signals(stop)
     clock = RealClock()
-    pipe = Pipeline(scenario, workdir, clock, aggregator_listen=listen, aggregator_extra=DEMO_ADVICE)
+    pipe = Pipeline(scenario, workdir, clock=clock, aggregator_listen=listen, aggregator_extra=DEMO_ADVICE)
     await pipe.start()
     agg_url = f"http://{listen}"
     print(f"gpu-cost-exporter demo: simulated cluster '{scenario.source}' with {len(pipe.agents)} GPU nodes",
@@ -217,7 +224,8 @@ async def run_demo(scenario: Scenario, workdir: Path, listen: str, duration: flo
         log.info("scenario_event", type=h.type, node=h.node)
         await pipe.restart(h)
 
-    tasks = [asyncio.create_task(realtime_loop(pipe.peers, stop, lambda h: asyncio.ensure_future(on_happening(h))))]
+    tasks = [asyncio.create_task(realtime_loop(pipe.peers, stop,
+                                                on_happening=lambda h: asyncio.ensure_future(on_happening(h))))]
     deadline = None if duration is None else time.monotonic() + duration
     period = refresh or scenario.tick
     shown = ""

@@ -29,12 +29,13 @@ def install_stop_signals(stop: asyncio.Event) -> None:
 
 
 def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 in brackets allowed) as (host, port); an empty host listens on all interfaces."""
     host, _, port = listen.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,
-                  others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Any:
+                  *, others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Any:
     """Start an APScheduler AsyncIOScheduler: ``tick`` every ``interval`` seconds from now, plus ``others``
     (coroutine, seconds). Runs never overlap and missed runs coalesce into one."""
     from apscheduler.schedulers.asyncio import AsyncIOScheduler

@@ -19,6 +19,7 @@ class SecretFile:
         return f"SecretFile({str(self.path)!r})"
 
     def value(self) -> str:
+        """The token, re-read only when the file's mtime or size has changed (a rotated Secret)."""
         st = self.path.stat()
         stamp = (st.st_mtime, st.st_size)
         if stamp != self._stamp:
@@ -27,6 +28,7 @@ class SecretFile:
         return self._value
 
     def matches_bearer(self, header: str | None) -> bool:
+        """Whether an ``Authorization`` header carries this token; False while the file cannot be read."""
         if not header or not header.startswith("Bearer "):
             return False
         try:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 
 def server_context(cert_file: Path | None, key_file: Path | None) -> ssl.SSLContext | None:
+    """The servers' TLS context (TLS 1.2+) from a certificate and key; None when neither is set,
+    ValueError when only one is."""
     if cert_file is None and key_file is None:
         return None
     if cert_file is None or key_file is None:
@@ -18,6 +20,7 @@ def server_context(cert_file: Path | None, key_file: Path | None) -> ssl.SSLCont
 
 
 def client_context(ca_file: Path | None) -> ssl.SSLContext | None:
+    """The client's context trusting ``ca_file`` (TLS 1.2+); None when no CA file is set (the default trust store)."""
     if ca_file is None:
         return None
     ctx = ssl.create_default_context(cafile=str(ca_file))

@@ -340,7 +340,7 @@ class Aggregator:
         await self.start()
         await self.wait_synced(timeout=self.settings.tick)
         compaction = [(self.compact, 6 * 3600.0)] if self.shard.primary else []  # shard 0: the cluster's rows
-        scheduler = start_ticking(self._safe_tick, self.settings.tick, compaction)
+        scheduler = start_ticking(self._safe_tick, self.settings.tick, others=compaction)
         try:
             await stop.wait()
         finally:

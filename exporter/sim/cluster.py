@@ -106,7 +106,7 @@ class SimCluster:
             if pod.node is not None:  # its containers terminate at ``end`` (finishedAt), then it goes
                 self.store.upsert("pods", self.pod_object(pod, running=True, finished=step.at))
             if pod.node is None or not self.layouts[pod.node].spec.kubelet_lists_terminated:
-                self.store.delete("pods", pod.namespace, pod.name)
+                self.store.delete("pods", pod.namespace, name=pod.name)
             self._update_quota(pod.namespace)
         elif step.event is not None and step.kind == "quota_rejection":
             self._quota_rejection(step.event, step.at)
@@ -117,15 +117,18 @@ class SimCluster:
         return []
 
     def seconds_to_next(self) -> float | None:
+        """Scenario seconds until the next timeline step is due; None once the timeline is exhausted."""
         if self._next >= len(self._timeline):
             return None
         return self._timeline[self._next].at - self.t
 
     # -- what runs where -----------------------------------------------------------------------------
     def running_pods(self, node: str) -> list[PodSpec]:
+        """Pods placed on ``node`` and running at the current scenario time."""
         return [p for p in self.scenario.pods if p.node == node and p.running_at(self.t)]
 
     def in_window(self, etype: str, node: str) -> bool:
+        """Whether an outage event of ``etype`` (``dcgm_down``, ``podresources_down``) covers ``node`` now."""
         return any(e.type == etype and e.node == node and e.start is not None and e.end is not None
                    and e.start <= self.t < e.end for e in self.scenario.events)
 
@@ -144,17 +147,18 @@ class SimCluster:
 
     def gpu_utilization(self, node: str) -> dict[str, float]:
         """Entity key (GPU uuid, or MIG uuid) -> utilisation served by DCGM now."""
-        return gpu_utilization(self.layouts[node], self.device_holders(node), self.t)
+        return gpu_utilization(self.layouts[node], self.device_holders(node), t=self.t)
 
     def _integrate_energy(self, t: float) -> None:
         dt = max(0.0, t - self.energy.t)
         if dt > 0 and self.t >= 0:
             for node, layout in self.layouts.items():
-                self.energy.add(layout, self.gpu_utilization(node), dt)
+                self.energy.add(layout, self.gpu_utilization(node), dt=dt)
         self.energy.t = max(self.energy.t, t)
 
     @property
     def energy_mj(self) -> dict[str, float]:
+        """Energy each GPU (by uuid) has drawn since the scenario began, in millijoules: DCGM's energy counter."""
         return self.energy.mj
 
     # -- Kubernetes objects --------------------------------------------------------------------------
@@ -178,12 +182,15 @@ class SimCluster:
         self._queue_objects()
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
+        """The Node object the API server serves for ``layout``."""
         return kube_objects.node_object(layout, created=self.wall_start)
 
     def pending_message(self, pod: PodSpec) -> str:
+        """Why ``pod`` is Pending, as the scheduler's condition message would put it."""
         return kube_objects.pending_message(pod, nodes=len(self.layouts))
 
-    def pod_object(self, pod: PodSpec, running: bool, finished: float | None = None) -> dict[str, Any]:
+    def pod_object(self, pod: PodSpec, running: bool, *, finished: float | None = None) -> dict[str, Any]:
+        """The Pod object as the API server serves it; ``finished`` (scenario time) renders it Succeeded."""
         return kube_objects.pod_object(pod, running=running, wall_start=self.wall_start,
                                        pending=self.pending_message(pod),
                                        hami=self.hami.get((pod.namespace, pod.name), []), finished=finished)
@@ -225,14 +232,15 @@ class SimCluster:
 
     # -- peers' answers ------------------------------------------------------------------------------
     def render_dcgm(self, node: str) -> str:
+        """The DCGM exporter's ``/metrics`` body for ``node`` at the current scenario time."""
         layout = self.layouts[node]
         util = self.gpu_utilization(node)
         readings = dcgm_text.NodeReadings(
-            util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util) for g in layout.gpus},
+            util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util=util) for g in layout.gpus},
             energy_mj=self.energy.mj, hostname=self.hostnames[node])
         rows = dcgm_text.entities(layout, util=util, holders=self.device_holders(node), t=self.t,
                                   pod_labels=layout.spec.dcgm_pod_labels)
-        return dcgm_text.render(layout, rows, readings)
+        return dcgm_text.render(layout, rows, readings=readings)
 
     def pod_resources(self, node: str) -> list[PodDevices]:
         """What the kubelet's List answers: running pods, plus finished ones on kubelets that list them."""

@@ -93,7 +93,7 @@ def entities(layout: NodeLayout, *, util: dict[str, float], holders: dict[str, l
     return out
 
 
-def render(layout: NodeLayout, rows: list[DcgmEntity], readings: NodeReadings) -> str:
+def render(layout: NodeLayout, rows: list[DcgmEntity], *, readings: NodeReadings) -> str:
     """The ``/metrics`` body for one node."""
     host = f'Hostname="{readings.hostname}",DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"'
     out: list[str] = []
@@ -102,52 +102,58 @@ def render(layout: NodeLayout, rows: list[DcgmEntity], readings: NodeReadings) -
         extra = "".join(f',{k}="{v}"' for k, v in e.pod.items())
         return f"{e.labels},{host}{extra}"
 
-    def family(name: str, mtype: str, help_text: str, value: Callable[[DcgmEntity], str],
+    def family(name: str, mtype: str, *, help_text: str, value: Callable[[DcgmEntity], str],
                only: list[DcgmEntity] | None = None) -> None:
         out.append(f"# HELP {name} {help_text}\n# TYPE {name} {mtype}\n")
         out.extend(f"{name}{{{lbl(e)}}} {value(e)}\n" for e in (rows if only is None else only))
 
-    family("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
-           lambda e: str(1980 if e.util > 0 else 345))
-    family("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", lambda e: "2619")
-    family("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", lambda e: str(int(38 + 30 * e.util)))
-    family("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda e: str(int(33 + 40 * e.util)))
-    family("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).",
-           lambda e: f"{readings.power_w[e.gpu.uuid]:.6f}")
+    family("DCGM_FI_DEV_SM_CLOCK", "gauge", help_text="SM clock frequency (in MHz).",
+           value=lambda e: str(1980 if e.util > 0 else 345))
+    family("DCGM_FI_DEV_MEM_CLOCK", "gauge", help_text="Memory clock frequency (in MHz).", value=lambda e: "2619")
+    family("DCGM_FI_DEV_MEMORY_TEMP", "gauge", help_text="Memory temperature (in C).",
+           value=lambda e: str(int(38 + 30 * e.util)))
+    family("DCGM_FI_DEV_GPU_TEMP", "gauge", help_text="GPU temperature (in C).",
+           value=lambda e: str(int(33 + 40 * e.util)))
+    family("DCGM_FI_DEV_POWER_USAGE", "gauge", help_text="Power draw (in W).",
+           value=lambda e: f"{readings.power_w[e.gpu.uuid]:.6f}")
     if layout.spec.dcgm_energy:
-        family("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).",
-               lambda e: str(int(readings.energy_mj.get(e.gpu.uuid, 0.0))))
-    family("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", lambda e: "0")
+        family("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+               help_text="Total energy consumption since boot (in mJ).",
+               value=lambda e: str(int(readings.energy_mj.get(e.gpu.uuid, 0.0))))
+    family("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", help_text="Total number of PCIe retries.", value=lambda e: "0")
     whole = [e for e in rows if not e.mig]
     if whole:
-        family("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda e: str(round(e.util * 100)), whole)
-        family("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
-               lambda e: str(round(e.util * 40)), whole)
-    family("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", lambda e: "0")
-    family("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", lambda e: "0")
-    family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
-           lambda e: str(int(e.fb_total_mib - e.fb_used_mib)))
-    family("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", lambda e: str(int(e.fb_used_mib)))
-    family("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", lambda e: "510")
+        family("DCGM_FI_DEV_GPU_UTIL", "gauge", help_text="GPU utilization (in %).",
+               value=lambda e: str(round(e.util * 100)), only=whole)
+        family("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", help_text="Memory utilization (in %).",
+               value=lambda e: str(round(e.util * 40)), only=whole)
+    family("DCGM_FI_DEV_ENC_UTIL", "gauge", help_text="Encoder utilization (in %).", value=lambda e: "0")
+    family("DCGM_FI_DEV_DEC_UTIL", "gauge", help_text="Decoder utilization (in %).", value=lambda e: "0")
+    family("DCGM_FI_DEV_FB_FREE", "gauge", help_text="Framebuffer memory free (in MiB).",
+           value=lambda e: str(int(e.fb_total_mib - e.fb_used_mib)))
+    family("DCGM_FI_DEV_FB_USED", "gauge", help_text="Framebuffer memory used (in MiB).",
+           value=lambda e: str(int(e.fb_used_mib)))
+    family("DCGM_FI_DEV_FB_RESERVED", "gauge", help_text="Framebuffer memory reserved (in MiB).", value=lambda e: "510")
     if "L4" not in layout.spec.model:
         family("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
-               "Total number of NVLink bandwidth counters for all lanes.", lambda e: "0")
-    family("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status", lambda e: "0")
+               help_text="Total number of NVLink bandwidth counters for all lanes.", value=lambda e: "0")
+    family("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", help_text="vGPU License status", value=lambda e: "0")
     family("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
-           "Number of remapped rows for uncorrectable errors", lambda e: "0")
+           help_text="Number of remapped rows for uncorrectable errors", value=lambda e: "0")
     family("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
-           "Number of remapped rows for correctable errors", lambda e: "0")
-    family("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", lambda e: "0")
-    family("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
-           lambda e: f"{e.util:.6f}")
-    family("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.",
-           lambda e: f"{e.util * 0.8:.6f}")
-    family("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active "
-           "sending or receiving data.", lambda e: f"{e.util * 0.6:.6f}")
-    family("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - "
+           help_text="Number of remapped rows for correctable errors", value=lambda e: "0")
+    family("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", help_text="Whether remapping of rows has failed",
+           value=lambda e: "0")
+    family("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", help_text="Ratio of time the graphics engine is active.",
+           value=lambda e: f"{e.util:.6f}")
+    family("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", help_text="Ratio of cycles the tensor (HMMA) pipe is active.",
+           value=lambda e: f"{e.util * 0.8:.6f}")
+    family("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", help_text="Ratio of cycles the device memory interface is active "
+           "sending or receiving data.", value=lambda e: f"{e.util * 0.6:.6f}")
+    family("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", help_text="The rate of data transmitted over the PCIe bus - "
            "including both protocol headers and data payloads - in bytes per second.",
-           lambda e: str(int(1_000_000 + e.util * 3e7)))
-    family("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - "
+           value=lambda e: str(int(1_000_000 + e.util * 3e7)))
+    family("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", help_text="The rate of data received over the PCIe bus - "
            "including both protocol headers and data payloads - in bytes per second.",
-           lambda e: str(int(2_000_000 + e.util * 9e7)))
+           value=lambda e: str(int(2_000_000 + e.util * 9e7)))
     return "".join(out)

@@ -40,6 +40,7 @@ def resource_slice(layout: NodeLayout, *, created: float, shared: frozenset[str]
 
 
 def claim_uid(namespace: str, claim: str) -> str:
+    """The stable UID of ResourceClaim ``claim`` in ``namespace``; CDI device names embed it."""
     return stable_uid(f"claim/{namespace}/{claim}")
 
 
@@ -48,7 +49,7 @@ def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[Po
     """An allocated claim: one result per device (adminAccess when asked), reserved for ``pods``. A
     consumable-capacity share's results carry the scheduler's ``shareID`` and ``consumedCapacity``."""
     results = [{"request": "gpu", "driver": DRIVER, "pool": node, "device": d,
-                **({"adminAccess": True} if claim.admin_access else {}), **share_fields(claim, namespace, d)}
+                **({"adminAccess": True} if claim.admin_access else {}), **share_fields(claim, namespace, device=d)}
                for d in claim.devices]
     capacity = {} if claim.memory_mib is None else {"capacity": {"requests": {"memory": f"{claim.memory_mib}Mi"}}}
     meta: dict[str, Any] = {"name": claim.name, "namespace": namespace, "uid": claim_uid(namespace, claim.name),
@@ -69,16 +70,19 @@ def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[Po
                                         "uid": stable_uid(f"pod/{p.namespace}/{p.name}")} for p in pods]}}
 
 
-def share_id(namespace: str, claim: str, device: str) -> str:
+def share_id(namespace: str, claim: str, *, device: str) -> str:
+    """The stable shareID of a consumable-capacity share of ``device`` by one claim."""
     return stable_uid(f"share/{namespace}/{claim}/{device}")
 
 
-def share_fields(claim: ClaimSpec, namespace: str, device: str) -> dict[str, Any]:
+def share_fields(claim: ClaimSpec, namespace: str, *, device: str) -> dict[str, Any]:
+    """A claim result's ``shareID`` and ``consumedCapacity``; empty unless the claim consumes a share of memory."""
     if claim.memory_mib is None:
         return {}
-    return {"shareID": share_id(namespace, claim.name, device),
+    return {"shareID": share_id(namespace, claim.name, device=device),
             "consumedCapacity": {"memory": f"{claim.memory_mib}Mi"}}
 
 
-def cdi_name(namespace: str, claim: str, device: str) -> str:
+def cdi_name(namespace: str, claim: str, *, device: str) -> str:
+    """The CDI device name the DRA driver gives ``device`` as allocated to one claim."""
     return f"k8s.{DRIVER}/claim={claim_uid(namespace, claim)}-{device}"

@@ -38,5 +38,6 @@ def framebuffer_mib(model: str) -> int:
 
 
 def power_range(model: str) -> PowerRange:
+    """Idle and full-load board power of one GPU of ``model`` (50-300 W for models not in the table)."""
     key = _best_key(list(_WATTS), model)
     return _WATTS[key] if key is not None else PowerRange(50.0, 300.0)

@@ -28,10 +28,12 @@ class Resource:
 
     @property
     def group_version(self) -> str:
+        """``<group>/<version>``, or just ``v1`` for the core group: the objects' ``apiVersion``."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
     def base_path(self) -> str:
+        """The URL prefix the resource is served under: ``/api/v1`` or ``/apis/<group>/<version>``."""
         return f"/apis/{self.group}/{self.version}" if self.group else "/api/v1"
 
 
@@ -56,10 +58,12 @@ def served(crds: frozenset[str]) -> list[Resource]:
 
 
 def by_plural(plural: str) -> Resource:
+    """The served resource named ``plural``; StopIteration for one the server does not serve."""
     return next(r for r in RESOURCES if r.plural == plural)
 
 
 def api_versions() -> dict[str, Any]:
+    """The ``/api`` document: the core group serves only v1."""
     return {"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
 

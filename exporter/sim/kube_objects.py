@@ -29,6 +29,7 @@ class KindObject:
 
 
 def iso(ts: float) -> str:
+    """RFC 3339 UTC timestamp, seconds precision, as Kubernetes writes object times."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -38,6 +39,7 @@ def stable_uid(what: str) -> str:
 
 
 def namespace_object(ns: NamespaceSpec, *, created: float) -> dict[str, Any]:
+    """The Namespace object; a monthly budget is served as its ``gpu.platform/monthly-budget`` annotation."""
     meta: dict[str, Any] = {"name": ns.name, "uid": stable_uid(f"ns/{ns.name}"),
                             "labels": {"kubernetes.io/metadata.name": ns.name, **ns.labels},
                             "creationTimestamp": iso(created)}
@@ -175,6 +177,7 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
 
 
 def quota_object(ns: str, *, hard: int, used: int, created: float) -> dict[str, Any]:
+    """The namespace's ``gpu-quota`` ResourceQuota: ``hard`` GPUs allowed, ``used`` now."""
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": "gpu-quota", "namespace": ns, "uid": stable_uid(f"quota/{ns}"),
                          "creationTimestamp": iso(created)},
@@ -219,6 +222,7 @@ class EventInfo:
 
 
 def event_object(ev: EventInfo, *, seq: int, at: float) -> dict[str, Any]:
+    """A Warning Event about ``ev``'s object; ``seq`` keeps names of repeated events apart."""
     ts = iso(at)
     ev_name = f"{ev.name}.{seq:016x}"
     return {"apiVersion": "v1", "kind": "Event",

@@ -48,7 +48,7 @@ def _field(obj: dict[str, Any], path: str) -> str:
     return "" if cur is None else str(cur)
 
 
-def _matches(obj: dict[str, Any], labels: list[tuple[str, str, str]], fields: list[tuple[str, str, str]]) -> bool:
+def _matches(obj: dict[str, Any], labels: list[tuple[str, str, str]], *, fields: list[tuple[str, str, str]]) -> bool:
     obj_labels = obj["metadata"].get("labels") or {}
     for k, op, v in labels:
         have = obj_labels.get(k)
@@ -73,7 +73,7 @@ class _Filter:
 class KubeApiServer:
     """aiohttp application over a ``KubeStore``."""
 
-    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0, crds: frozenset[str] = frozenset()) -> None:
+    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0, *, crds: frozenset[str] = frozenset()) -> None:
         self.store = store
         self.bookmark_interval = bookmark_interval
         self.active_watches = 0
@@ -106,7 +106,7 @@ class KubeApiServer:
         r.add_put(leases + "/{name}", self.replace_lease)
 
     async def _not_found(self, _req: web.Request) -> web.Response:
-        return self._status(404, "NotFound", "the server could not find the requested resource")
+        return self._status(404, "NotFound", message="the server could not find the requested resource")
 
     @staticmethod
     def _json(doc: dict[str, Any]) -> Any:
@@ -115,6 +115,7 @@ class KubeApiServer:
         return handle
 
     async def version(self, _req: web.Request) -> web.Response:
+        """``/version``: the simulator claims Kubernetes v1.33 (``v1.33.0-sim``)."""
         return web.json_response({"major": "1", "minor": "33", "gitVersion": "v1.33.0-sim", "platform": "linux/amd64"})
 
     def getter(self, res: Resource) -> Any:
@@ -124,7 +125,8 @@ class KubeApiServer:
             obj = self.store.objects[res.plural].get((req.match_info.get("namespace", ""), req.match_info["name"]))
             if obj is None:
                 group = f".{res.group}" if res.group else ""
-                return self._status(404, "NotFound", f'{res.plural}{group} "{req.match_info["name"]}" not found')
+                return self._status(404, "NotFound",
+                                    message=f'{res.plural}{group} "{req.match_info["name"]}" not found')
             if kube_tables.wants_table(req.headers.get("Accept", "")):
                 return web.json_response(kube_tables.table(res.plural, [obj], now=time.time(),
                                                            resource_version=obj["metadata"]["resourceVersion"]))
@@ -133,33 +135,38 @@ class KubeApiServer:
 
     # -- coordination.k8s.io/v1 Lease: get, create, and update with optimistic concurrency ------------
     @staticmethod
-    def _status(code: int, reason: str, message: str) -> web.Response:
+    def _status(code: int, reason: str, *, message: str) -> web.Response:
         return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                   "reason": reason, "message": message, "code": code}, status=code)
 
     async def create_lease(self, req: web.Request) -> web.Response:
+        """POST a Lease: 409 AlreadyExists when one of that name exists, as leader election expects."""
         body = await req.json()
         meta = body.setdefault("metadata", {})
         meta["namespace"] = req.match_info["namespace"]
         if (meta["namespace"], meta.get("name", "")) in self.store.objects["leases"]:
-            return self._status(409, "AlreadyExists", f'leases.coordination.k8s.io "{meta.get("name")}" already exists')
+            return self._status(409, "AlreadyExists",
+                                message=f'leases.coordination.k8s.io "{meta.get("name")}" already exists')
         body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
         return web.json_response(self.store.upsert("leases", body), status=201)
 
     async def replace_lease(self, req: web.Request) -> web.Response:
+        """PUT a Lease: 409 Conflict on a stale resourceVersion, so only one candidate wins the renewal."""
         body = await req.json()
         key = (req.match_info["namespace"], req.match_info["name"])
         current = self.store.objects["leases"].get(key)
         if current is None:
-            return self._status(404, "NotFound", f'leases.coordination.k8s.io "{key[1]}" not found')
+            return self._status(404, "NotFound", message=f'leases.coordination.k8s.io "{key[1]}" not found')
         if str(body.get("metadata", {}).get("resourceVersion")) != current["metadata"]["resourceVersion"]:
-            return self._status(409, "Conflict", "the object has been modified; please apply your changes to the "
-                                                 "latest version and try again")
+            return self._status(409, "Conflict",
+                                message="the object has been modified; please apply your changes to the "
+                                        "latest version and try again")
         body["metadata"].update(namespace=key[0], name=key[1])
         body.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
         return web.json_response(self.store.upsert("leases", body))
 
     def handler(self, res: Resource, namespaced: bool) -> Any:
+        """The GET handler (get, list, or watch with ``?watch=1``) for ``res``, namespaced or cluster-wide."""
         kind = res.plural
 
         async def handle(req: web.Request) -> web.StreamResponse:
@@ -172,8 +179,8 @@ class KubeApiServer:
                 fields.append(("metadata.namespace", "=", namespace))
             as_table = kube_tables.wants_table(req.headers.get("Accept", ""))
             if req.query.get("watch") in ("1", "true", "True"):
-                return await self._watch(req, res, _Filter(labels, fields, as_table))
-            items = [o for o in self.store.objects[kind].values() if _matches(o, labels, fields)]
+                return await self._watch(req, res, flt=_Filter(labels, fields, as_table))
+            items = [o for o in self.store.objects[kind].values() if _matches(o, labels, fields=fields)]
             if as_table:
                 return web.json_response(kube_tables.table(kind, items, now=time.time(),
                                                            resource_version=str(self.store.rv)))
@@ -181,7 +188,7 @@ class KubeApiServer:
                                       "metadata": {"resourceVersion": str(self.store.rv)}, "items": items})
         return handle
 
-    async def _watch(self, req: web.Request, res: Resource, flt: _Filter) -> web.StreamResponse:
+    async def _watch(self, req: web.Request, res: Resource, *, flt: _Filter) -> web.StreamResponse:
         kind = res.plural
         rv_text = req.query.get("resourceVersion", "")
         bookmarks = req.query.get("allowWatchBookmarks") in ("1", "true", "True")
@@ -197,13 +204,13 @@ class KubeApiServer:
             if flt.as_table:
                 obj = kube_tables.table(kind, [obj], now=time.time(),
                                         resource_version=obj["metadata"]["resourceVersion"])
-            await self._send(resp, etype, obj)
+            await self._send(resp, etype, obj=obj)
 
         try:
             if rv_text in ("", "0"):
                 rv = self.store.rv
                 for obj in list(self.store.objects[kind].values()):
-                    if _matches(obj, flt.labels, flt.fields):
+                    if _matches(obj, flt.labels, fields=flt.fields):
                         await send("ADDED", obj)
             else:
                 try:
@@ -214,21 +221,21 @@ class KubeApiServer:
             while True:
                 changes = self.store.changes_since(rv, kind) if rv >= 0 else None
                 if changes is None:
-                    await self._send(resp, "ERROR", {
+                    await self._send(resp, "ERROR", obj={
                         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                         "message": f"too old resource version: {rv_text} ({self.store.floor})",
                         "reason": "Expired", "code": 410})
                     break
                 for c in changes:
                     rv = c.rv
-                    if _matches(c.obj, flt.labels, flt.fields):
+                    if _matches(c.obj, flt.labels, fields=flt.fields):
                         await send(c.type, c.obj)
                 now = loop.time()
                 if now >= deadline or req.transport is None or req.transport.is_closing():
                     break  # a client that went away (kubectl ^C) must not hold the server's shutdown
                 if bookmarks and now >= next_bookmark:
                     rv = max(rv, self.store.rv) if not self.store.changes_since(rv, kind) else rv
-                    await self._send(resp, "BOOKMARK", {"kind": res.kind, "apiVersion": res.group_version,
+                    await self._send(resp, "BOOKMARK", obj={"kind": res.kind, "apiVersion": res.group_version,
                                                         "metadata": {"resourceVersion": str(rv)}})
                     next_bookmark = now + self.bookmark_interval
                 await self.store.wait_change(min(deadline - now, self.bookmark_interval))
@@ -243,5 +250,5 @@ class KubeApiServer:
         return resp
 
     @staticmethod
-    async def _send(resp: web.StreamResponse, etype: str, obj: dict[str, Any]) -> None:
+    async def _send(resp: web.StreamResponse, etype: str, *, obj: dict[str, Any]) -> None:
         await resp.write(json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n")

@@ -15,6 +15,8 @@ HISTORY_LIMIT = 20_000
 
 @dataclass(frozen=True, slots=True)
 class Change:
+    """One entry of the change history, replayed to watches that start from an older resourceVersion."""
+
     rv: int
     kind: str
     type: str  # ADDED, MODIFIED, DELETED
@@ -34,10 +36,11 @@ class KubeStore:
 
     @staticmethod
     def key(obj: dict[str, Any]) -> tuple[str, str]:
+        """An object's (namespace, name); namespace is "" for cluster-scoped kinds."""
         meta = obj["metadata"]
         return (meta.get("namespace", ""), meta["name"])
 
-    def _record(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+    def _record(self, kind: str, etype: str, *, obj: dict[str, Any]) -> None:
         self.history.append(Change(self.rv, kind, etype, obj))
         if len(self.history) > HISTORY_LIMIT:
             drop = len(self.history) - HISTORY_LIMIT
@@ -47,16 +50,17 @@ class KubeStore:
         self._changed = asyncio.Event()
 
     def upsert(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace an object under a new resourceVersion; returns the stored copy."""
         self.rv += 1
         obj = copy.deepcopy(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
         key = self.key(obj)
         etype = "MODIFIED" if key in self.objects[kind] else "ADDED"
         self.objects[kind][key] = obj
-        self._record(kind, etype, obj)
+        self._record(kind, etype, obj=obj)
         return obj
 
-    def delete(self, kind: str, namespace: str, name: str, *, at: str | None = None) -> dict[str, Any] | None:
+    def delete(self, kind: str, namespace: str, *, name: str, at: str | None = None) -> dict[str, Any] | None:
         """Remove an object; ``at`` (RFC 3339) is its deletionTimestamp, else its creation time."""
         obj = self.objects[kind].pop((namespace, name), None)
         if obj is None:
@@ -65,7 +69,7 @@ class KubeStore:
         obj = copy.deepcopy(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
         obj["metadata"]["deletionTimestamp"] = at or obj["metadata"].get("creationTimestamp")
-        self._record(kind, "DELETED", obj)
+        self._record(kind, "DELETED", obj=obj)
         return obj
 
     def expire_history(self) -> None:
@@ -87,6 +91,7 @@ class KubeStore:
         return [c for c in self.history if c.rv > rv and c.kind == kind]
 
     async def wait_change(self, timeout: float) -> None:
+        """Wait until the store changes or ``timeout`` seconds pass, whichever is first."""
         try:
             await asyncio.wait_for(self._changed.wait(), timeout)
         except TimeoutError:

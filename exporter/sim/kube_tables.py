@@ -15,6 +15,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """One column of a ``kubectl get`` table: its header, how to fill a cell from (object, now)."""
+
     name: str
     cell: Callable[[dict[str, Any], float], Any]
     priority: int = 0  # 1: shown only with -o wide
@@ -22,6 +24,7 @@ class Column:
 
 
 def wants_table(accept: str) -> bool:
+    """Whether the client asked for a server-side Table (``kubectl get``) rather than the objects."""
     return "as=Table" in accept and "g=meta.k8s.io" in accept
 
 

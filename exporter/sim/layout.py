@@ -21,6 +21,8 @@ _NS = uuidlib.UUID("6f1c1d3e-8d0b-4a43-9f43-0b8f2f1f7c11")
 
 @dataclass(slots=True)
 class MigInstance:
+    """A MIG instance carved out of a GPU: its uuid, GPU-instance ID and profile (e.g. ``1g.10gb``)."""
+
     uuid: str  # "MIG-..."
     gpu_instance_id: int
     profile: str
@@ -28,6 +30,8 @@ class MigInstance:
 
 @dataclass(slots=True)
 class GpuLayout:
+    """One physical GPU of a node: identity, MIG instances, and the replicas it is shared into."""
+
     index: int
     uuid: str  # "GPU-..."
     pci_bus_id: str
@@ -52,12 +56,15 @@ _GI_PROFILE_ID = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}  # NVML GPU-instance profile i
 
 @dataclass(slots=True)
 class NodeLayout:
+    """A node's devices as the device plugins, DRA driver and DCGM see them."""
+
     spec: NodeSpec
     gpus: list[GpuLayout]
     resources: dict[str, list[str]]  # resource -> device IDs, in allocation order
     dra: list[DraDevice] = field(default_factory=list)
 
     def dra_device(self, name: str) -> DraDevice | None:
+        """The DRA device published as ``name`` (e.g. ``gpu-0``); None when the node publishes no such device."""
         return next((d for d in self.dra if d.name == name), None)
 
 
@@ -75,6 +82,7 @@ def _gi_ids(profiles: list[str], slices: int) -> list[int]:
 
 
 def node_layout(spec: NodeSpec) -> NodeLayout:
+    """The devices of ``spec``: stable uuids per node and GPU index, MIG instances, shared replicas."""
     gpus: list[GpuLayout] = []
     resources: dict[str, list[str]] = {}
     shared_name = "nvidia.com/gpu.shared" if spec.time_slicing_rename else "nvidia.com/gpu"
@@ -154,6 +162,8 @@ def _hami_gpus(layout: NodeLayout, pod: PodSpec, *, used: dict[str, list[_Use]],
 
 @dataclass(slots=True)
 class Placement:
+    """Where every pod's devices are: plugin device IDs, HAMi shares and DRA claims, by pod or claim."""
+
     layouts: dict[str, NodeLayout]
     devices: dict[tuple[str, str], list[str]]  # (namespace, pod) -> device IDs
     hami: dict[tuple[str, str], list[HamiShare]] = field(default_factory=dict)  # (namespace, pod) -> shares

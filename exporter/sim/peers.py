@@ -24,7 +24,7 @@ from exporter.sim.kubelet_answers import PodDevices
 class DcgmEndpoint:
     """Serves ``/metrics`` in DCGM Exporter's format for one node."""
 
-    def __init__(self, cluster: SimCluster, node: str, host: str, port: int,
+    def __init__(self, cluster: SimCluster, node: str, *, host: str, port: int,
                  before_render: Callable[[], None] | None = None) -> None:
         self.cluster, self.node, self.host, self.port = cluster, node, host, port
         self.before_render = before_render
@@ -37,9 +37,11 @@ class DcgmEndpoint:
 
     @property
     def url(self) -> str:
+        """The ``/metrics`` URL agents scrape."""
         return f"http://{self.host}:{self.port}/metrics"
 
     async def metrics(self, req: web.Request) -> web.Response:
+        """``/metrics``: the node's DCGM text now; while down, 503 and kept-alive connections dropped."""
         if self._site is None:
             # Down: kill connections that were kept alive from before, as a dead exporter would.
             if req.transport is not None:
@@ -52,9 +54,11 @@ class DcgmEndpoint:
                             charset="utf-8")
 
     async def health(self, _req: web.Request) -> web.Response:
+        """``/health``: OK while listening, KO while the endpoint is down."""
         return web.Response(text="KO" if self._site is None else "OK")
 
     async def start(self) -> None:
+        """Listen (again, after a ``dcgm_down`` window); does nothing while already up."""
         if not self._runner.server:
             await self._runner.setup()
         if self._site is None:
@@ -62,15 +66,18 @@ class DcgmEndpoint:
             await self._site.start()
 
     async def stop_listening(self) -> None:
+        """Stop accepting connections, as a dead exporter would; ``start`` brings it back."""
         if self._site is not None:
             await self._site.stop()
             self._site = None
 
     @property
     def up(self) -> bool:
+        """Whether the endpoint is listening."""
         return self._site is not None
 
     async def close(self) -> None:
+        """Stop listening and free the server for good."""
         await self.stop_listening()
         await self._runner.cleanup()
 
@@ -92,11 +99,11 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
             dyn = ctr.dynamic_resources.add(claim_name=claim.name, claim_namespace=p.namespace)
             for device in claim.devices:
                 # As the kubelet does: CDI names accumulate, so later devices also carry earlier devices' names.
-                cdi.append(pb.CDIDevice(name=cdi_name(p.namespace, claim.name, device)))
+                cdi.append(pb.CDIDevice(name=cdi_name(p.namespace, claim.name, device=device)))
                 res = dyn.claim_resources.add(driver_name=DRIVER, pool_name=self.owner.node, device_name=device,
                                               cdi_devices=list(cdi))
                 if claim.memory_mib is not None:  # a consumable-capacity share: its shareID (kubelet 1.35)
-                    res.share_id = share_id(p.namespace, claim.name, device)
+                    res.share_id = share_id(p.namespace, claim.name, device=device)
         return pb.PodResources(name=p.name, namespace=p.namespace, containers=[ctr])
 
     async def List(self, request: pb.ListPodResourcesRequest, context: object) -> pb.ListPodResourcesResponse:
@@ -127,7 +134,7 @@ class _Servicer(pb_grpc.PodResourcesListerServicer):  # type: ignore[misc]
 class PodResourcesServer:
     """A grpc.aio server for one node's kubelet socket."""
 
-    def __init__(self, cluster: SimCluster, node: str, socket_path: Path,
+    def __init__(self, cluster: SimCluster, node: str, *, socket_path: Path,
                  before_call: Callable[[], None] | None = None) -> None:
         self.cluster, self.node, self.socket_path = cluster, node, socket_path
         self.before_call = before_call
@@ -135,6 +142,7 @@ class PodResourcesServer:
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
+        """Serve the kubelet PodResources API on the unix socket, replacing a stale socket file."""
         if self._server is not None:
             return
         self.socket_path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,6 +155,7 @@ class PodResourcesServer:
         self._server = server
 
     async def stop(self) -> None:
+        """Stop serving and remove the socket, as a kubelet outage looks to the agent."""
         if self._server is not None:
             await self._server.stop(grace=None)
             self._server = None
@@ -155,4 +164,5 @@ class PodResourcesServer:
 
     @property
     def up(self) -> bool:
+        """Whether the socket is being served."""
         return self._server is not None

@@ -12,7 +12,7 @@ from exporter.sim.layout import GpuLayout, NodeLayout
 from exporter.sim.spec import Hold
 
 
-def gpu_utilization(layout: NodeLayout, holders: dict[str, list[Hold]], t: float) -> dict[str, float]:
+def gpu_utilization(layout: NodeLayout, holders: dict[str, list[Hold]], *, t: float) -> dict[str, float]:
     """Entity key (GPU uuid, or MIG uuid) -> utilisation served by DCGM at scenario time ``t``.
 
     Each holder contributes its value for that device (``per_device`` pods differ per device)."""
@@ -31,7 +31,7 @@ def gpu_utilization(layout: NodeLayout, holders: dict[str, list[Hold]], t: float
     return out
 
 
-def gpu_power(model: str, gpu: GpuLayout, util: dict[str, float]) -> float:
+def gpu_power(model: str, gpu: GpuLayout, *, util: dict[str, float]) -> float:
     """Board power in watts: a MIG GPU's busy share is its instances' utilisation weighted by slices."""
     watts = power_range(model)
     if gpu.mig:
@@ -49,7 +49,7 @@ class EnergyMeter:
         self.mj: dict[str, float] = {}
         self.t = 0.0  # every node is integrated up to here
 
-    def add(self, layout: NodeLayout, util: dict[str, float], dt: float) -> None:
+    def add(self, layout: NodeLayout, util: dict[str, float], *, dt: float) -> None:
         """Add ``dt`` seconds of one node's GPUs drawing power at ``util``."""
         for gpu in layout.gpus:
-            self.mj[gpu.uuid] = self.mj.get(gpu.uuid, 0.0) + gpu_power(layout.spec.model, gpu, util) * dt * 1000.0
+            self.mj[gpu.uuid] = self.mj.get(gpu.uuid, 0.0) + gpu_power(layout.spec.model, gpu, util=util) * dt * 1000.0

@@ -68,6 +68,8 @@ def free_port() -> int:
 
 @dataclass(slots=True)
 class NodePorts:
+    """One simulated node's peers and where its agent listens and keeps its state."""
+
     dcgm: DcgmEndpoint
     kubelet: PodResourcesServer
     agent_listen: str
@@ -96,14 +98,17 @@ class SimPeers:
 
     @property
     def kubeconfig(self) -> Path:
+        """The kubeconfig (token auth) that points daemons at the simulated API server."""
         return self.workdir / "kubeconfig"
 
     @property
     def pricing_file(self) -> Path:
+        """The pricing file the aggregator loads, written from the scenario's prices."""
         return self.workdir / "pricing.yaml"
 
     @property
     def ledger(self) -> Path:
+        """The default SQLite ledger, in the work directory."""
         return self.workdir / "ledger.db"
 
     @property
@@ -112,9 +117,11 @@ class SimPeers:
         return self.workdir / "agent-token"
 
     def agent_urls(self) -> list[str]:
+        """Base URLs of every node's agent, for the aggregator's ``GPUCOST_AGENTS``."""
         return [f"http://{n.agent_listen}" for n in self.nodes.values()]
 
     async def start(self, aggregator_listen: str | None = None) -> None:
+        """Bring up the API server and each node's DCGM endpoint and kubelet socket, then write the daemons' files."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cluster.advance(0.0)
         self.api_port = free_port()
@@ -122,10 +129,10 @@ class SimPeers:
         await self._api_runner.setup()
         await web.TCPSite(self._api_runner, HOST, self.api_port).start()
         for name in self.cluster.layouts:
-            dcgm = DcgmEndpoint(self.cluster, name, HOST, free_port())
+            dcgm = DcgmEndpoint(self.cluster, name, host=HOST, port=free_port())
             await dcgm.start()
             sock = self._socket_dir() / name / "kubelet.sock"
-            kubelet = PodResourcesServer(self.cluster, name, sock)
+            kubelet = PodResourcesServer(self.cluster, name, socket_path=sock)
             await kubelet.start()
             self.nodes[name] = NodePorts(dcgm, kubelet, f"{HOST}:{free_port()}", self.workdir / "state" / name)
         self.aggregator_listen = aggregator_listen or f"{HOST}:{free_port()}"
@@ -151,6 +158,7 @@ class SimPeers:
             "".join(f"{k}={v}\n" for k, v in self.aggregator_env().items()))
 
     def agent_env(self, name: str) -> dict[str, str]:
+        """The environment an agent for node ``name`` runs with, pointed at that node's peers."""
         n = self.nodes[name]
         return {"GPUCOST_NODE_NAME": name, "GPUCOST_DCGM_URL": n.dcgm.url,
                 "GPUCOST_PODRESOURCES_SOCKET": str(n.kubelet.socket_path), "GPUCOST_LISTEN": n.agent_listen,
@@ -159,6 +167,7 @@ class SimPeers:
                 "GPUCOST_USAGE_TOKEN_FILE": str(self.token_file)}
 
     def aggregator_env(self) -> dict[str, str]:
+        """The environment the aggregator runs with: every agent, the ledger, prices and the API server."""
         return {"GPUCOST_LISTEN": self.aggregator_listen, "GPUCOST_LEDGER": str(self.ledger),
                 "GPUCOST_PRICING_FILE": str(self.pricing_file), "GPUCOST_AGENTS": ",".join(self.agent_urls()),
                 "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
@@ -196,6 +205,7 @@ class SimPeers:
         return driver
 
     async def close(self) -> None:
+        """Shut every peer down and remove the socket directory if it was made here."""
         for n in self.nodes.values():
             await n.dcgm.close()
             await n.kubelet.stop()
@@ -206,7 +216,7 @@ class SimPeers:
 
 
 async def realtime_loop(peers: SimPeers, stop: asyncio.Event,
-                        on_happening: Callable[[Happening], Any] | None = None, period: float = 0.1) -> None:
+                        *, on_happening: Callable[[Happening], Any] | None = None, period: float = 0.1) -> None:
     """Advance the cluster with the wall clock until ``stop`` is set."""
     while not stop.is_set():
         for h in await peers.advance(time.time() - peers.wall_start):
@@ -216,7 +226,7 @@ async def realtime_loop(peers: SimPeers, stop: asyncio.Event,
             await asyncio.wait_for(stop.wait(), period)
 
 
-async def serve_sim_cluster(scenario: Scenario, workdir: Path, out: TextIO = sys.stdout,
+async def serve_sim_cluster(scenario: Scenario, workdir: Path, *, out: TextIO = sys.stdout,
                             stop: asyncio.Event | None = None) -> None:
     """``gpu-cost-exporter sim-cluster``: serve only the peers, in real time, until SIGTERM."""
     from exporter.runtime import install_stop_signals
@@ -256,6 +266,7 @@ async def serve_sim_cluster(scenario: Scenario, workdir: Path, out: TextIO = sys
 
 
 def reset_dir(path: Path) -> None:
+    """Empty ``path`` (creating it if need be): a fresh work directory for a run."""
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)

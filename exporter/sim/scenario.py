@@ -37,14 +37,14 @@ from exporter.sim.spec import (
 __all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec",
            "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
-def _node_sharing(ctx: Ctx, n: dict[str, Any], where: str, time_slicing: int | None) -> tuple[str, int | None]:
+def _node_sharing(ctx: Ctx, n: dict[str, Any], *, where: str, time_slicing: int | None) -> tuple[str, int | None]:
     """``sharing`` and its replica count: ``time_slicing: r`` alone means time-slicing with r replicas,
     ``mps: r`` MPS with r replicas, ``hami: true`` the HAMi device plugin."""
     implied = "time-slicing" if time_slicing else "none"
     if n.get("mps") is not None:
         if time_slicing is not None or n.get("replicas") is not None:
             raise ctx.fail(f"{where}.mps", "give mps or time_slicing/replicas, not both")
-        time_slicing, implied = ctx.integer(n["mps"], f"{where}.mps", 2), "mps"
+        time_slicing, implied = ctx.integer(n["mps"], f"{where}.mps", lo=2), "mps"
     hami = n.get("hami", False)
     if not isinstance(hami, bool):
         raise ctx.fail(f"{where}.hami", f"expected true or false, got {hami!r}")
@@ -60,7 +60,7 @@ def _node_sharing(ctx: Ctx, n: dict[str, Any], where: str, time_slicing: int | N
     if n.get("replicas") is not None:
         if time_slicing is not None:
             raise ctx.fail(f"{where}.replicas", "give replicas or time_slicing, not both")
-        time_slicing = ctx.integer(n["replicas"], f"{where}.replicas", 2)
+        time_slicing = ctx.integer(n["replicas"], f"{where}.replicas", lo=2)
     if sharing in ("time-slicing", "mps") and time_slicing is None:
         raise ctx.fail(f"{where}.replicas", f"required for sharing: {sharing}")
     if sharing in ("none", "hami") and time_slicing is not None:
@@ -68,12 +68,12 @@ def _node_sharing(ctx: Ctx, n: dict[str, Any], where: str, time_slicing: int | N
     return sharing, time_slicing
 
 
-def _pod_hami(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
+def _pod_hami(ctx: Ctx, p: dict[str, Any], *, where: str, nodes: list[NodeSpec]) -> HamiSpec | None:
     """A HAMi vGPU request, only on a ``sharing: hami`` node and only of ``nvidia.com/gpu``."""
     if p.get("hami") is None:
         return None
     h = ctx.mapping(p["hami"], f"{where}.hami")
-    ctx.known_keys(h, {"memory_mib", "cores"}, f"{where}.hami")
+    ctx.known_keys(h, {"memory_mib", "cores"}, where=f"{where}.hami")
     node = next((x for x in nodes if x.name == p.get("node")), None)
     if node is None or node.sharing != "hami":
         raise ctx.fail(f"{where}.hami", "only for pods on a node with sharing: hami")
@@ -82,7 +82,7 @@ def _pod_hami(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) ->
     cores = ctx.integer(h.get("cores", 0), f"{where}.hami.cores")
     if cores > 100:
         raise ctx.fail(f"{where}.hami.cores", f"{cores} is over 100 (percent of the GPU's SMs)")
-    return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", 1), cores)
+    return HamiSpec(ctx.integer(h.get("memory_mib"), f"{where}.hami.memory_mib", lo=1), cores)
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -113,6 +113,7 @@ def _pricing(ctx: Ctx, raw: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def parse_scenario(text: str, source: str) -> Scenario:
+    """Parse and validate a scenario file's text; ``source`` names it in every ScenarioError."""
     ctx = Ctx(source)
     try:
         raw = yaml.safe_load(text)
@@ -121,7 +122,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
                          "nodes", "namespaces", "pods", "events", "queues", "pricing",
-                         "resource_claims"}, "")
+                         "resource_claims"}, where="")
     pricing = _pricing(ctx, raw)
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
@@ -130,13 +131,13 @@ def parse_scenario(text: str, source: str) -> Scenario:
     if duration <= 0:
         raise ctx.fail("duration", "must be > 0")
     currency = ctx.string(raw.get("currency", "USD"), "currency")
-    prices = {str(k): ctx.number(v, f"prices.{k}", 0) for k, v in ctx.mapping(raw.get("prices"), "prices").items()}
+    prices = {str(k): ctx.number(v, f"prices.{k}", lo=0) for k, v in ctx.mapping(raw.get("prices"), "prices").items()}
     default_price = None
     if raw.get("default_price") is not None:
-        default_price = ctx.number(raw["default_price"], "default_price", 0)
+        default_price = ctx.number(raw["default_price"], "default_price", lo=0)
         if default_price <= 0:
             raise ctx.fail("default_price", "must be > 0 (a GPU is never free)")
-    pools = {str(k): ctx.number(v, f"pools.{k}", 0) for k, v in ctx.mapping(raw.get("pools"), "pools").items()}
+    pools = {str(k): ctx.number(v, f"pools.{k}", lo=0) for k, v in ctx.mapping(raw.get("pools"), "pools").items()}
     pool_label = ctx.string(raw.get("pool_label", "gpu.platform/pool"), "pool_label")
 
     nodes: list[NodeSpec] = []
@@ -145,12 +146,12 @@ def parse_scenario(text: str, source: str) -> Scenario:
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
                            "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
-                           "dra", "dcgm_energy", "mps", "hami"}, where)
+                           "dra", "dcgm_energy", "mps", "hami"}, where=where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
         model = ctx.string(n.get("model"), f"{where}.model")
-        gpus = ctx.integer(n.get("gpus"), f"{where}.gpus", 1)
+        gpus = ctx.integer(n.get("gpus"), f"{where}.gpus", lo=1)
         mig: dict[int, list[str]] = {}
         for idx, profiles in ctx.mapping(n.get("mig"), f"{where}.mig").items():
             try:
@@ -169,8 +170,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
                                f"{gpu_slices(model)}")
             mig[gi] = plist
         ts = n.get("time_slicing")
-        time_slicing = ctx.integer(ts, f"{where}.time_slicing", 2) if ts is not None else None
-        sharing, time_slicing = _node_sharing(ctx, n, where, time_slicing)
+        time_slicing = ctx.integer(ts, f"{where}.time_slicing", lo=2) if ts is not None else None
+        sharing, time_slicing = _node_sharing(ctx, n, where=where, time_slicing=time_slicing)
         if sharing in ("mps", "hami") and mig:
             raise ctx.fail(f"{where}.sharing", f"{sharing} is not offered on MIG GPUs; drop mig or sharing")
         if model not in prices and default_price is None and pricing is None:
@@ -179,7 +180,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
             name, model, gpus, {str(k): str(v) for k, v in ctx.mapping(n.get("labels"), f"{where}.labels").items()},
             mig, time_slicing, bool(n.get("time_slicing_rename", False)), bool(n.get("dcgm_pod_labels", True)),
             bool(n.get("kubelet_lists_terminated", False)), sharing,
-            ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", 1), bool(n.get("dra", False))))
+            ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", lo=1), bool(n.get("dra", False))))
         nodes[-1].dcgm_energy = bool(n.get("dcgm_energy", True))
         if nodes[-1].dra and sharing != "none":
             raise ctx.fail(f"{where}.dra", f"a DRA node has no device plugin to do {sharing}")
@@ -188,7 +189,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
     for i, ns in enumerate(ctx.seq(raw.get("namespaces"), "namespaces")):
         where = f"namespaces[{i}]"
         ns = ctx.mapping(ns, where)
-        ctx.known_keys(ns, {"name", "labels", "gpu_quota", "monthly_budget"}, where)
+        ctx.known_keys(ns, {"name", "labels", "gpu_quota", "monthly_budget"}, where=where)
         q, budget = ns.get("gpu_quota"), ns.get("monthly_budget")
         if budget is not None and ctx.number(budget, f"{where}.monthly_budget") <= 0:
             raise ctx.fail(f"{where}.monthly_budget", f"expected an amount > 0, got {budget!r}")
@@ -211,7 +212,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
                            "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims",
-                           "framebuffer"}, where)
+                           "framebuffer"}, where=where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -226,7 +227,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         end = ctx.duration(p["end"], f"{where}.end") if p.get("end") is not None else None
         if end is not None and end <= start:
             raise ctx.fail(f"{where}.end", "must be after start")
-        steps, per_device = pod_utilization(ctx, p, where, nodes)
+        steps, per_device = pod_utilization(ctx, p, where=where, nodes=nodes)
         owner = None
         if p.get("owner") is not None:
             o = ctx.mapping(p["owner"], f"{where}.owner")
@@ -234,12 +235,13 @@ def parse_scenario(text: str, source: str) -> Scenario:
                           ctx.string(o.get("name"), f"{where}.owner.name"))
         resource = ctx.string(p.get("resource", "nvidia.com/gpu"), f"{where}.resource")
         pods.append(PodSpec(
-            name, namespace, node, ctx.integer(p.get("gpus", 1), f"{where}.gpus", 1), start, end, steps,
+            name, namespace, node, ctx.integer(p.get("gpus", 1), f"{where}.gpus", lo=1), start, end, steps,
             resource, p.get("pending_reason"), owner, p.get("priority_class"),
             str(p.get("container", "main")),
             {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
-            _pod_hami(ctx, p, where, nodes), [], per_device, pod_framebuffer(ctx, p, where, nodes)))
-        requested.append(pod_claims(ctx, p, where, nodes))
+            _pod_hami(ctx, p, where=where, nodes=nodes), [], per_device,
+            pod_framebuffer(ctx, p, where=where, nodes=nodes)))
+        requested.append(pod_claims(ctx, p, where=where, nodes=nodes))
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}
@@ -249,7 +251,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         etype = ctx.string(e.get("type"), f"{where}.type")
         if etype not in EVENT_TYPES:
             raise ctx.fail(f"{where}.type", f"unknown event type {etype!r} (known: {', '.join(sorted(EVENT_TYPES))})")
-        ctx.known_keys(e, {"type", "node", "namespace", "at", "from", "to", "requested"}, where)
+        ctx.known_keys(e, {"type", "node", "namespace", "at", "from", "to", "requested"}, where=where)
         for req in EVENT_TYPES[etype]:
             if e.get(req) is None:
                 raise ctx.fail(f"{where}.{req}", f"required for {etype}")
@@ -264,14 +266,14 @@ def parse_scenario(text: str, source: str) -> Scenario:
             if ev.end <= ev.start:
                 raise ctx.fail(f"{where}.to", "must be after from")
         if e.get("requested") is not None:
-            ev.requested = ctx.integer(e["requested"], f"{where}.requested", 1)
+            ev.requested = ctx.integer(e["requested"], f"{where}.requested", lo=1)
         events.append(ev)
 
     queues: list[QueueSpec] = []
     for i, q in enumerate(ctx.seq(raw.get("queues"), "queues")):
         where = f"queues[{i}]"
         q = ctx.mapping(q, where)
-        ctx.known_keys(q, {"kind", "name", "gpus", "namespaces"}, where)
+        ctx.known_keys(q, {"kind", "name", "gpus", "namespaces"}, where=where)
         kind = ctx.string(q.get("kind"), f"{where}.kind")
         if kind not in ("volcano", "kueue"):
             raise ctx.fail(f"{where}.kind", f"expected volcano or kueue, got {kind!r}")

@@ -50,7 +50,7 @@ class SharedRef:
 PodClaim = ClaimSpec | ClaimRequest | SharedRef
 
 
-def claim_request(ctx: Ctx, c: dict[str, Any], where: str) -> ClaimRequest:
+def claim_request(ctx: Ctx, c: dict[str, Any], *, where: str) -> ClaimRequest:
     """``device_class`` (required), ``count`` (default 1), ``profile`` (MIG only, required there),
     ``admin_access`` (default false)."""
     device_class = ctx.string(c.get("device_class"), f"{where}.device_class")
@@ -68,7 +68,7 @@ def claim_request(ctx: Ctx, c: dict[str, Any], where: str) -> ClaimRequest:
     admin = c.get("admin_access", False)
     if not isinstance(admin, bool):
         raise ctx.fail(f"{where}.admin_access", f"expected true or false, got {admin!r}")
-    return ClaimRequest(device_class, ctx.integer(c.get("count", 1), f"{where}.count", 1), profile, admin)
+    return ClaimRequest(device_class, ctx.integer(c.get("count", 1), f"{where}.count", lo=1), profile, admin)
 
 
 def resource_claims(ctx: Ctx, raw: object) -> dict[tuple[str, str], SharedClaim]:
@@ -77,26 +77,26 @@ def resource_claims(ctx: Ctx, raw: object) -> dict[tuple[str, str], SharedClaim]
     for k, c in enumerate(ctx.seq(raw, "resource_claims")):
         where = f"resource_claims[{k}]"
         c = ctx.mapping(c, where)
-        ctx.known_keys(c, {"name", "namespace", "device_class", "count", "profile", "admin_access"}, where)
+        ctx.known_keys(c, {"name", "namespace", "device_class", "count", "profile", "admin_access"}, where=where)
         key = (ctx.string(c.get("namespace"), f"{where}.namespace"), ctx.string(c.get("name"), f"{where}.name"))
         if key in out:
             raise ctx.fail(f"{where}.name", f"duplicate claim {key[0]}/{key[1]}")
-        out[key] = SharedClaim(key[1], key[0], claim_request(ctx, c, where), where)
+        out[key] = SharedClaim(key[1], key[0], claim_request(ctx, c, where=where), where)
     return out
 
 
-def _named_claim(ctx: Ctx, c: dict[str, Any], where: str) -> ClaimSpec:
+def _named_claim(ctx: Ctx, c: dict[str, Any], *, where: str) -> ClaimSpec:
     """The explicit form: ``{name, devices: [published names], admin_access, memory_mib}``."""
-    ctx.known_keys(c, {"name", "devices", "admin_access", "memory_mib"}, where)
+    ctx.known_keys(c, {"name", "devices", "admin_access", "memory_mib"}, where=where)
     devices = tuple(ctx.string(d, f"{where}.devices") for d in ctx.seq(c.get("devices"), f"{where}.devices"))
     if not devices:
         raise ctx.fail(f"{where}.devices", "name at least one published device (e.g. gpu-0)")
     mib = c.get("memory_mib")
-    memory = None if mib is None else ctx.integer(mib, f"{where}.memory_mib", 1)
+    memory = None if mib is None else ctx.integer(mib, f"{where}.memory_mib", lo=1)
     return ClaimSpec(ctx.string(c.get("name"), f"{where}.name"), devices, bool(c.get("admin_access", False)), memory)
 
 
-def pod_claims(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[PodClaim]:
+def pod_claims(ctx: Ctx, p: dict[str, Any], *, where: str, nodes: list[NodeSpec]) -> list[PodClaim]:
     """A pod's ``claims``, only on a ``dra: true`` node."""
     raw = ctx.seq(p.get("claims"), f"{where}.claims")
     if not raw:
@@ -109,13 +109,13 @@ def pod_claims(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -
         at = f"{where}.claims[{j}]"
         c = ctx.mapping(c, at)
         if "shared" in c:
-            ctx.known_keys(c, {"shared"}, at)
+            ctx.known_keys(c, {"shared"}, where=at)
             out.append(SharedRef(ctx.string(c["shared"], f"{at}.shared")))
         elif "device_class" in c:
-            ctx.known_keys(c, {"device_class", "count", "profile", "admin_access"}, at)
-            out.append(claim_request(ctx, c, at))
+            ctx.known_keys(c, {"device_class", "count", "profile", "admin_access"}, where=at)
+            out.append(claim_request(ctx, c, where=at))
         elif "devices" in c or "name" in c:
-            out.append(_named_claim(ctx, c, at))
+            out.append(_named_claim(ctx, c, where=at))
         else:
             raise ctx.fail(at, "give device_class (with count), shared: <resource_claims name>, or name and devices")
     return out

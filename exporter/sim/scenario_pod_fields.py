@@ -13,15 +13,16 @@ from exporter.sim.spec import NodeSpec
 MIB = 1048576
 
 
-def pod_utilization(ctx: Ctx, p: dict[str, Any], where: str,
+def pod_utilization(ctx: Ctx, p: dict[str, Any], *, where: str,
                     nodes: list[NodeSpec]) -> tuple[list[tuple[float, float]], tuple[float, ...] | None]:
     """Steps ``[(at, value)]``, or ``{per_device: [...]}``: one constant value per device the pod holds."""
     raw = p.get("utilization", 0.0)
     if isinstance(raw, dict):
-        ctx.known_keys(raw, {"per_device"}, f"{where}.utilization")
+        ctx.known_keys(raw, {"per_device"}, where=f"{where}.utilization")
         at = f"{where}.utilization.per_device"
-        values = tuple(ctx.number(v, f"{at}[{j}]", 0, 1) for j, v in enumerate(ctx.seq(raw.get("per_device"), at)))
-        gpus = ctx.integer(p.get("gpus", 1), f"{where}.gpus", 1)
+        values = tuple(ctx.number(v, f"{at}[{j}]", lo=0, hi=1)
+                       for j, v in enumerate(ctx.seq(raw.get("per_device"), at)))
+        gpus = ctx.integer(p.get("gpus", 1), f"{where}.gpus", lo=1)
         if len(values) != gpus:
             raise ctx.fail(at, f"gives {len(values)} for {gpus} GPUs (one value per device the pod holds)")
         if p.get("claims"):
@@ -36,9 +37,9 @@ def pod_utilization(ctx: Ctx, p: dict[str, Any], where: str,
         for j, step in enumerate(raw):
             step = ctx.mapping(step, f"{where}.utilization[{j}]")
             steps.append((ctx.duration(step.get("at", 0), f"{where}.utilization[{j}].at"),
-                          ctx.number(step.get("value"), f"{where}.utilization[{j}].value", 0, 1)))
+                          ctx.number(step.get("value"), f"{where}.utilization[{j}].value", lo=0, hi=1)))
         return sorted(steps), None
-    return [(0.0, ctx.number(raw, f"{where}.utilization", 0, 1))], None
+    return [(0.0, ctx.number(raw, f"{where}.utilization", lo=0, hi=1))], None
 
 
 def _device_memory_mib(p: dict[str, Any], nodes: list[NodeSpec]) -> tuple[float, str] | None:
@@ -60,26 +61,26 @@ def _device_memory_mib(p: dict[str, Any], nodes: list[NodeSpec]) -> tuple[float,
     return total, f"one {node.model} on node {node.name}"
 
 
-def pod_framebuffer(ctx: Ctx, p: dict[str, Any], where: str, nodes: list[NodeSpec]) -> list[tuple[float, int]]:
+def pod_framebuffer(ctx: Ctx, p: dict[str, Any], *, where: str, nodes: list[NodeSpec]) -> list[tuple[float, int]]:
     """``framebuffer``: bytes in use on each device the pod holds, a size or ``[{at, value}]`` steps."""
     raw = p.get("framebuffer")
     if raw is None:
         return []
     at = f"{where}.framebuffer"
     if not isinstance(raw, list):
-        return [(0.0, _size(ctx, raw, at, _device_memory_mib(p, nodes)))]
+        return [(0.0, _size(ctx, raw, where=at, memory=_device_memory_mib(p, nodes)))]
     if not raw:
         raise ctx.fail(at, "give a size or at least one {at, value} step")
     steps = []
     for j, step in enumerate(raw):
         step = ctx.mapping(step, f"{at}[{j}]")
-        ctx.known_keys(step, {"at", "value"}, f"{at}[{j}]")
+        ctx.known_keys(step, {"at", "value"}, where=f"{at}[{j}]")
         steps.append((ctx.duration(step.get("at", 0), f"{at}[{j}].at"),
-                      _size(ctx, step.get("value"), f"{at}[{j}].value", _device_memory_mib(p, nodes))))
+                      _size(ctx, step.get("value"), where=f"{at}[{j}].value", memory=_device_memory_mib(p, nodes))))
     return sorted(steps)
 
 
-def _size(ctx: Ctx, value: object, where: str, memory: tuple[float, str] | None) -> int:
+def _size(ctx: Ctx, value: object, *, where: str, memory: tuple[float, str] | None) -> int:
     """A framebuffer size, no larger than the device it is on."""
     try:
         size = parse_bytes(value)

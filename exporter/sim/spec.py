@@ -27,6 +27,8 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Owner:
+    """The controller that owns a pod (its ownerReference): kind and name."""
+
     kind: str
     name: str
 
@@ -59,6 +61,8 @@ class ClaimSpec:
 
 @dataclass(slots=True)
 class NodeSpec:
+    """One node of the scenario: its GPUs and how they are shared and published."""
+
     name: str
     model: str
     gpus: int
@@ -76,6 +80,8 @@ class NodeSpec:
 
 @dataclass(slots=True)
 class NamespaceSpec:
+    """A namespace with its labels, optional GPU quota and optional monthly budget."""
+
     name: str
     labels: dict[str, str] = field(default_factory=dict)
     gpu_quota: int | None = None
@@ -84,6 +90,8 @@ class NamespaceSpec:
 
 @dataclass(slots=True)
 class PodSpec:
+    """One pod: where and when it runs, how many GPUs it holds and how busy it keeps them."""
+
     name: str
     namespace: str
     node: str | None
@@ -108,19 +116,20 @@ class PodSpec:
         """Utilisation of the pod's ``device``-th device (allocation order) at scenario time ``t``."""
         if self.per_device is not None:
             return self.per_device[device]
-        return _step_at(self.utilization, t, 0.0)
+        return _step_at(self.utilization, t, before=0.0)
 
     def framebuffer_at(self, t: float) -> int | None:
         """Bytes in use on each of the pod's devices at ``t`` (0 before the first step); None: not given."""
         if not self.framebuffer:
             return None
-        return int(_step_at(self.framebuffer, t, 0))
+        return int(_step_at(self.framebuffer, t, before=0))
 
     def running_at(self, t: float) -> bool:
+        """Whether the pod is scheduled and between its start and end at scenario time ``t``."""
         return self.node is not None and self.start <= t and (self.end is None or t < self.end)
 
 
-def _step_at(steps: Sequence[tuple[float, float]], t: float, before: float) -> float:
+def _step_at(steps: Sequence[tuple[float, float]], t: float, *, before: float) -> float:
     """The value of a step function at ``t``: the last step at or before it, ``before`` ahead of the first."""
     value = before
     for at, v in steps:
@@ -150,6 +159,8 @@ class QueueSpec:
 
 @dataclass(slots=True)
 class EventSpec:
+    """A fault or happening (``EVENT_TYPES``): at an instant (``at``) or over a window (``start``, ``end``)."""
+
     type: str
     node: str | None = None
     namespace: str | None = None
@@ -161,6 +172,8 @@ class EventSpec:
 
 @dataclass(slots=True)
 class Scenario:
+    """A parsed scenario file: the cluster, its workload and events, and the prices to book them at."""
+
     source: str
     tick: float
     duration: float
@@ -177,9 +190,12 @@ class Scenario:
     pricing: dict[str, Any] | None = None  # a whole pricing document (``pricing:``), else built from ``prices``
 
     def node(self, name: str) -> NodeSpec:
+        """The node named ``name``; StopIteration when the scenario has none."""
         return next(n for n in self.nodes if n.name == name)
 
     def pricing_document(self) -> dict[str, Any]:
+        """The pricing document the aggregator loads: ``pricing:`` as given, else built from ``prices`` and
+        ``pools``."""
         if self.pricing is not None:
             return dict(self.pricing)
         doc: dict[str, Any] = {"currency": self.currency, "models": dict(self.prices), "pools": dict(self.pools)}

@@ -219,7 +219,7 @@ async def test_deleted_node_is_pruned_after_the_grace_and_its_time_kept(rig: Rig
     await rig.run(range(0, 75, 15))  # both booked up to t=60
     assert set(agg.gauges.agents) == {"a100", "l4"}
     when = datetime.fromtimestamp(START + 75, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    rig.peers.cluster.store.delete("nodes", "", "l4", at=when)
+    rig.peers.cluster.store.delete("nodes", "", name="l4", at=when)
     await rig.run(range(75, 165, 15))
     assert "l4" not in agg.gauges.agents and "l4" not in agg.latest
     assert agg.gate.rejected["unknown_node"] >= 1

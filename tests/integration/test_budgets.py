@@ -56,7 +56,8 @@ def _series(agg: Any) -> dict[str, float]:
 
 async def test_budgets_end_to_end(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
-    pipe = Pipeline(parse_scenario(SCENARIO, "budgets.yaml"), tmp_path / "sim", VirtualClock(DEC_10), ledger=ledger,
+    pipe = Pipeline(parse_scenario(SCENARIO, "budgets.yaml"), tmp_path / "sim", clock=VirtualClock(DEC_10),
+                    ledger=ledger,
                     aggregator_extra={"budgets": {"dev": 10000}, "forecast_refresh": "15s"})
     await pipe.start(serve_aggregator=False)
     agg = pipe.aggregator

@@ -56,7 +56,7 @@ async def test_unmeasured_energy_is_counted_per_node_and_never_priced(tmp_path: 
     Status page: (7200 + 1230) / 3600 = 2.34 GPU-h on 2 nodes."""
     assert (1185 - 600) // 15 + 1 == 40
     scenario = parse_scenario(SCENARIO, "energy.yaml")
-    pipe = Pipeline(scenario, tmp_path / "w", VirtualClock(START), ledger=tmp_path / "ledger.db")
+    pipe = Pipeline(scenario, tmp_path / "w", clock=VirtualClock(START), ledger=tmp_path / "ledger.db")
     await pipe.start(serve_aggregator=False)
     agg = pipe.aggregator
     assert agg is not None

@@ -26,7 +26,7 @@ async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str
 
     ledger = tmp_path / "ledger.db"
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
-        await run_simulation(parse_scenario(text, "golden.yaml"), ledger, Path(work))
+        await run_simulation(parse_scenario(text, "golden.yaml"), ledger, workdir=Path(work))
     conn = sqlite3.connect(ledger)
     rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
     conn.close()
@@ -221,7 +221,7 @@ async def _run_keeping_relists(text: str, workdir: Path) -> tuple[dict[str, dict
     from exporter.pipeline import Pipeline
 
     scenario = parse_scenario(text, "relist.yaml")
-    pipe = Pipeline(scenario, workdir, VirtualClock(1_800_000_000.0), ledger=workdir / "ledger.db")
+    pipe = Pipeline(scenario, workdir, clock=VirtualClock(1_800_000_000.0), ledger=workdir / "ledger.db")
     await pipe.start(serve_aggregator=False)
     try:
         for k in range(int(scenario.duration // scenario.tick) + 1):
@@ -265,7 +265,7 @@ async def test_pod_deletion_closes_books_through_the_watch(tmp_path: Path) -> No
     scenario = parse_scenario(WHOLE.replace("start: 30m, utilization: 0.5}", "start: 0m, end: 90s, utilization: 0.5}"),
                               "del.yaml")
     clock = VirtualClock(1_800_000_000.0)
-    pipe = Pipeline(scenario, tmp_path / "w", clock)
+    pipe = Pipeline(scenario, tmp_path / "w", clock=clock)
     await pipe.start(serve_aggregator=False)
     agg = pipe.aggregator
     assert agg is not None
@@ -295,7 +295,7 @@ async def test_counters_restored_from_ledger_never_go_backwards(tmp_path: Path) 
     from exporter.sim.cluster import Happening
 
     clock = VirtualClock(1_800_000_000.0)
-    pipe = Pipeline(parse_scenario(WHOLE, "restore.yaml"), tmp_path / "w", clock)
+    pipe = Pipeline(parse_scenario(WHOLE, "restore.yaml"), tmp_path / "w", clock=clock)
     await pipe.start(serve_aggregator=False)
     try:
         for k in range(10):
@@ -341,7 +341,8 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     from exporter.cli import DEFAULT_SCENARIO
 
     ledger = tmp_path / "ledger.db"
-    await run_simulation(parse_scenario(DEFAULT_SCENARIO.read_text(), str(DEFAULT_SCENARIO)), ledger, tmp_path / "w")
+    await run_simulation(parse_scenario(DEFAULT_SCENARIO.read_text(), str(DEFAULT_SCENARIO)), ledger,
+                         workdir=tmp_path / "w")
 
     conn = sqlite3.connect(ledger)
     rows = {r["namespace"]: r for r in build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace",

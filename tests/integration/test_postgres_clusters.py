@@ -45,7 +45,7 @@ def _by(rows: list[dict[str, Any]], *cols: str) -> dict[tuple[Any, ...], tuple[f
 async def _alone(text: str, tmp_path: Path, name: str) -> dict[tuple[Any, ...], tuple[float, ...]]:
     ledger = tmp_path / f"{name}.db"
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
-        await run_simulation(parse_scenario(text, f"{name}.yaml"), ledger, Path(work))
+        await run_simulation(parse_scenario(text, f"{name}.yaml"), ledger, workdir=Path(work))
     conn = sqlite3.connect(ledger)
     rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace", since=None, until=None)
     conn.close()
@@ -59,7 +59,7 @@ async def test_two_clusters_in_one_database_report_as_each_alone(postgres: PgSer
     url = postgres.database()
     for name, text in (("east", EAST), ("west", WEST)):
         with tempfile.TemporaryDirectory(prefix="gce-") as work:
-            await run_simulation(parse_scenario(text, f"{name}.yaml"), url, Path(work),
+            await run_simulation(parse_scenario(text, f"{name}.yaml"), url, workdir=Path(work),
                                  aggregator_extra={"cluster": name, "ledger_password_file": postgres.password_file})
     from exporter.aggregator.ledger import open_reader
 

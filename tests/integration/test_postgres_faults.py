@@ -127,7 +127,7 @@ async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer)
     url = postgres.database()
     listen = f"127.0.0.1:{free_port()}"
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
-        pipe = Pipeline(parse_scenario(SCENARIO, "s.yaml"), Path(work), VirtualClock(float(NOV)), ledger=url,
+        pipe = Pipeline(parse_scenario(SCENARIO, "s.yaml"), Path(work), clock=VirtualClock(float(NOV)), ledger=url,
                         aggregator_listen=listen,
                         aggregator_extra={"cluster": "c", "ledger_password_file": postgres.password_file})
         await pipe.start()

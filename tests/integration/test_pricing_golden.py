@@ -39,7 +39,7 @@ async def run(text: str, ledger: Path) -> None:
     """``simulate``'s loop (every tick from 0 to the end, inclusive) on a clock starting at ``START``."""
     scenario = parse_scenario(text, "golden.yaml")
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
-        pipe = Pipeline(scenario, Path(work), VirtualClock(START), ledger=ledger)
+        pipe = Pipeline(scenario, Path(work), clock=VirtualClock(START), ledger=ledger)
         await pipe.start(serve_aggregator=False)
         try:
             for k in range(int(scenario.duration // scenario.tick) + 1):
@@ -204,7 +204,7 @@ async def test_owned_gpus_capital_rate_plus_measured_energy(tmp_path: Path) -> N
     equal the two DCGM counters' deltas, 819,000 + 198,000 = 1,017,000 J; nothing went unmeasured."""
     assert 17520 / (4 * 8760) == 0.50
     scenario = parse_scenario(OWNED, "owned.yaml")
-    pipe = Pipeline(scenario, tmp_path / "w", VirtualClock(START), ledger=tmp_path / "ledger.db")
+    pipe = Pipeline(scenario, tmp_path / "w", clock=VirtualClock(START), ledger=tmp_path / "ledger.db")
     await pipe.start(serve_aggregator=False)
     try:
         async with aiohttp.ClientSession() as session:
@@ -346,7 +346,7 @@ async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> N
     from exporter.cli import DEFAULT_SCENARIO
 
     scenario = parse_scenario(DEFAULT_SCENARIO.read_text(), "default.yaml")
-    pipe = Pipeline(scenario, tmp_path / "w", VirtualClock(START))
+    pipe = Pipeline(scenario, tmp_path / "w", clock=VirtualClock(START))
     await pipe.start()
     agg = pipe.aggregator
     assert agg is not None

@@ -60,7 +60,7 @@ def ledger() -> Path:
 
     work = Path(tempfile.mkdtemp(prefix="gce-rec-"))
     path = work / "ledger.db"
-    asyncio.run(run_simulation(parse_scenario(SCENARIO, "recommend.yaml"), path, work / "sim"))
+    asyncio.run(run_simulation(parse_scenario(SCENARIO, "recommend.yaml"), path, workdir=work / "sim"))
     return path
 
 
@@ -113,7 +113,7 @@ def test_cli_json_and_csv(ledger: Path) -> None:
 async def test_route_and_metric_on_a_running_aggregator(tmp_path: Path) -> None:
     """The aggregator of a pipeline after 5 simulated minutes: the route answers with the short settings, and
     the metric shows what the last hourly refresh (the first commit's) found: nothing yet with 24 h required."""
-    pipe = Pipeline(parse_scenario(SCENARIO, "recommend.yaml"), tmp_path, VirtualClock(1_800_000_000.0))
+    pipe = Pipeline(parse_scenario(SCENARIO, "recommend.yaml"), tmp_path, clock=VirtualClock(1_800_000_000.0))
     await pipe.start(serve_aggregator=False)
     agg = pipe.aggregator
     assert agg is not None
@@ -165,7 +165,7 @@ async def test_the_daemons_settings_set_window_evidence_and_refresh(tmp_path: Pa
     notebook's scale_to_zero (2,920.00 a month = 4.00 x 730) without anyone asking, and the route without
     parameters answers with the daemon's settings (the defaults, 24 h of evidence, would give nothing)."""
     extra = {"recommend_window": 3600.0, "recommend_min_evidence": 60.0, "recommend_refresh": 0.0}
-    pipe = Pipeline(parse_scenario(SCENARIO, "recommend.yaml"), tmp_path, VirtualClock(1_800_000_000.0),
+    pipe = Pipeline(parse_scenario(SCENARIO, "recommend.yaml"), tmp_path, clock=VirtualClock(1_800_000_000.0),
                     aggregator_extra=extra)
     await pipe.start(serve_aggregator=False)
     agg = pipe.aggregator

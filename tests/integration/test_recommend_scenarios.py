@@ -83,7 +83,7 @@ pods:
 def _simulate(text: str, name: str) -> Path:
     work = Path(tempfile.mkdtemp(prefix="gce-recsim-"))
     path = work / "ledger.db"
-    asyncio.run(run_simulation(parse_scenario(text, name), path, work / "sim"))
+    asyncio.run(run_simulation(parse_scenario(text, name), path, workdir=work / "sim"))
     return path
 
 

@@ -54,7 +54,7 @@ def close(got: float, exact: float) -> None:
 def ledger() -> Path:
     work = Path(tempfile.mkdtemp(prefix="gce-contract-"))
     path = work / "ledger.db"
-    asyncio.run(run_simulation(parse_scenario(SCENARIO, "contract.yaml"), path, work / "sim"))
+    asyncio.run(run_simulation(parse_scenario(SCENARIO, "contract.yaml"), path, workdir=work / "sim"))
     return path
 
 

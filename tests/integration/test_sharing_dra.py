@@ -127,7 +127,7 @@ async def test_kubelet_lists_a_two_device_claim_with_accumulating_cdi_names(tmp_
     (dyn,) = ctr.dynamic_resources
     claim = peers.cluster.scenario.pods[0].claims[0]
     assert dyn.claim_name == claim.name and not ctr.devices
-    cdi = [cdi_name("team-a", claim.name, d) for d in ("gpu-0", "gpu-1")]
+    cdi = [cdi_name("team-a", claim.name, device=d) for d in ("gpu-0", "gpu-1")]
     assert [(r.device_name, [c.name for c in r.cdi_devices]) for r in dyn.claim_resources] == [
         ("gpu-0", cdi[:1]), ("gpu-1", cdi)]
 

@@ -126,7 +126,7 @@ async def test_pending_dra_pod_and_claim_states_from_the_simulated_api(tmp_path:
 
                 gone: list[str] = []
                 kube.on_pod_deleted = lambda p: gone.append(p.name)  # the aggregator closes its books at once
-                store.delete("pods", "ai-training", "wait-0")
+                store.delete("pods", "ai-training", name="wait-0")
                 await until(lambda: ("ai-training", "wait-0") not in kube.pods)
                 assert gone == ["wait-0"]
             finally:

@@ -60,7 +60,7 @@ def test_simulator_publishes_shares() -> None:
 @pytest.fixture(scope="module")
 def by_claim() -> dict[str, dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="gce-capacity-"))
-    asyncio.run(run_simulation(parse_scenario(SCENARIO, "capacity.yaml"), work / "ledger.db", work / "sim"))
+    asyncio.run(run_simulation(parse_scenario(SCENARIO, "capacity.yaml"), work / "ledger.db", workdir=work / "sim"))
     conn = sqlite3.connect(work / "ledger.db")
     try:
         rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "claim,pod", since=None, until=None)

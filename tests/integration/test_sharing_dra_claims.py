@@ -52,7 +52,7 @@ def close(got: float, exact: float) -> None:
 def ledger() -> Path:
     work = Path(tempfile.mkdtemp(prefix="gce-claims-"))
     path = work / "ledger.db"
-    asyncio.run(run_simulation(parse_scenario(SCENARIO, "claims.yaml"), path, work / "sim"))
+    asyncio.run(run_simulation(parse_scenario(SCENARIO, "claims.yaml"), path, workdir=work / "sim"))
     return path
 
 
@@ -137,7 +137,7 @@ async def test_report_api_by_claim(tmp_path: Path) -> None:
     """``/api/v1/report?by=claim`` after 3 simulated minutes (12 intervals of 15 s = 0.05 h per holder):
     ml/whole-gpu 0.05 GPU-h x 4.00 = 0.20; ml/shared-gpu 2 x 1/2 x 0.05 = 0.05 GPU-h, 0.20;
     ml/mig-3g 3/7 x 0.05 = 0.021429 GPU-h, 3/7 x 0.05 x 4.00 = 0.085714; ml/"" (plain) 0.05 GPU-h, 0.20."""
-    pipe = Pipeline(parse_scenario(SCENARIO, "claims.yaml"), tmp_path / "w", VirtualClock(START))
+    pipe = Pipeline(parse_scenario(SCENARIO, "claims.yaml"), tmp_path / "w", clock=VirtualClock(START))
     await pipe.start()
     agg = pipe.aggregator
     assert agg is not None

@@ -83,7 +83,7 @@ async def _chromium(*args: str) -> str:
 
 
 async def test_charts_in_chromium_match_the_ledger(tmp_path: Path) -> None:
-    pipe = Pipeline(parse_scenario(SCENARIO, "charts.yaml"), tmp_path, VirtualClock(START))
+    pipe = Pipeline(parse_scenario(SCENARIO, "charts.yaml"), tmp_path, clock=VirtualClock(START))
     await pipe.start(serve_aggregator=True)
     agg = pipe.aggregator
     assert agg is not None

@@ -19,7 +19,7 @@ async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:
     the quota rejection (counted once), quotas matching the scenario, pools with unallocated capacity."""
     scenario = load_scenario(REPO / "exporter" / "sim" / "scenarios" / "default.yaml")
     clock = VirtualClock(START)
-    pipe = Pipeline(scenario, tmp_path, clock)
+    pipe = Pipeline(scenario, tmp_path, clock=clock)
     await pipe.start(serve_aggregator=False)
     agg = pipe.aggregator
     assert agg is not None

@@ -43,7 +43,7 @@ async def test_shard_one_of_two_leads_under_its_own_lease_and_fence_row(postgres
     extra = {"cluster": "c", "ledger_password_file": postgres.password_file, "shards": 2, "shard_index": 1,
              "leader_election": True, "lease_namespace": "default", "lease_name": "agg",
              "lease_duration": 5.0, "lease_renew_period": 0.2}
-    pipe = Pipeline(parse_scenario(SCENARIO, "s.yaml"), tmp_path, VirtualClock(float(NOV)), ledger=url,
+    pipe = Pipeline(parse_scenario(SCENARIO, "s.yaml"), tmp_path, clock=VirtualClock(float(NOV)), ledger=url,
                     aggregator_extra=extra)
     await pipe.start(serve_aggregator=False)
     try:
