@@ -90,7 +90,7 @@ async def test_report_api_by_sharing(tmp_path: Path) -> None:
     """``/api/v1/report?by=sharing`` after 3 simulated minutes (12 intervals of 15 s = 0.05 h per holder):
     none 0.05 GPU-h; time-slicing 2 x 1/2 x 0.05 = 0.05; mps 1/4 x 0.05 = 0.0125; hami 1/2 x 0.05 = 0.025;
     dra 0.05 x 4.00 = 0.20."""
-    pipe = Pipeline(parse_scenario(SCENARIO, "sharing.yaml"), tmp_path / "w", VirtualClock(START))
+    pipe = Pipeline(parse_scenario(SCENARIO, "sharing.yaml"), tmp_path / "w", clock=VirtualClock(START))
     await pipe.start()
     agg = pipe.aggregator
     assert agg is not None
