@@ -4,6 +4,11 @@ in schema 10 and whose ``list_cost`` came with schema 4, is left to the tests th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from exporter.aggregator.ledger_postgres import _month_bounds
+from exporter.aggregator.ledger_schema import POSTGRES, SQLITE, Table, create_table
+
 _ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
                   "unused_commitment_totals")
 _V4_TABLES = ("unused_commitment", "unused_commitment_totals", "commitment_marks", "node_billing")
@@ -28,3 +33,15 @@ def back_to(version: int) -> list[str]:
         out += [f"ALTER TABLE {t} DROP COLUMN list_cost" for t in _V4_LIST_COST]
         out.append("ALTER TABLE totals DROP COLUMN energy_j")
     return [*out, f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'"]
+
+
+def usage_as_of(tables: Sequence[Table], *, backend: str, hour: int) -> list[str]:
+    """Statements putting back the usage table as the schema of ``tables`` made it (empty; on PostgreSQL with the
+    partition of ``hour``'s month), for the tests that rebuild it before ``back_to``."""
+    (usage,) = [tbl for tbl in tables if tbl.name == "usage"]
+    pg = backend == "postgres"
+    stmts = ["DROP TABLE usage", create_table(POSTGRES if pg else SQLITE, usage)]
+    if pg:
+        name, start, end = _month_bounds(hour)
+        stmts.append(f"CREATE TABLE {name} PARTITION OF usage FOR VALUES FROM ({start}) TO ({end})")
+    return [*stmts, "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]

@@ -5,10 +5,9 @@ from its kept hourly rows, and empty commitment and billing tables."""
 from __future__ import annotations
 
 from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger
-from exporter.aggregator.ledger_postgres import _month_bounds
-from exporter.aggregator.ledger_schema import POSTGRES, SQLITE, TABLES_V3, create_table
+from exporter.aggregator.ledger_schema import TABLES_V3
 from exporter.model.books import CapacityTotalKey, NamespaceKey
-from tests.ledger_versions import back_to
+from tests.ledger_versions import back_to, usage_as_of
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -19,13 +18,8 @@ HOUR = 1_764_547_200  # 2025-12-01T00:00:00Z
 def _as_schema_3(t: LedgerTarget) -> None:
     """A fresh ledger taken back to schema 3, with what a schema-3 build booked: ns held 1 GPU-h for 4.00
     (idle half of it, 2.00) drawing 500 J; 2 GPU-h nobody held for 8.00; 60 s nobody observed for 0.50."""
-    (usage,) = [tbl for tbl in TABLES_V3 if tbl.name == "usage"]
-    pg = t.backend == "postgres"
-    stmts = ["DROP TABLE usage", create_table(POSTGRES if pg else SQLITE, usage)]
-    if pg:
-        name, start, end = _month_bounds(HOUR)
-        stmts.append(f"CREATE TABLE {name} PARTITION OF usage FOR VALUES FROM ({start}) TO ({end})")
-    stmts += ["CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)", *back_to(3),
+    stmts = usage_as_of(TABLES_V3, backend=t.backend, hour=HOUR)
+    stmts += [*back_to(3),
               f"INSERT INTO usage VALUES ('default', {HOUR}, 'ns', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
               "3600, 1800, 0, 1800, 4.0, 2.0, 500.0)",
               f"INSERT INTO unallocated VALUES ('default', {HOUR}, 'n1', 'pool', 'M', 'USD', 7200, 8.0)",

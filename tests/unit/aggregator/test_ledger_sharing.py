@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger, TickWrite
-from exporter.aggregator.ledger_postgres import _month_bounds
-from exporter.aggregator.ledger_schema import POSTGRES, SQLITE, TABLES_V9, create_table
+from exporter.aggregator.ledger_schema import TABLES_V9
 from exporter.model.books import UsageAmounts, UsageKey
-from tests.ledger_versions import back_to
+from tests.ledger_versions import back_to, usage_as_of
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -26,13 +25,8 @@ def _ledger(t: LedgerTarget) -> Ledger:
 def _as_schema_9(t: LedgerTarget) -> None:
     """Put back the usage table as schema 9 made it (claim last in the key, no sharing) with one row:
     1 GPU-h (3600 s) at 4.00, half of it used, through claim ml/c1."""
-    (usage,) = [tbl for tbl in TABLES_V9 if tbl.name == "usage"]
-    pg = t.backend == "postgres"
-    stmts = ["DROP TABLE usage", create_table(POSTGRES if pg else SQLITE, usage)]
-    if pg:
-        name, start, end = _month_bounds(HOUR)
-        stmts.append(f"CREATE TABLE {name} PARTITION OF usage FOR VALUES FROM ({start}) TO ({end})")
-    stmts += ["CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)",
+    stmts = usage_as_of(TABLES_V9, backend=t.backend, hour=HOUR)
+    stmts += [
               "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
               "priority_class, currency, claim, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
               f"energy_j, list_cost) VALUES ('default', {HOUR}, 'ml', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
