@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import gc
 import random
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def backoff_delays(base: float = 0.5, cap: float = 30.0) -> Iterator[float]:
@@ -47,3 +53,45 @@ def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,
         scheduler.add_job(job, "interval", seconds=every, max_instances=1, coalesce=True, id=f"job-{i}")
     scheduler.start()
     return scheduler
+
+
+_paused = [0, False]  # pauses open now, and whether the collector was enabled when the first began
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cycle collector for one block. Pauses nest and overlap (a tick for one node can run
+    beside a full one): the collector comes back when the last ends, if it was on when the first began."""
+    if _paused[0] == 0:
+        _paused[1] = gc.isenabled()
+        gc.disable()
+    _paused[0] += 1
+    try:
+        yield
+    finally:
+        _paused[0] -= 1
+        if _paused[0] == 0 and _paused[1]:
+            gc.enable()
+
+
+def collector_paused(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Run the coroutine function ``fn`` with the cycle collector paused (a tick): booking builds ~10^5
+    objects that live until the commit, and the collector re-scanning them, and the books' long-lived
+    marks, every 700 allocations cost about a third of a large tick. Reference counting still frees
+    everything acyclic at once; the collector resumes after ``fn``'s frame, and the objects only it held,
+    are gone, so its first run then scans only what the tick left behind."""
+
+    @functools.wraps(fn)
+    async def paused(*args: P.args, **kwargs: P.kwargs) -> T:
+        with cyclic_gc_paused():
+            return await fn(*args, **kwargs)
+
+    return paused
+
+
+def freeze_long_lived() -> None:
+    """Move every object alive now (modules, the books restored from the ledger) out of the collector's
+    generations: they live as long as the process, and scanning them again on each full collection is work
+    that can never free anything."""
+    gc.collect()
+    gc.freeze()

@@ -311,7 +311,7 @@ class _NodeBooking:
             priority = info.priority_class if info else ""
             facts = rates.facts_of(node, model, make=partial(node_facts, kube, node, model=model))
             idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
-            total = UsageAmounts()
+            total: UsageAmounts | None = None  # the holder's parts summed (one part: that part, no new object)
             for part in parts:
                 rate = rates.rate(facts, mig_profile=h.mig_profile, at=part.start)
                 if not rate.known:
@@ -319,7 +319,9 @@ class _NodeBooking:
                 amount = usage_amount(d, idle=idle, share=part.share, rate=rate)
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
                                        h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
-                total = total + amount
+                total = amount if total is None else total + amount
+            if total is None:
+                continue
             breakdown, ns_totals = holder_totals(d, total)
             add(w.breakdown, BreakdownKey(h.namespace, pool, priority, currency), amount=breakdown)
             add(w.totals, NamespaceKey(h.namespace, currency), amount=ns_totals)

@@ -67,22 +67,25 @@ def _device_kind(device_id: str) -> str:
 
 def book_evidence(table: dict[EvidenceKey, EvidenceRow], h: HolderCounters, *, d: CounterMark | None,
                   parts: Iterable[Slice], workload: str, node: str, model: str) -> None:
-    """Add one holder's delta (spread over the hours like its usage) and its reported framebuffer peak."""
+    """Add one holder's delta (spread over the hours like its usage) and its reported framebuffer peak.
+
+    Each hour's seconds go straight into the row's histogram (one new tuple per hour part, not a one-bucket
+    histogram merged in): this runs once per holder per tick."""
     kind = _device_kind(h.device_id)
-
-    def key(hour: int) -> EvidenceKey:
-        return EvidenceKey(hour, h.namespace, h.pod, workload, node, model, h.mig_profile or "", kind, h.device_id)
-
+    profile = h.mig_profile or ""
     if d is not None and h.fraction > 0:
         measured = max(0.0, d.allocated_s - d.unmeasured_s)
         if measured > 0:
             util = min(1.0, d.used_s / measured)
             for part in parts:
+                key = EvidenceKey(part.hour, h.namespace, h.pod, workload, node, model, profile, kind, h.device_id)
+                old = table.get(key)
                 wall = measured * part.share / h.fraction
-                _put(table, key(part.hour), row=EvidenceRow(h.fraction, UtilHistogram.empty().add(util, wall), None))
+                table[key] = (EvidenceRow(h.fraction, UtilHistogram.empty().add(util, wall), None) if old is None
+                              else EvidenceRow(h.fraction, old.utilization.add(util, wall), old.fb_peak_bytes))
     if h.fb_peak_bytes is not None and h.fb_peak_hour is not None:
-        _put(table, key(h.fb_peak_hour), row=EvidenceRow(h.fraction, UtilHistogram.empty(), h.fb_peak_bytes))
-
+        key = EvidenceKey(h.fb_peak_hour, h.namespace, h.pod, workload, node, model, profile, kind, h.device_id)
+        _put(table, key, row=EvidenceRow(h.fraction, UtilHistogram.empty(), h.fb_peak_bytes))
 
 _PEAK = ("CASE WHEN evidence.fb_peak_bytes IS NULL THEN excluded.fb_peak_bytes "
          "WHEN excluded.fb_peak_bytes IS NULL OR evidence.fb_peak_bytes >= excluded.fb_peak_bytes "

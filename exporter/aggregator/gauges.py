@@ -52,6 +52,10 @@ class Gauges:
     last_commit: float = 0.0
     tick_duration: float = 0.0
 
+    def show_held(self, held: HeldNow) -> None:
+        """Take the GPUs held now (per namespace, per pod, pods folded past the cap) from ``held_now``."""
+        self.allocated_gpus, self.pods, self.overflow_pods = held.allocated_gpus, held.pods, held.overflow_pods
+
 
 def utilization_ratio(amount: UsageAmounts) -> float | None:
     """Used over measured allocated time; None when nothing was measured."""

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from exporter.aggregator.ledger_backend import LedgerError, Row, Tx, migrate
-from exporter.aggregator.ledger_schema import POSTGRES
+from exporter.aggregator.ledger_pg_bulk import copy_upsert
+from exporter.aggregator.ledger_schema import POSTGRES, UPDATE_FILLFACTOR
 
 T = TypeVar("T")
 CONNECT_TIMEOUT = 5  # seconds, per connection attempt
@@ -55,8 +56,9 @@ def _month_bounds(hour: int) -> tuple[str, int, int]:
 class PgTx:
     """A transaction on one pooled connection: ``?`` placeholders become ``%s``, NUMERIC comes back as float."""
 
-    def __init__(self, cur: Any) -> None:
+    def __init__(self, cur: Any, *, bulk: bool = False) -> None:
         self.cur = cur
+        self.bulk = bulk  # many-row upserts through COPY (a writer's transaction)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; the number of rows it changed."""
@@ -64,8 +66,11 @@ class PgTx:
         return int(self.cur.rowcount)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run one statement once per row of ``rows``."""
-        self.cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
+        """Run one statement for every row of ``rows``: an upsert of many rows through ``COPY``
+        (``ledger_pg_bulk``), anything else row by row."""
+        params = [tuple(r) for r in rows]
+        if not (self.bulk and len(params) > 1 and copy_upsert(self.cur, sql, rows=params)):
+            self.cur.executemany(sql.replace("?", "%s"), params)
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows as tuples, NUMERIC money as float."""
@@ -132,12 +137,12 @@ class PostgresBackend:
         if self._pool is None:
             raise LedgerError("ledger is not open")
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            return body(PgTx(cur))
+            return body(PgTx(cur, bulk=True))
 
     def ensure_usage_partitions(self, hours: Iterable[int]) -> None:
         """Create the month partitions these hours (and the month after each) need, in a short
         transaction of their own, serialized by an advisory lock so replicas never race."""
-        wanted = {_month_bounds(h) for h in hours}
+        wanted = {_month_bounds(h) for h in set(hours)}  # a tick books few distinct hours
         wanted |= {_month_bounds(end) for _n, _s, end in wanted}  # one month ahead
         missing = sorted(b for b in wanted if b[0] not in self._partitions)
         if not missing:
@@ -146,7 +151,8 @@ class PostgresBackend:
         def create(tx: Tx) -> None:
             tx.execute("SELECT pg_advisory_xact_lock(7314)")
             for name, start, end in missing:
-                tx.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF usage FOR VALUES FROM ({start}) TO ({end})")
+                tx.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF usage FOR VALUES FROM ({start}) TO ({end}) "
+                           f"WITH (fillfactor = {UPDATE_FILLFACTOR})")  # updated every tick: ledger_schema
 
         self.transaction(create)
         self._partitions.update(name for name, _s, _e in missing)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 DEFAULT_CLUSTER = "default"
 
 
@@ -159,7 +159,23 @@ def create_table(d: Dialect, t: Table, *, name: str | None = None) -> str:
 
 def current_schema(d: Dialect) -> list[str]:
     """Statements creating a fresh ledger at ``SCHEMA_VERSION``."""
-    return [create_table(d, t) for t in TABLES] + ["CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+    return ([create_table(d, t) for t in TABLES] + ["CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+            + room_for_updates(d))
+
+
+#: Tables whose rows every tick updates (a node's marks, each holder's hour-rows and evidence, the running totals).
+UPDATED_EVERY_TICK = ("hwm", "agents", "evidence", "totals", "breakdown_totals", "unallocated", "unallocated_totals")
+#: Room left on each PostgreSQL page, so an update of a row's values (no key column changes) is a heap-only
+#: tuple on the same page: no new entry in the wide primary-key index, and dead versions pruned in place.
+UPDATE_FILLFACTOR = 70
+
+
+def room_for_updates(d: Dialect) -> list[str]:
+    """Schema 10 -> 11 (and a fresh ledger): PostgreSQL leaves room on the pages of the tables updated every tick
+    (usage's month partitions get it when they are created); SQLite has no such setting."""
+    if not d.partition_usage:
+        return []
+    return [f"ALTER TABLE {t} SET (fillfactor = {UPDATE_FILLFACTOR})" for t in UPDATED_EVERY_TICK]
 
 
 # Schemas 1 and 2 only ever existed as SQLite files (PostgreSQL ledgers begin at schema 3).
@@ -293,4 +309,5 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             3: lambda: add_cluster(d), 4: lambda: add_list_prices(d),
             5: lambda: [create_table(d, t) for t in _V5_TABLES],
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
-            9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d)}
+            9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
+            11: lambda: room_for_updates(d)}

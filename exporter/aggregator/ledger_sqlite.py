@@ -56,6 +56,7 @@ class SqliteBackend:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA cache_size=-65536")
             self._conn = conn
             self.transaction(lambda tx: migrate(tx, dialect=SQLITE, where=str(self.path)))
         except sqlite3.DatabaseError as exc:

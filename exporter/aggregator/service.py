@@ -35,7 +35,7 @@ from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.recommend_types import RuleSettings
 from exporter.model.usage import UsageSnapshot
-from exporter.runtime import install_stop_signals, split_listen, start_ticking
+from exporter.runtime import collector_paused, freeze_long_lived, install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import client_context, server_context
 
@@ -72,7 +72,6 @@ class Aggregator:
         self.budget_source = BudgetSource(overrides=settings.budgets)
         self.forecasts = MonthForecasts(window_s=settings.forecast_window, every=settings.forecast_refresh)
         self.latest: dict[str, UsageSnapshot] = {}
-        self.url_node: dict[str, str] = {}
         self.idle_since: dict[tuple[str, str], float] = {}
         self._deleted = DeletedNodes(settings.node_prune_grace)  # books close after the grace
         self.watcher: Watcher | None = None
@@ -121,6 +120,7 @@ class Aggregator:
         log.info("aggregator_started", listen=self.settings.listen, ledger=self.ledger.path,
                  cluster=self.ledger.cluster, agents=len(self.settings.agents) or "discovered",
                  kube=self.watcher is not None)
+        freeze_long_lived()
 
     def _restore(self, state: LedgerState) -> None:  # at start, and when taking over a shared ledger
         self.books = Books(state)
@@ -217,6 +217,7 @@ class Aggregator:
         return self.books.acked(node) if (self.books and node) else None
 
     # -- the tick ------------------------------------------------------------------------------------
+    @collector_paused
     async def tick(self, urls: list[str] | None = None) -> None:
         """Pull agents (all, or ``urls``), book the deltas in one transaction, refresh gauges."""
         assert self.books is not None, "start() first"
@@ -304,8 +305,7 @@ class Aggregator:
                         idle_threshold=self.settings.idle_threshold, idle_since=self.idle_since,
                         max_pods_per_namespace=self.settings.max_pods_per_namespace, pod_gone=self._pod_gone,
                         booked=self.books.node_prices if self.books else None)
-        self.gauges.allocated_gpus = held.allocated_gpus
-        self.gauges.pods, self.gauges.overflow_pods = held.pods, held.overflow_pods
+        self.gauges.show_held(held)
 
     def _on_pod_deleted(self, pod: PodInfo) -> None:
         """Close the pod's books at once: drop it from the gauges and pull its node's agent now."""

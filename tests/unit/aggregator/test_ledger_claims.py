@@ -53,7 +53,7 @@ async def test_schema_6_ledger_gains_the_claim_key(ledger_target: LedgerTarget) 
     await ledger.open()
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 10
+        assert SCHEMA_VERSION == 11
         assert await ledger.query("SELECT claim, allocated_s, cost FROM usage") == [("", 3600.0, 4.0)]
         await ledger.commit(_tick(KEY, 900.0, 4.0))
         await ledger.commit(_tick(KEY._replace(claim="ml/c1"), 1800.0, 4.0))
