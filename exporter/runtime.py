@@ -8,7 +8,7 @@ import functools
 import gc
 import random
 import signal
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -74,7 +74,7 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def collector_paused(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+def collector_paused(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """Run the coroutine function ``fn`` with the cycle collector paused (a tick): booking builds ~10^5
     objects that live until the commit, and the collector re-scanning them, and the books' long-lived
     marks, every 700 allocations cost about a third of a large tick. Reference counting still frees
