@@ -40,3 +40,15 @@ def test_scaling_is_field_by_field() -> None:
 def test_columns_are_the_ledger_column_order() -> None:
     assert UsageAmounts.columns() == ("allocated_s", "used_s", "unmeasured_s", "idle_s", "cost", "idle_cost",
                                       "energy_j", "list_cost")
+
+
+@pytest.mark.parametrize("cls", AMOUNTS, ids=lambda c: c.__name__)
+def test_sums_and_scalings_are_frozen_and_equal_to_amounts_built_by_name(cls: type[books._Amounts]) -> None:
+    """``+`` and ``scaled`` build through the slot descriptors, not ``__init__``: what they make is the same
+    frozen, hashable value ``cls(**fields)`` makes."""
+    one = cls(**dict.fromkeys(cls.columns(), 1.5))
+    total, double = one + one, one.scaled(2.0)
+    assert total == double == cls(**dict.fromkeys(cls.columns(), 3.0))
+    assert hash(total) == hash(cls(**dict.fromkeys(cls.columns(), 3.0)))
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
+        setattr(total, cls.columns()[0], 0.0)
