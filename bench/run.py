@@ -210,6 +210,32 @@ def bench_aggregator(nodes: int, ticks: int) -> dict[str, float]:
         server.wait(timeout=20)
 
 
+def _proc_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _agg_ticks_measured(settings: Any, ticks: int) -> dict[str, Any]:
+    """``_agg_ticks`` in this (fresh) process, with its resident memory after the last tick and at its peak."""
+    from exporter.logs import configure_logging
+
+    configure_logging("error", "json")
+    times = _agg_ticks(settings, ticks)
+    return {"times": times, "rss_mb": round(_proc_mb("VmRSS"), 1), "peak_rss_mb": round(_proc_mb("VmHWM"), 1)}
+
+
+def _agg_ticks_fresh(settings: Any, ticks: int) -> dict[str, Any]:
+    """One aggregator's ticks in a fresh interpreter (spawned), so its memory is its own, not what earlier runs
+    of this process left behind."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        out: dict[str, Any] = pool.apply(_agg_ticks_measured, (settings, ticks))
+    return out
+
+
 def _agg_ticks(settings: Any, ticks: int) -> list[float]:
     """Seconds per tick of one aggregator (the first, which proves every URL's node, included first)."""
     from exporter.aggregator.service import Aggregator
@@ -237,8 +263,8 @@ def bench_aggregator_scale(node_counts: tuple[int, ...], ticks: int, shards: int
     from tests.pg import PG_BIN, start_server
 
     out: dict[str, Any] = {"ticks": ticks, "how": "agents simulated by one aiohttp server in a separate process; "
-                           "median of the ticks after the first; RSS of this process after each run (an upper "
-                           "bound: runs share the process)"}
+                           "median of the ticks after the first; each aggregator in a fresh process: its resident "
+                           "memory after the last tick (rss_mb) and at its peak, mid-tick (peak_rss_mb)"}
     server = start_server() if (PG_BIN / "initdb").exists() else None
     try:
         for nodes in node_counts:
@@ -256,9 +282,11 @@ def bench_aggregator_scale(node_counts: tuple[int, ...], ticks: int, shards: int
                         settings = AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=ledger,
                                                       ledger_password_file=pw, cluster="bench", agents=urls,
                                                       pull_concurrency=128, pull_timeout=60)
-                        times = _agg_ticks(settings, ticks)
+                        run = _agg_ticks_fresh(settings, ticks)
+                        times = run["times"]
                         row[backend] = {"tick_s": round(statistics.median(times[1:]), 2),
-                                        "first_tick_s": round(times[0], 2), "rss_mb": round(rss_mb(), 1)}
+                                        "first_tick_s": round(times[0], 2), "rss_mb": run["rss_mb"],
+                                        "peak_rss_mb": run["peak_rss_mb"]}
                     if server is not None and nodes == max(node_counts) and shards > 1:
                         ledger = server.database()
                         per_shard = []
@@ -267,7 +295,7 @@ def bench_aggregator_scale(node_counts: tuple[int, ...], ticks: int, shards: int
                                 listen=f"127.0.0.1:{free_port()}", ledger=ledger,
                                 ledger_password_file=server.password_file, cluster="bench", agents=urls,
                                 shards=shards, shard_index=i, pull_concurrency=128, pull_timeout=60)
-                            times = _agg_ticks(settings, ticks)
+                            times = _agg_ticks_fresh(settings, ticks)["times"]
                             per_shard.append(round(statistics.median(times[1:]), 2))
                         row[f"postgres_{shards}_shards"] = {"tick_s_per_shard": per_shard,
                                                              "slowest_shard_tick_s": max(per_shard)}

@@ -102,5 +102,5 @@ def write_evidence(tx: Tx, rows: Mapping[EvidenceKey, EvidenceRow], *, cluster: 
     tx.executemany(
         f"INSERT INTO evidence ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
         f"ON CONFLICT (cluster, {', '.join(EvidenceKey._fields)}) DO UPDATE SET {update}",
-        [(cluster, *k, r.fraction, *r.utilization.seconds, r.fb_peak_bytes)
-         for k, r in rows.items()])
+        ((cluster, *k, r.fraction, *r.utilization.seconds, r.fb_peak_bytes)
+         for k, r in rows.items()))

@@ -244,7 +244,7 @@ class Ledger:
             tx.executemany(
                 f"INSERT INTO hwm (cluster, node, key, {', '.join(names)}) VALUES (?,?,?,?,?,?,?) "
                 f"ON CONFLICT (cluster, node, key) DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}",
-                [(cl, m.node, m.key, *m.mark.values()) for m in w.hwm])
+                ((cl, m.node, m.key, *m.mark.values()) for m in w.hwm))
         if w.agents:  # ``since``: when the node's books began; set once, kept by later ticks
             tx.executemany(
                 "INSERT INTO agents (cluster, node, epoch, booked_ts, seq, since) VALUES (?,?,?,?,?,?) "

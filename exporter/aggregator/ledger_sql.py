@@ -28,7 +28,7 @@ def accumulate(tx: Tx, table: str, *, keys: tuple[str, ...], rows: TableRows, cl
     add = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in values)
     tx.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks}) "
                    f"ON CONFLICT (cluster, {', '.join(keys)}) DO UPDATE SET {add}",
-                   [(cluster, *k, *v.values()) for k, v in rows.items()])
+                   ((cluster, *k, *v.values()) for k, v in rows.items()))  # streamed: no list of every row
 
 
 def load_table(tx: Tx, table: str, *, key: type[Any], amounts: type[_A], cluster: str) -> dict[Any, _A]:
