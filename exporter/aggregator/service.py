@@ -7,16 +7,16 @@ import contextlib
 import os
 import time
 from typing import Any
-from urllib.parse import urlparse
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from exporter.aggregator.booking import Books, Prepared
+from exporter.aggregator.booking import Books, NodeModel, NodePrice, Prepared
 from exporter.aggregator.budgets import BudgetSource
+from exporter.aggregator.committed import booked_latest, mirror_commit
 from exporter.aggregator.forecasts import MonthForecasts
 from exporter.aggregator.gate import Admitted, SnapshotGate
-from exporter.aggregator.gauges import AgentHealth, Gauges, held_now, ratios
+from exporter.aggregator.gauges import Gauges, HeldNow, held_now, ratios
 from exporter.aggregator.handover import Handover
 from exporter.aggregator.http import build_app
 from exporter.aggregator.kubestate import KubeState, PodInfo
@@ -27,7 +27,7 @@ from exporter.aggregator.pricing_source import PricingSource
 from exporter.aggregator.recommendations import Advice
 from exporter.aggregator.targets import AgentTargets, DeletedNodes, own_namespace, parse_selector
 from exporter.aggregator.teams import book_teams
-from exporter.clients.agents import AgentPuller, PullResult
+from exporter.clients.agents import AgentPuller
 from exporter.clients.kube import CORE_KINDS, DRA_KINDS, QUEUE_KINDS, Watcher, make_api_client, served_custom_kinds
 from exporter.clock import Clock, RealClock
 from exporter.config import AggregatorSettings
@@ -245,12 +245,12 @@ class Aggregator:
                 self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
             prepared.write.agent_urls.update(
                 {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
-            if not self.handover.trim(prepared.write).empty():  # StaleTerm: deposed, may_book is now false
-                await self.handover.commit(prepared.write, ledger=self.ledger, books=self.books)
+            held = await self._commit_holding(prepared, admitted)
             if snapshots or not prepared.write.empty():
                 self.gauges.last_commit = self.clock.now()
             self.books.apply(prepared)
-            self._after_commit(prepared, admitted, results=results, url_nodes=url_nodes)
+            mirror_commit(prepared, admitted, results=results, url_nodes=url_nodes, gate=self.gate, gauges=self.gauges,
+                          latest=self.latest, kube=self.kube)
             self.handover.drop_foreign(self.gauges.agents)
             if urls is None:
                 self.gauges.ns_utilization = ratios(prepared.ns_delta)
@@ -258,8 +258,29 @@ class Aggregator:
                 self.ticks += 1
                 await self.forecasts.after_commit(self.ledger, budgets=self.budgets(),
                                                   currency=self.pricing.current.currency, now=self.clock.now())
-            self._refresh_held()
+            if held is not None:
+                self.gauges.show_held(held)
+            else:
+                self._refresh_held()
             self.gauges.tick_duration = time.perf_counter() - started
+
+    async def _commit_holding(self, prepared: Prepared, admitted: Admitted) -> HeldNow | None:
+        """Commit on the ledger's thread and meanwhile work out the held-now gauges of what it books (the SQL runs
+        without the GIL); shown only once it committed. A failure of the gauges never stops the books."""
+        assert self.books is not None
+        write = prepared.write
+        commit = (None if self.handover.trim(write).empty()  # StaleTerm: deposed, may_book is now false
+                  else asyncio.ensure_future(self.handover.commit(write, ledger=self.ledger, books=self.books)))
+        await asyncio.sleep(0)  # the commit has reached the ledger's thread
+        try:
+            held = self._held(booked_latest(self.latest, prepared=prepared, admitted=admitted),
+                              booked=prepared.node_prices)
+        except Exception as exc:  # a bug in the gauges: the books go on, the gauges are worked out again after
+            log.error("held_gauges_failed", error=repr(exc))
+            held = None
+        if commit is not None:
+            await commit
+        return held
 
     def _known_nodes(self) -> set[str] | None:
         """Nodes the API has now, or None when there is no synced node list to judge by."""
@@ -267,45 +288,17 @@ class Aggregator:
             return None
         return set(self.kube.nodes)
 
-    def _after_commit(self, prepared: Prepared, admitted: Admitted, *, results: list[PullResult],
-                      url_nodes: dict[str, str]) -> None:
-        """Mirror what was committed: pins, latest snapshots, agent health, pruned nodes, quota events."""
-        self.gate.pins.update(prepared.write.agent_urls)
-        for node, (url, snap) in admitted.snapshots.items():
-            self.gauges.agents.pop(urlparse(url).netloc, None)  # known by its node now, not by its address
-            booked = node not in prepared.rejected
-            if booked:
-                self.latest[node] = snap
-            self.gauges.agents[node] = AgentHealth(up=booked, dcgm_up=booked and snap.dcgm_up)
-        for r in results:
-            if r.snapshot is None or r.url in admitted.refused_urls:
-                node = url_nodes.get(r.url) or self.gate.pins_by_url().get(r.url) or urlparse(r.url).netloc
-                prev = self.gauges.agents.get(node)
-                if r.snapshot is None and (prev is None or prev.up):
-                    log.warning("agent_pull_failed", node=node, url=r.url, error=r.error)
-                if node not in admitted.snapshots:
-                    self.gauges.agents[node] = AgentHealth(up=False, dcgm_up=False)
-        for node in prepared.pruned:
-            self.latest.pop(node, None)
-            self.gauges.agents.pop(node, None)
-            self.gate.unpin(node)
-            log.info("node_books_closed", node=node)
-        for e in prepared.write.quota_events:
-            seen = self.kube.quota_event_counts.get(e.uid)
-            if seen is not None and seen.fired == e.count:
-                self.kube.new_quota_rejections.pop(e.uid, None)
-        if prepared.resets:
-            log.info("agent_epoch_reset", count=prepared.resets)
-
     def _pod_gone(self, ns: str, pod: str) -> bool:
         return self.watcher is not None and self.watcher.synced.get("pods", False) and (ns, pod) not in self.kube.pods
 
-    def _refresh_held(self) -> None:
-        held = held_now(self.latest, kube=self.kube, pricing=self.pricing.current, now=self.clock.now(),
+    def _held(self, latest: dict[str, UsageSnapshot], *, booked: dict[NodeModel, NodePrice] | None) -> HeldNow:
+        return held_now(latest, kube=self.kube, pricing=self.pricing.current, now=self.clock.now(),
                         idle_threshold=self.settings.idle_threshold, idle_since=self.idle_since,
                         max_pods_per_namespace=self.settings.max_pods_per_namespace, pod_gone=self._pod_gone,
-                        booked=self.books.node_prices if self.books else None)
-        self.gauges.show_held(held)
+                        booked=booked)
+
+    def _refresh_held(self) -> None:
+        self.gauges.show_held(self._held(self.latest, booked=self.books.node_prices if self.books else None))
 
     def _on_pod_deleted(self, pod: PodInfo) -> None:
         """Close the pod's books at once: drop it from the gauges and pull its node's agent now."""

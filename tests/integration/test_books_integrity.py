@@ -283,3 +283,27 @@ async def test_an_agent_first_seen_down_is_reported_by_its_node_once_it_answers(
     await rig.agent("a100", node="a100", listen=listen)
     await rig.run(range(15, 45, 15))
     assert {n: h.up for n, h in agg.gauges.agents.items()} == {"a100": True}
+
+
+async def test_a_failure_of_the_held_gauges_never_stops_the_books(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The held-now gauges are worked out while the commit runs on the ledger's thread. A failure there (a bug)
+    must not leave a committed tick unapplied, which would book its deltas again next tick: the books still
+    equal the agent's own count (1 GPU x 150 s) and the gauges come from the fallback after the commit."""
+    real = await rig.agent("a100", node="a100")
+    agg = await rig.start_aggregator(agents=[real])
+    held, calls = agg._held, []
+
+    def fails_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("gauges bug")
+        return held(*args, **kwargs)
+
+    monkeypatch.setattr(agg, "_held", fails_once)
+    await rig.run(range(0, 165, 15))
+    assert rig.agent_allocated("a100", "t") == pytest.approx(150.0)
+    assert rig.booked("t") == pytest.approx(150.0)
+    assert await agg.ledger.query("SELECT SUM(allocated_s) FROM usage WHERE namespace = 't'") == [
+        (pytest.approx(150.0),)]
+    assert agg.gauges.allocated_gpus == {"t": 1.0}
+    assert len(calls) == 12  # 11 ticks, the first of them twice (the fallback after its commit)
