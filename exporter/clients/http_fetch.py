@@ -25,8 +25,6 @@ async def get_bounded(session: aiohttp.ClientSession, url: str, *, max_bytes: in
             declared = resp.content_length
             if declared is not None and declared > max_bytes:
                 raise PeerResponseTooLarge(f"{what}: body of {declared} bytes exceeds {max_bytes}")
-            if declared is not None:  # framed by its length, which is within the bound: read it whole
-                return await resp.read()
             chunks: list[bytes] = []
             size = 0
             async for chunk in resp.content.iter_chunked(1 << 16):

@@ -4,6 +4,7 @@ on loopback: every way a peer can fail comes back as one typed peer error, never
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -96,6 +97,20 @@ async def test_a_streamed_body_over_the_limit_is_refused(peer: Peer) -> None:
             await resp.write(b"x" * 600)
         await resp.write_eof()
         return resp
+
+    peer.answer = answer
+    with pytest.raises(PeerResponseTooLarge, match="body exceeds 1024 bytes"):
+        await _fetch(peer.url)
+
+
+async def test_a_small_compressed_body_that_unpacks_past_the_limit_is_refused(peer: Peer) -> None:
+    """A gzip body declares its compressed length (a few dozen bytes) while aiohttp unpacks it: the limit counts
+    the unpacked bytes, 20 KiB > 1024, so a hostile peer cannot send a small bomb past it."""
+    packed = gzip.compress(b"x" * 20 * 1024)
+    assert len(packed) < LIMIT
+
+    async def answer(_r: web.Request) -> web.Response:
+        return web.Response(body=packed, headers={"Content-Encoding": "gzip"})
 
     peer.answer = answer
     with pytest.raises(PeerResponseTooLarge, match="body exceeds 1024 bytes"):
