@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import random
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
-
-P = ParamSpec("P")
-T = TypeVar("T")
+from typing import Any
 
 
 def backoff_delays(base: float = 0.5, cap: float = 30.0) -> Iterator[float]:
@@ -60,8 +56,11 @@ _paused = [0, False]  # pauses open now, and whether the collector was enabled w
 
 @contextlib.contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cycle collector for one block. Pauses nest and overlap (a tick for one node can run
-    beside a full one): the collector comes back when the last ends, if it was on when the first began."""
+    """Pause Python's cycle collector for one block (a tick): booking builds ~10^5 objects that live until the
+    commit, and the collector re-scanning them, and the books' long-lived marks, every 700 allocations cost
+    about a third of a large tick. Reference counting still frees everything acyclic at once; cycles made in
+    the block wait for the first collection after it. Pauses nest and overlap: the collector comes back when
+    the last ends, if it was on when the first began."""
     if _paused[0] == 0:
         _paused[1] = gc.isenabled()
         gc.disable()
@@ -74,24 +73,17 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def collector_paused(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """Run the coroutine function ``fn`` with the cycle collector paused (a tick): booking builds ~10^5
-    objects that live until the commit, and the collector re-scanning them, and the books' long-lived
-    marks, every 700 allocations cost about a third of a large tick. Reference counting still frees
-    everything acyclic at once; the collector resumes after ``fn``'s frame, and the objects only it held,
-    are gone, so its first run then scans only what the tick left behind."""
-
-    @functools.wraps(fn)
-    async def paused(*args: P.args, **kwargs: P.kwargs) -> T:
-        with cyclic_gc_paused():
-            return await fn(*args, **kwargs)
-
-    return paused
+_frozen = [False]
 
 
 def freeze_long_lived() -> None:
-    """Move every object alive now (modules, the books restored from the ledger) out of the collector's
-    generations: they live as long as the process, and scanning them again on each full collection is work
-    that can never free anything."""
+    """Once per process, as a daemon starts: move every object alive now (modules, clients, the books restored
+    from the ledger) out of the collector's generations. They live as long as the process, and scanning them
+    on each full collection is work that can never free anything. Only once: a frozen object that later
+    becomes cyclic garbage is never collected, so freezing again (a second aggregator in one process) would
+    keep the first one's garbage for good."""
+    if _frozen[0]:
+        return
+    _frozen[0] = True
     gc.collect()
     gc.freeze()

@@ -5,7 +5,8 @@ A tick writes tens of thousands of rows. ``executemany`` runs the upsert once pe
 plan execution per row); ``COPY`` streams the rows (formatted by psycopg's C code) and the upsert runs once
 for all of them. The conflict target and the ``DO UPDATE`` are the ones the caller wrote, so both backends
 keep one SQL text. The staging table is made from the target's own columns (``CREATE … AS SELECT … WITH NO
-DATA``), so every value lands in a column of its final type, and is emptied at each commit. One statement
+DATA``), so every value lands in a column of its final type; it is emptied before each use (a transaction may
+upsert one table twice) and at each commit. One statement
 may not update a row twice, so rows repeating a conflict key (no caller sends them; this keeps it so) go
 row by row as before.
 """
@@ -42,6 +43,7 @@ def copy_upsert(cur: Any, sql: str, *, rows: Sequence[tuple[Any, ...]]) -> bool:
     stage = f"bulk_{table}_{zlib.crc32(listed.encode()):08x}"  # one staging table per column list
     cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
                 f"SELECT {listed} FROM {table} WITH NO DATA")
+    cur.execute(f"DELETE FROM {stage}")  # a second upsert of this table in one transaction: its rows only
     with cur.copy(f"COPY {stage} ({listed}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)

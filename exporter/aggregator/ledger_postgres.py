@@ -19,8 +19,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from exporter.aggregator.ledger_backend import LedgerError, Row, Tx, migrate
 from exporter.aggregator.ledger_pg_bulk import copy_upsert
 from exporter.aggregator.ledger_schema import POSTGRES, UPDATE_FILLFACTOR
+from exporter.logs import get_logger
 
 T = TypeVar("T")
+log = get_logger("ledger")
 CONNECT_TIMEOUT = 5  # seconds, per connection attempt
 STATEMENT_TIMEOUT_MS = 30_000
 _SECRET_PARAMS = {"password", "sslpassword"}
@@ -66,10 +68,10 @@ class PgTx:
         return int(self.cur.rowcount)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run one statement for every row of ``rows``: an upsert of many rows through ``COPY``
-        (``ledger_pg_bulk``), anything else row by row."""
+        """Run one statement for every row of ``rows``: an upsert through ``COPY`` (``ledger_pg_bulk``; even of one
+        row, so money lands the same whatever the row count), anything else row by row."""
         params = [tuple(r) for r in rows]
-        if not (self.bulk and len(params) > 1 and copy_upsert(self.cur, sql, rows=params)):
+        if not (self.bulk and params and copy_upsert(self.cur, sql, rows=params)):
             self.cur.executemany(sql.replace("?", "%s"), params)
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -98,6 +100,7 @@ class PostgresBackend:
         self.pool_size = pool_size
         self._pool: Any = None
         self._partitions: set[str] = set()
+        self._bulk = False  # many-row upserts through COPY: once open, if the role may create temporary tables
 
     def open(self) -> None:
         """Open the pool, migrate (one aggregator at a time) and learn the usage partitions; ``LedgerError``
@@ -116,6 +119,10 @@ class PostgresBackend:
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT * 2)
             self.transaction(self._migrate)
+            self._bulk = bool(self._read("SELECT has_database_privilege(current_database(), 'TEMPORARY')")[0][0])
+            if not self._bulk:  # a role without temporary tables: every upsert goes row by row (slower, same rows)
+                log.warning("ledger_copy_off", ledger=redact(self.url),
+                            reason="the ledger's role may not create temporary tables")
             self._partitions = {r[0] for r in self._read(
                 "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
                 "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'usage'")}
@@ -137,7 +144,7 @@ class PostgresBackend:
         if self._pool is None:
             raise LedgerError("ledger is not open")
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            return body(PgTx(cur, bulk=True))
+            return body(PgTx(cur, bulk=self._bulk))
 
     def ensure_usage_partitions(self, hours: Iterable[int]) -> None:
         """Create the month partitions these hours (and the month after each) need, in a short

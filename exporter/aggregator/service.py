@@ -35,7 +35,7 @@ from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.recommend_types import RuleSettings
 from exporter.model.usage import UsageSnapshot
-from exporter.runtime import collector_paused, freeze_long_lived, install_stop_signals, split_listen, start_ticking
+from exporter.runtime import cyclic_gc_paused, freeze_long_lived, install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import client_context, server_context
 
@@ -79,6 +79,7 @@ class Aggregator:
         self.elector: LeaderElector | None = None
         self.ticks = 0
         self.pulls = 0
+        self.pods_deleted = 0  # deletions seen, so gauges worked out before one are not shown after it
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: web.AppRunner | None = None
@@ -120,7 +121,6 @@ class Aggregator:
         log.info("aggregator_started", listen=self.settings.listen, ledger=self.ledger.path,
                  cluster=self.ledger.cluster, agents=len(self.settings.agents) or "discovered",
                  kube=self.watcher is not None)
-        freeze_long_lived()
 
     def _restore(self, state: LedgerState) -> None:  # at start, and when taking over a shared ledger
         self.books = Books(state)
@@ -217,70 +217,73 @@ class Aggregator:
         return self.books.acked(node) if (self.books and node) else None
 
     # -- the tick ------------------------------------------------------------------------------------
-    @collector_paused
     async def tick(self, urls: list[str] | None = None) -> None:
-        """Pull agents (all, or ``urls``), book the deltas in one transaction, refresh gauges."""
-        assert self.books is not None, "start() first"
+        """Pull agents (all, or ``urls``), book the deltas in one transaction, refresh gauges. The cycle collector
+        is paused while this tick holds the lock (not while it waits for it), and resumes once its frame is gone."""
         async with self._lock:
-            if not self.ledger.may_book:
-                return  # a shared ledger: only the leader holding the current term books
-            started = time.perf_counter()
-            await asyncio.to_thread(self.pricing.maybe_reload)  # a stat, and a YAML parse when changed
-            url_nodes = self.targets.url_nodes()
-            targets = self.agent_urls() if urls is None else urls  # ``urls``: an owned node's agent
-            results = await self.puller.pull_all({u: self._ack(u, url_nodes) for u in targets})
-            self.pulls += len(results)
-            admitted = self.gate.admit(results, expected=None if self.settings.agents else url_nodes,
-                                       known_nodes=self._known_nodes())
-            gone = await self.handover.own(admitted, self._deleted.due(self.kube, now=self.clock.now())
-                                           if urls is None else [], ledger=self.ledger, books=self.books,
-                                           gate=self.gate)  # this shard's nodes, marks loaded
-            snapshots = [snap for _url, snap in admitted.snapshots.values()]
-            if self.shard.sharded and any(p.doc.commitments for p in self.pricing.current.book.lists):
-                self.books.others = await self.ledger.load_fleet()  # commitments cover the whole cluster
-            prepared = self.books.prepare(snapshots, self.kube, pricing=self.pricing.current, gone=gone,
-                                          now=self.clock.now())
-            book_teams(prepared.write, kube=self.kube, team_label=self.settings.team_label)
-            for node, reason in prepared.rejected.items():
-                self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
-            prepared.write.agent_urls.update(
-                {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
-            held = await self._commit_holding(prepared, admitted)
-            if snapshots or not prepared.write.empty():
-                self.gauges.last_commit = self.clock.now()
-            self.books.apply(prepared)
-            mirror_commit(prepared, admitted, results=results, url_nodes=url_nodes, gate=self.gate, gauges=self.gauges,
-                          latest=self.latest, kube=self.kube)
-            self.handover.drop_foreign(self.gauges.agents)
-            if urls is None:
-                self.gauges.ns_utilization = ratios(prepared.ns_delta)
-                self.gauges.workload_utilization = ratios(prepared.workload_delta)
-                self.ticks += 1
-                await self.forecasts.after_commit(self.ledger, budgets=self.budgets(),
-                                                  currency=self.pricing.current.currency, now=self.clock.now())
-            if held is not None:
-                self.gauges.show_held(held)
-            else:
-                self._refresh_held()
-            self.gauges.tick_duration = time.perf_counter() - started
+            with cyclic_gc_paused():
+                await self._locked_tick(urls)
+
+    async def _locked_tick(self, urls: list[str] | None) -> None:
+        assert self.books is not None, "start() first"
+        if not self.ledger.may_book:
+            return  # a shared ledger: only the leader holding the current term books
+        started = time.perf_counter()
+        await asyncio.to_thread(self.pricing.maybe_reload)  # a stat, and a YAML parse when changed
+        url_nodes = self.targets.url_nodes()
+        targets = self.agent_urls() if urls is None else urls  # ``urls``: an owned node's agent
+        results = await self.puller.pull_all({u: self._ack(u, url_nodes) for u in targets})
+        self.pulls += len(results)
+        admitted = self.gate.admit(results, expected=None if self.settings.agents else url_nodes,
+                                   known_nodes=self._known_nodes())
+        gone = await self.handover.own(admitted, self._deleted.due(self.kube, now=self.clock.now())
+                                       if urls is None else [], ledger=self.ledger, books=self.books,
+                                       gate=self.gate)  # this shard's nodes, marks loaded
+        snapshots = [snap for _url, snap in admitted.snapshots.values()]
+        if self.shard.sharded and any(p.doc.commitments for p in self.pricing.current.book.lists):
+            self.books.others = await self.ledger.load_fleet()  # commitments cover the whole cluster
+        prepared = self.books.prepare(snapshots, self.kube, pricing=self.pricing.current, gone=gone,
+                                      now=self.clock.now())
+        book_teams(prepared.write, kube=self.kube, team_label=self.settings.team_label)
+        for node, reason in prepared.rejected.items():
+            self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
+        prepared.write.agent_urls.update(
+            {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
+        held = await self._commit_holding(prepared, admitted)
+        if snapshots or not prepared.write.empty():
+            self.gauges.last_commit = self.clock.now()
+        self.books.apply(prepared)
+        mirror_commit(prepared, admitted, results=results, url_nodes=url_nodes, gate=self.gate, gauges=self.gauges,
+                      latest=self.latest, kube=self.kube)
+        self.gauges.show_held(held if held is not None else self._held(self.latest, booked=self.books.node_prices))
+        self.handover.drop_foreign(self.gauges.agents)
+        if urls is None:
+            self.gauges.ns_utilization = ratios(prepared.ns_delta)
+            self.gauges.workload_utilization = ratios(prepared.workload_delta)
+            self.ticks += 1
+            await self.forecasts.after_commit(self.ledger, budgets=self.budgets(),
+                                              currency=self.pricing.current.currency, now=self.clock.now())
+        self.gauges.tick_duration = time.perf_counter() - started
 
     async def _commit_holding(self, prepared: Prepared, admitted: Admitted) -> HeldNow | None:
         """Commit on the ledger's thread and meanwhile work out the held-now gauges of what it books (the SQL runs
-        without the GIL); shown only once it committed. A failure of the gauges never stops the books."""
+        without the GIL); shown only once it committed. A failure of the gauges never stops the books; None (work
+        them out again after) also when a pod was deleted meanwhile."""
         assert self.books is not None
-        write = prepared.write
+        write, deletions = prepared.write, self.pods_deleted
         commit = (None if self.handover.trim(write).empty()  # StaleTerm: deposed, may_book is now false
                   else asyncio.ensure_future(self.handover.commit(write, ledger=self.ledger, books=self.books)))
-        await asyncio.sleep(0)  # the commit has reached the ledger's thread
+        held: HeldNow | None = None
         try:
+            await asyncio.sleep(0)  # the commit has reached the ledger's thread
             held = self._held(booked_latest(self.latest, prepared=prepared, admitted=admitted),
                               booked=prepared.node_prices)
-        except Exception as exc:  # a bug in the gauges: the books go on, the gauges are worked out again after
+        except Exception as exc:  # a bug in the gauges: the books go on
             log.error("held_gauges_failed", error=repr(exc))
-            held = None
-        if commit is not None:
-            await commit
-        return held
+        finally:  # never leave the commit running unawaited, even when this tick is cancelled
+            if commit is not None:
+                await commit
+        return held if self.pods_deleted == deletions else None
 
     def _known_nodes(self) -> set[str] | None:
         """Nodes the API has now, or None when there is no synced node list to judge by."""
@@ -304,6 +307,7 @@ class Aggregator:
         """Close the pod's books at once: drop it from the gauges and pull its node's agent now."""
         if self.books is None:
             return
+        self.pods_deleted += 1
         self._refresh_held()  # the watch already removed the pod: the gauges lose it here
         urls = [u for u, n in self.targets.url_nodes().items() if n == pod.node]
         if urls and self.shard.owns(pod.node):
@@ -331,6 +335,7 @@ class Aggregator:
         stop = stop or asyncio.Event()
         install_stop_signals(stop)
         await self.start()
+        freeze_long_lived()  # the daemon's books, modules and clients live as long as the process
         await self.wait_synced(timeout=self.settings.tick)
         compaction = [(self.compact, 6 * 3600.0)] if self.shard.primary else []  # shard 0: the cluster's rows
         scheduler = start_ticking(self._safe_tick, self.settings.tick, others=compaction)

@@ -307,3 +307,28 @@ async def test_a_failure_of_the_held_gauges_never_stops_the_books(rig: Rig, monk
         (pytest.approx(150.0),)]
     assert agg.gauges.allocated_gpus == {"t": 1.0}
     assert len(calls) == 12  # 11 ticks, the first of them twice (the fallback after its commit)
+
+
+async def test_gauges_worked_out_before_a_pod_deletion_are_not_shown_after_it(rig: Rig,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pod deleted while a tick's commit runs (``_on_pod_deleted`` counts it) makes the gauges worked out beside
+    the commit stale: that tick works them out again after its commit, so 11 ticks take 12 computations."""
+    real = await rig.agent("a100", node="a100")
+    agg = await rig.start_aggregator(agents=[real])
+    held, commit, calls, commits = agg._held, agg.ledger.commit, [], []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return held(*args, **kwargs)
+
+    async def deleting(*args: Any, **kwargs: Any) -> None:
+        commits.append(1)
+        if len(commits) == 3:
+            agg.pods_deleted += 1  # what a deletion seen by the watch does meanwhile
+        await commit(*args, **kwargs)
+
+    monkeypatch.setattr(agg, "_held", counted)
+    monkeypatch.setattr(agg.ledger, "commit", deleting)
+    await rig.run(range(0, 165, 15))
+    assert (len(commits), len(calls)) == (11, 12)
+    assert rig.booked("t") == pytest.approx(150.0)

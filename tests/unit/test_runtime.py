@@ -1,5 +1,6 @@
 """The cycle collector paused for a tick: off inside, back after (also after a failure), overlapping pauses
-ending together, a collector the host turned off left off; the aggregator's tick books with it paused."""
+ending together whichever ends first, a collector the host turned off left off; the aggregator's tick books
+with it paused and does not pause it while it waits for the lock; long-lived objects frozen once per process."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from exporter import runtime
 from exporter.aggregator.service import Aggregator
 from exporter.config import AggregatorSettings
-from exporter.runtime import collector_paused, cyclic_gc_paused
+from exporter.runtime import cyclic_gc_paused, freeze_long_lived
 from exporter.sim.runner import free_port
 
 
@@ -24,43 +26,40 @@ def _collector_on() -> Iterator[None]:
     (gc.enable if was else gc.disable)()
 
 
-async def test_paused_inside_and_back_after_even_when_the_tick_fails() -> None:
+def test_paused_inside_and_back_after_even_when_the_block_fails() -> None:
     seen: list[bool] = []
-
-    @collector_paused
-    async def tick(fail: bool) -> None:
+    with cyclic_gc_paused():
         seen.append(gc.isenabled())
-        if fail:
-            raise RuntimeError("ledger down")
-
-    await tick(False)
     assert gc.isenabled()
-    with pytest.raises(RuntimeError):
-        await tick(True)
+    with pytest.raises(RuntimeError), cyclic_gc_paused():
+        seen.append(gc.isenabled())
+        raise RuntimeError("ledger down")
     assert seen == [False, False] and gc.isenabled()
 
 
-async def test_overlapping_pauses_end_when_the_last_ends() -> None:
-    """A node's tick (started on a pod deletion) beside the full one: the first to end leaves the collector off
-    for the other; it comes back when both are done."""
-    first_done = asyncio.Event()
+@pytest.mark.parametrize("first_to_end", ["first_started", "last_started"])
+async def test_overlapping_pauses_end_when_the_last_ends(first_to_end: str) -> None:
+    """A node's tick (started on a pod deletion) beside the full one: whichever ends first leaves the collector
+    off for the other; it comes back when both are done."""
+    release = {"first_started": asyncio.Event(), "last_started": asyncio.Event()}
     during: list[bool] = []
 
-    @collector_paused
-    async def short() -> None:
-        await asyncio.sleep(0)
+    async def paused(name: str) -> None:
+        with cyclic_gc_paused():
+            await release[name].wait()
+            during.append(gc.isenabled())
 
-    @collector_paused
-    async def long() -> None:
-        await first_done.wait()
-        during.append(gc.isenabled())
-
-    task = asyncio.create_task(long())
+    tasks = [asyncio.create_task(paused("first_started"))]
     await asyncio.sleep(0)
-    await short()
-    first_done.set()
-    await task
-    assert during == [False] and gc.isenabled()
+    tasks.append(asyncio.create_task(paused("last_started")))
+    await asyncio.sleep(0)
+    other = "last_started" if first_to_end == "first_started" else "first_started"
+    release[first_to_end].set()
+    await asyncio.sleep(0.01)
+    assert during == [False] and not gc.isenabled()  # one ended, the other still holds the pause
+    release[other].set()
+    await asyncio.gather(*tasks)
+    assert during == [False, False] and gc.isenabled()
 
 
 def test_a_collector_the_host_turned_off_stays_off() -> None:
@@ -70,9 +69,9 @@ def test_a_collector_the_host_turned_off_stays_off() -> None:
     assert not gc.isenabled()
 
 
-async def test_the_aggregator_books_with_the_collector_paused(tmp_path: Path) -> None:
-    """A real tick (no agents) through ``Aggregator.tick``: ``prepare`` runs with the collector off, and after
-    the tick it is on again."""
+async def test_the_aggregator_books_with_the_collector_paused_and_not_while_it_waits(tmp_path: Path) -> None:
+    """A real tick (no agents) through ``Aggregator.tick``: ``prepare`` runs with the collector off; a tick
+    queued behind the lock (another tick running) leaves it on meanwhile; after the tick it is on again."""
     agg = Aggregator(AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=tmp_path / "l.db", agents=[]))
     await agg.start(serve_http=False)
     assert agg.books is not None
@@ -85,7 +84,27 @@ async def test_the_aggregator_books_with_the_collector_paused(tmp_path: Path) ->
 
     books.prepare = watched  # type: ignore[method-assign,assignment]
     try:
-        await agg.tick()
+        async with agg._lock:
+            queued = asyncio.create_task(agg.tick())
+            await asyncio.sleep(0.01)
+            assert gc.isenabled() and not queued.done()
+        await queued
     finally:
         await agg.close()
     assert seen == [False] and gc.isenabled()
+
+
+def test_long_lived_objects_are_frozen_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first call freezes what is alive; a second (another aggregator started in the same process) freezes
+    nothing more, so that aggregator's garbage stays collectable."""
+    monkeypatch.setattr(runtime, "_frozen", [False])
+    before = gc.get_freeze_count()
+    try:
+        freeze_long_lived()
+        frozen = gc.get_freeze_count()
+        assert frozen > before
+        later = [[i] for i in range(1000)]  # new objects, alive at the second call
+        freeze_long_lived()
+        assert gc.get_freeze_count() == frozen and len(later) == 1000
+    finally:
+        gc.unfreeze()

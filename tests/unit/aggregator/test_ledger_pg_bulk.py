@@ -8,6 +8,8 @@ carry the fill factor.
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 
@@ -45,6 +47,65 @@ async def test_many_rows_land_exactly_the_floats_booked(postgres: PgServer) -> N
     assert len(rows) == 300
     assert set(rows) == {(THIRD + THIRD, THIRD / 2 + THIRD / 2, 7200.0)}
     assert await ledger.query("SELECT cost FROM totals WHERE cluster = 'bulk'") == [(THIRD * 300 * 2,)]
+    await ledger.close()
+
+
+async def test_one_row_lands_exactly_too(postgres: PgServer) -> None:
+    """A tick with one namespace writes one totals row: it takes the same path, so 1/3 reads back as 1/3 (row by
+    row it would come back as 0.333333333333333): money never depends on how many rows a tick wrote."""
+    ledger = Ledger(postgres.database(), cluster="one", password_file=postgres.password_file)
+    await ledger.open()
+    w = TickWrite()
+    w.totals[NamespaceKey("team", "USD")] = NamespaceTotals(allocated_s=3600.0, cost=THIRD)
+    await ledger.commit(w)
+    assert await ledger.query("SELECT cost FROM totals WHERE cluster = 'one'") == [(THIRD,)]
+    await ledger.close()
+
+
+def _nullable(postgres: PgServer) -> psycopg.Connection:
+    conn = psycopg.connect(postgres.database(), password=PASSWORD)
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v NUMERIC NOT NULL, peak DOUBLE PRECISION)")
+    return conn
+
+
+def test_the_staging_table_holds_one_upserts_rows_only_and_carries_nulls(postgres: PgServer) -> None:
+    """One connection reuses its staging table: two upserts in one transaction, then one in the next, each add
+    only their own rows (1 + 2 + 4 = 7, not 1 + (1 + 2) + …), and a NULL (an unmeasured framebuffer peak) lands
+    as NULL."""
+    sql = ("INSERT INTO t (k, v, peak) VALUES (?, ?, ?) ON CONFLICT (k) DO UPDATE SET v = t.v + excluded.v, "
+           "peak = COALESCE(excluded.peak, t.peak)")
+    with _nullable(postgres) as conn:
+        conn.commit()
+        with conn.cursor() as cur:
+            for value in (1.0, 2.0):
+                assert copy_upsert(cur, sql, rows=[("a", value, None), ("b", value, 5.0)])
+        conn.commit()
+        with conn.cursor() as cur:
+            assert copy_upsert(cur, sql, rows=[("a", 4.0, None), ("b", 4.0, None)])
+        conn.commit()
+        rows = sorted(conn.execute("SELECT k, v::float8, peak FROM t").fetchall())
+    assert rows == [("a", 7.0, None), ("b", 7.0, 5.0)]
+
+
+async def test_a_role_without_temporary_tables_writes_row_by_row(postgres: PgServer) -> None:
+    """A hardened database may revoke TEMPORARY: the ledger sees it at open and upserts row by row, booking the
+    same rows (a third, as NUMERIC's 15 digits keep it), instead of failing every tick."""
+    name = f"notemp_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.url(), password=PASSWORD, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw-{name}'")
+        admin.execute(f"REVOKE TEMPORARY ON DATABASE {name} FROM PUBLIC")
+    with psycopg.connect(postgres.url(name), password=PASSWORD, autocommit=True) as db:
+        db.execute(f"GRANT CREATE, USAGE ON SCHEMA public TO {name}")
+    url = f"postgresql://{name}@127.0.0.1:{postgres.port}/{name}"
+    secret = postgres.root / f"{name}.pw"
+    secret.write_text(f"pw-{name}\n")
+    ledger = Ledger(url, cluster="nt", password_file=secret)
+    await ledger.open()
+    for _ in range(2):
+        await ledger.commit(_many(3))
+    assert await ledger.query("SELECT COUNT(*), SUM(allocated_s) FROM usage") == [(3, 21600.0)]
+    assert await ledger.query("SELECT has_database_privilege(current_database(), 'TEMPORARY')") == [(False,)]
     await ledger.close()
 
 

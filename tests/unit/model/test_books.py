@@ -45,10 +45,15 @@ def test_columns_are_the_ledger_column_order() -> None:
 @pytest.mark.parametrize("cls", AMOUNTS, ids=lambda c: c.__name__)
 def test_sums_and_scalings_are_frozen_and_equal_to_amounts_built_by_name(cls: type[books._Amounts]) -> None:
     """``+`` and ``scaled`` build through the slot descriptors, not ``__init__``: what they make is the same
-    frozen, hashable value ``cls(**fields)`` makes."""
-    one = cls(**dict.fromkeys(cls.columns(), 1.5))
-    total, double = one + one, one.scaled(2.0)
-    assert total == double == cls(**dict.fromkeys(cls.columns(), 3.0))
-    assert hash(total) == hash(cls(**dict.fromkeys(cls.columns(), 3.0)))
+    frozen, hashable value ``cls(**fields)`` makes, each field from its own two operands (field i: (i + 1) and
+    10 (i + 1), so a swapped slot or a dropped operand shows)."""
+    names = cls.columns()
+    a = cls(**{n: float(i + 1) for i, n in enumerate(names)})
+    b = cls(**{n: 10.0 * (i + 1) for i, n in enumerate(names)})
+    total, tripled = a + b, a.scaled(3.0)
+    assert total == cls(**{n: 11.0 * (i + 1) for i, n in enumerate(names)})
+    assert tripled == cls(**{n: 3.0 * (i + 1) for i, n in enumerate(names)})
+    assert [getattr(total, n) for n in names] == [11.0 * (i + 1) for i in range(len(names))]
+    assert hash(total) == hash(cls(**{n: 11.0 * (i + 1) for i, n in enumerate(names)}))
     with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
-        setattr(total, cls.columns()[0], 0.0)
+        setattr(total, names[0], 0.0)
