@@ -52,7 +52,6 @@ from exporter.model.books import (
 )
 from exporter.model.plausibility import counter_advance, implausible
 from exporter.model.pricing import Pricing
-from exporter.model.pricing_labels import NodeFacts
 from exporter.model.usage import UsageSnapshot
 
 __all__ = ["Books", "NodeGone", "NodeModel", "NodePrice", "Prepared", "hour_of"]
@@ -302,7 +301,6 @@ class _NodeBooking:
         node, currency = snap.node, rates.pricing.currency
         pool = kube.pool_of(node)
         node_model = kube.model_of_node(node)
-        facts_by_model: dict[str, NodeFacts] = {}
         for h in snap.holders:
             d = deltas.get(h.key())
             info = kube.pod(h.namespace, h.pod)
@@ -312,10 +310,7 @@ class _NodeBooking:
             if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
                 continue
             priority = info.priority_class if info else ""
-            facts = facts_by_model.get(model)
-            if facts is None:
-                facts = facts_by_model[model] = rates.facts_of(node, model, make=partial(node_facts, kube, node,
-                                                                                        model=model))
+            facts = rates.facts_of(node, model, make=partial(node_facts, kube, node, model=model))
             idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
             total: UsageAmounts | None = None  # the holder's parts summed (one part: that part, no new object)
             for part in parts:

@@ -255,7 +255,7 @@ class Aggregator:
         self.books.apply(prepared)
         mirror_commit(prepared, admitted, results=results, url_nodes=url_nodes, gate=self.gate, gauges=self.gauges,
                       latest=self.latest, kube=self.kube)
-        self.gauges.show_held(held if held is not None else self._held(self.latest, booked=self.books.node_prices))
+        self._refresh_held(held)
         self.handover.drop_foreign(self.gauges.agents)
         if urls is None:
             self.gauges.ns_utilization = ratios(prepared.ns_delta)
@@ -300,8 +300,9 @@ class Aggregator:
                         max_pods_per_namespace=self.settings.max_pods_per_namespace, pod_gone=self._pod_gone,
                         booked=booked)
 
-    def _refresh_held(self) -> None:
-        self.gauges.show_held(self._held(self.latest, booked=self.books.node_prices if self.books else None))
+    def _refresh_held(self, held: HeldNow | None = None) -> None:  # ``held``: worked out beside the commit
+        booked = self.books.node_prices if self.books else None
+        self.gauges.show_held(held if held is not None else self._held(self.latest, booked=booked))
 
     def _on_pod_deleted(self, pod: PodInfo) -> None:
         """Close the pod's books at once: drop it from the gauges and pull its node's agent now."""
