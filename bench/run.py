@@ -36,6 +36,7 @@ from exporter.agent.publish import snapshot_of  # noqa: E402
 from exporter.agent.state import dump_meter  # noqa: E402
 from exporter.clients.exposition import parse_exposition  # noqa: E402
 from exporter.model.pod_resources import ContainerDevices  # noqa: E402
+from exporter.model.usage import snapshot_json  # noqa: E402
 from exporter.sim.cluster import SimCluster  # noqa: E402
 from exporter.sim.scenario import parse_scenario  # noqa: E402
 
@@ -88,7 +89,7 @@ def bench_agent_tick(mig: bool, repeat: int) -> dict[str, float]:
         devices = build_devices(parse_exposition(text, only=DEFAULT_NAME_TABLE).samples)
         attribution = attribute(held, devices, allocatable=None, mig_known=meter.mig_known, inventory=meter.inventory)
         meter.tick(clock[0], attribution, dcgm=devices, cap=60.0)
-        snapshot_of(meter, clock[0], dcgm_up=True, podresources_up=True).model_dump_json()
+        snapshot_json(snapshot_of(meter, clock[0], dcgm_up=True, podresources_up=True))
         dump_meter(meter)
 
     tick()

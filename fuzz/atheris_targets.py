@@ -25,7 +25,7 @@ with atheris.instrument_imports():
     from exporter.aggregator.report import ReportError, build_report, parse_time
     from exporter.clients.exposition import parse_exposition
     from exporter.model.pricing import PricingError, parse_pricing
-    from exporter.model.usage import UsageSnapshot
+    from exporter.model.usage import parse_snapshot
     from exporter.sim.scenario import ScenarioError, parse_scenario
 
 
@@ -36,7 +36,7 @@ def _text(data: bytes) -> str:
 
 def usage(data: bytes) -> None:
     try:
-        UsageSnapshot.model_validate_json(data)
+        parse_snapshot(data)
     except ValidationError:
         pass
 

@@ -36,7 +36,7 @@ from exporter.config import AgentSettings
 from exporter.logs import get_logger
 from exporter.model.devices import SharingMode
 from exporter.model.pod_resources import ContainerDevices
-from exporter.model.usage import UsageSnapshot
+from exporter.model.usage import UsageSnapshot, snapshot_json
 from exporter.runtime import install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import server_context
@@ -245,7 +245,7 @@ class Agent:
                                    podresources_up=self.health.podresources_up)
             if await self._persist():
                 self.published = snapshot
-                self.published_json = snapshot.model_dump_json().encode()
+                self.published_json = snapshot_json(snapshot)
             self.health.ticks += 1
             self.health.last_tick_at = now
             self.health.last_tick_duration = time.perf_counter() - started

@@ -10,7 +10,8 @@ charged and the list price per device-hour for it. A workload seen on several de
 the one it spent most on. A pod's GPU count is the most devices it held in any one hour. Hours observed
 are measured seconds, not clock hours touched: per hour the most any one device of the workload was
 measured (pods side by side overlap; pods one after the other in one hour are undercounted, the side that
-never claims more evidence than there is).
+never claims more evidence than there is). Both are summed by the database, so what is read stays one row
+per device and pod whatever the window's length: a 7-day window of 80,000 pods is 13 million pod-hours.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from exporter.aggregator.report import ReportError, parse_time
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.recommend import recommend_all
-from exporter.model.recommend_evidence import UtilBucket, UtilHistogram
+from exporter.model.recommend_evidence import UtilHistogram
 from exporter.model.recommend_types import (
     DeviceUse,
     Offer,
@@ -55,9 +56,9 @@ class _Group:
     list_cost: float = 0.0
     device_hours: float = 0.0
     currency: str = ""
-    observed: dict[int, float] = field(default_factory=dict)  # hour -> seconds measured (most of any device)
+    observed_s: float = 0.0  # per hour the seconds of the most measured device, summed over the hours
     devices: dict[str, dict[str, DeviceUse]] = field(default_factory=dict)  # pod -> device -> evidence
-    per_hour: dict[tuple[str, int], int] = field(default_factory=dict)  # (pod, hour) -> devices held
+    gpus: int = 0  # the most devices one of its pods held in any one hour
 
 
 def _placement(model: str, profile: str, *, kind: str, fraction: float) -> Placement:
@@ -105,9 +106,15 @@ def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple
                f"AND hour < ? GROUP BY namespace, workload, pod, gpu_model, mig_profile, device_kind, device",
                (cluster, hour_of(start), end))
     seconds = " + ".join(BUCKET_COLUMNS)
-    held = query(f"SELECT namespace, workload, pod, gpu_model, mig_profile, hour, COUNT(*), MAX({seconds}) "
-                 "FROM evidence WHERE cluster = ? AND hour >= ? AND hour < ? AND device_kind <> '' "
-                 "GROUP BY namespace, workload, pod, gpu_model, mig_profile, hour", (cluster, hour_of(start), end))
+    held_in = "FROM evidence WHERE cluster = ? AND hour >= ? AND hour < ? AND device_kind <> ''"
+    held = query("SELECT namespace, workload, pod, gpu_model, mig_profile, MAX(n) FROM (SELECT namespace, workload, "
+                 f"pod, gpu_model, mig_profile, hour, COUNT(*) AS n {held_in} GROUP BY namespace, workload, pod, "
+                 "gpu_model, mig_profile, hour) AS per_hour GROUP BY namespace, workload, pod, gpu_model, mig_profile",
+                 (cluster, hour_of(start), end))
+    observed = query("SELECT namespace, workload, gpu_model, mig_profile, SUM(m) FROM (SELECT namespace, workload, "
+                     f"gpu_model, mig_profile, hour, MAX({seconds}) AS m {held_in} GROUP BY namespace, workload, "
+                     "gpu_model, mig_profile, hour) AS per_hour GROUP BY namespace, workload, gpu_model, mig_profile",
+                     (cluster, hour_of(start), end))
     usage = query("SELECT namespace, workload, pod, gpu_model, mig_profile, currency, SUM(allocated_s), SUM(cost), "
                   "SUM(list_cost) FROM usage WHERE cluster = ? AND hour >= ? AND hour < ? "
                   "GROUP BY namespace, workload, pod, gpu_model, mig_profile, currency", (cluster, hour_of(start), end))
@@ -117,15 +124,16 @@ def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple
         key = (ns, wl, model, profile, kind)
         g = groups.setdefault(key, _Group(_placement(model, profile, kind=kind, fraction=float(fraction))))
         pod_group[(ns, wl, pod, model, profile)] = g
-        hist = UtilHistogram.of_buckets(UtilBucket(int(c[3:]), float(s or 0.0))
-                                        for c, s in zip(BUCKET_COLUMNS, secs, strict=True))
+        hist = UtilHistogram(tuple(float(s) if s else 0.0 for s in secs))  # BUCKET_COLUMNS' order; 0.0 shared
         fb = None if kind == "replica" or not peaks else int(peak)
         g.devices.setdefault(pod, {})[device] = DeviceUse(hist, fb)
-    for ns, wl, pod, model, profile, hour, n, measured in held:
+    for ns, wl, pod, model, profile, n in held:
         owner = pod_group.get((ns, wl, pod, model, profile))
         if owner is not None:
-            owner.per_hour[(pod, int(hour))] = int(n)
-            owner.observed[int(hour)] = max(owner.observed.get(int(hour), 0.0), float(measured or 0.0))
+            owner.gpus = max(owner.gpus, int(n))
+    measured = {(ns, wl, model, profile): float(m or 0.0) for ns, wl, model, profile, m in observed}
+    for (ns, wl, model, profile, kind), g in groups.items():
+        g.observed_s = measured.get((ns, wl, model, profile), 0.0) if kind else 0.0
     for ns, wl, pod, model, profile, currency, allocated, cost, list_cost in usage:
         target = pod_group.get((ns, wl, pod, model, profile))
         if target is None or not target.placement.share:
@@ -155,10 +163,10 @@ def _offers(groups: Iterable[_Group]) -> list[Offer]:
 
 
 def _use(ns: str, wl: str, *, g: _Group) -> WorkloadUse:
-    gpus = max(g.per_hour.values(), default=1)
+    gpus = g.gpus or 1
     placement = Placement(g.placement.gpu_model, g.placement.mig_profile, gpus, g.placement.replicas)
     pods = tuple(PodUse(pod, tuple(devices.values())) for pod, devices in sorted(g.devices.items()))
-    observed = round(sum(g.observed.values()) / 3600.0, 6)  # float sums of tick pieces: 1.9999999999999971 h
+    observed = round(g.observed_s / 3600.0, 6)  # float sums of tick pieces: 1.9999999999999971 h
     return WorkloadUse(namespace=ns, workload=wl, placement=placement, pods=pods, allocated_device_hours=g.device_hours,
                        booked_cost=g.cost, hours_observed=observed, currency=g.currency)
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from exporter.clients.errors import PeerBadResponse, PeerError
 from exporter.clients.http_fetch import get_bounded
-from exporter.model.usage import UsageSnapshot
+from exporter.model.usage import UsageSnapshot, parse_snapshot
 from exporter.secrets import SecretFile
 
 MAX_USAGE_BYTES = 64 << 20
@@ -58,7 +58,7 @@ class AgentPuller:
         body = await get_bounded(self._get_session(), target, max_bytes=MAX_USAGE_BYTES, what=f"agent {url}",
                                  params=params, headers=headers, server_hostname=self.server_hostname)
         try:
-            return UsageSnapshot.model_validate_json(body)
+            return parse_snapshot(body)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])

@@ -15,19 +15,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, TypeAdapter, field_validator
+from pydantic.dataclasses import dataclass
 
 #: Bounds that keep a hostile or broken agent from making the aggregator allocate without limit.
 MAX_NAME = 253
 MAX_HOLDERS = 20_000
 #: How a holder's GPU is shared, as the agent labels its device metrics; "" is unknown (an older agent).
 SHARING_MODES = frozenset({"none", "time-slicing", "mps", "hami", "dra"})
+#: Slotted frozen dataclasses, not models: the aggregator keeps every node's latest snapshot, and a model
+#: instance carries a ``__dict__`` and a set of the fields it was given (about 1.6 KB a holder against 0.3 KB).
+_WIRE = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
-class HolderCounters(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
+class HolderCounters:
     """Cumulative GPU-seconds of one (namespace, pod, container, device)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     namespace: str = Field(max_length=MAX_NAME)
     pod: str = Field(max_length=MAX_NAME)
@@ -66,21 +69,19 @@ class HolderCounters(BaseModel):
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
 
 
-class UnallocatedCounter(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
+class UnallocatedCounter:
     """Cumulative GPU-seconds of capacity nobody held, per GPU model on this node, and the energy DCGM
     measured on that capacity (joules; 0 from an agent that does not measure it)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     gpu_model: str = Field(max_length=MAX_NAME)
     seconds: float = Field(ge=0)
     energy_j: float = Field(default=0.0, ge=0)
 
 
-class GpuCapacity(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
+class GpuCapacity:
     """One physical GPU the agent knows of."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     gpu_uuid: str = Field(max_length=MAX_NAME)
     gpu_model: str = Field(max_length=MAX_NAME)
@@ -89,10 +90,9 @@ class GpuCapacity(BaseModel):
     held_fraction: float = Field(default=0.0, ge=0)
 
 
-class UsageSnapshot(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
+class UsageSnapshot:
     """What ``GET /v1/usage`` returns."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     node: str = Field(min_length=1, max_length=MAX_NAME)
     epoch: str = Field(min_length=1, max_length=64)
@@ -113,3 +113,16 @@ class UsageSnapshot(BaseModel):
     #: without the energy field, DCGM down, an impossible reading. Their energy is priced at nothing, so
     #: it is counted instead (``gpucost_unmeasured_energy_seconds_total``).
     unmeasured_energy_s: float = Field(default=0.0, ge=0)
+
+
+_SNAPSHOT = TypeAdapter(UsageSnapshot)
+
+
+def parse_snapshot(body: bytes | str) -> UsageSnapshot:
+    """A ``/v1/usage`` body, validated (raises ``pydantic.ValidationError``)."""
+    return _SNAPSHOT.validate_json(body)
+
+
+def snapshot_json(snapshot: UsageSnapshot) -> bytes:
+    """The ``/v1/usage`` body of ``snapshot``."""
+    return _SNAPSHOT.dump_json(snapshot)

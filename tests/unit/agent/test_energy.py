@@ -5,9 +5,10 @@ parsed from DCGM Exporter text, both the classic mJ name and DCGM 4.9's joules n
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice, build_devices
@@ -140,12 +141,12 @@ def test_snapshot_carries_unallocated_energy_and_unmeasured_seconds_and_refuses_
     (unalloc,) = snap.unallocated
     assert unalloc.gpu_model == H100 and unalloc.energy_j == pytest.approx(1800.0)
     assert snap.unmeasured_energy_s == 0.0
-    wire = snap.model_dump()
+    wire, schema = asdict(snap), TypeAdapter(UsageSnapshot)
     for bad in (-1.0, math.nan, math.inf):
         with pytest.raises(ValidationError):
-            UsageSnapshot.model_validate({**wire, "unallocated": [{**wire["unallocated"][0], "energy_j": bad}]})
+            schema.validate_python({**wire, "unallocated": [{**wire["unallocated"][0], "energy_j": bad}]})
         with pytest.raises(ValidationError):
-            UsageSnapshot.model_validate({**wire, "unmeasured_energy_s": bad})
+            schema.validate_python({**wire, "unmeasured_energy_s": bad})
 
 
 def test_energy_counters_survive_a_restart() -> None:

@@ -5,6 +5,7 @@ by the ledger (with a schema-5 ledger migrated on both backends)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -32,9 +33,8 @@ RENTED = Pricing(COMMITTED.doc.model_copy(update={"commitments": []}))  # H100 a
 def with_idle(s: UsageSnapshot, *, seconds: float, energy_j: float, unmeasured_s: float = 0.0) -> UsageSnapshot:
     """``s`` plus one GPU nobody held: ``seconds`` of it and the ``energy_j`` it drew, so far."""
     model = s.holders[0].gpu_model or ""
-    return s.model_copy(update={"unallocated": [UnallocatedCounter(gpu_model=model, seconds=seconds,
-                                                                   energy_j=energy_j)],
-                                "unmeasured_energy_s": unmeasured_s})
+    return replace(s, unallocated=[UnallocatedCounter(gpu_model=model, seconds=seconds, energy_j=energy_j)],
+                   unmeasured_energy_s=unmeasured_s)
 
 
 def two_snapshots(node: str, model: str, *, energy_j: float, unmeasured_s: float = 0.0) -> tuple[

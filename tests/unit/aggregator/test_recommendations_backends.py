@@ -23,10 +23,10 @@ import pytest
 
 from exporter.aggregator.evidence import EvidenceKey, EvidenceRow
 from exporter.aggregator.ledger import Ledger, TickWrite
-from exporter.aggregator.recommendations import as_dict, recommendations
+from exporter.aggregator.recommendations import Query, as_dict, recommendations
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
 from exporter.model.recommend_evidence import UtilHistogram
-from exporter.model.recommend_types import RuleSettings
+from exporter.model.recommend_types import Recommendation, RuleSettings
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -113,3 +113,33 @@ async def test_both_backends_agree_on_an_explicit_since(ledger_target: LedgerTar
     assert serve["monthly_cost_now"] == pytest.approx(2 * 2.50 * MONTH_H)  # 3650.00
     assert serve["monthly_cost_after"] == pytest.approx(round(2 * 2.50 / 7 * MONTH_H, 2))  # 521.43
     assert serve["evidence"]["hours_observed"] == 1.0
+
+
+async def test_rows_read_do_not_grow_with_the_hours_in_the_window(ledger_target: LedgerTarget) -> None:
+    """One pod on one H100 for 48 hours: no query hands back more than one row (a device, a pod, a workload),
+    where reading pod-hours would be 48; its 48 hours observed and 1 GPU are still there (summed by the
+    database)."""
+    w = TickWrite()
+    for i in range(48):
+        _hold(w, hour=H0 + i * H, ns="lab", pod="notebook-0", workload="notebook", model=H100, price=4.00, util=0.0,
+              fb=2 * GIB)
+    w.agents["n1"] = AgentMark("epoch-1", float(H0 + 48 * H), 480)
+    w.books_since["n1"] = float(H0)
+    ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
+    await ledger.open()
+    try:
+        await ledger.commit(w)
+        sizes: list[int] = []
+
+        def counted(query: Query) -> list[Recommendation]:
+            def q(sql: str, params: Any) -> list[tuple[Any, ...]]:
+                rows = query(sql, params)
+                sizes.append(len(rows))
+                return rows
+            return recommendations(q, cluster=ledger.cluster, settings=ONE_HOUR)
+
+        (row,) = await ledger.read(counted)
+    finally:
+        await ledger.close()
+    assert max(sizes) == 1 and len(sizes) == 6  # window (2), evidence, GPUs held, hours observed, usage
+    assert (row.evidence.hours_observed, row.current.gpus, str(row.action)) == (48.0, 1, "scale_to_zero")
