@@ -8,6 +8,7 @@ import gc
 import random
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -51,7 +52,16 @@ def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,
     return scheduler
 
 
-_paused = [0, False]  # pauses open now, and whether the collector was enabled when the first began
+@dataclass(slots=True)
+class _Collector:
+    """What this process did to the cycle collector: one per process, as the collector is."""
+
+    pauses: int = 0  # pauses open now
+    was_enabled: bool = False  # whether it was on when the first of them began
+    frozen: bool = False  # ``freeze_long_lived`` has run
+
+
+_COLLECTOR = _Collector()
 
 
 @contextlib.contextmanager
@@ -61,19 +71,17 @@ def cyclic_gc_paused() -> Iterator[None]:
     about a third of a large tick. Reference counting still frees everything acyclic at once; cycles made in
     the block wait for the first collection after it. Pauses nest and overlap: the collector comes back when
     the last ends, if it was on when the first began."""
-    if _paused[0] == 0:
-        _paused[1] = gc.isenabled()
+    c = _COLLECTOR
+    if c.pauses == 0:
+        c.was_enabled = gc.isenabled()
         gc.disable()
-    _paused[0] += 1
+    c.pauses += 1
     try:
         yield
     finally:
-        _paused[0] -= 1
-        if _paused[0] == 0 and _paused[1]:
+        c.pauses -= 1
+        if c.pauses == 0 and c.was_enabled:
             gc.enable()
-
-
-_frozen = [False]
 
 
 def freeze_long_lived() -> None:
@@ -82,8 +90,8 @@ def freeze_long_lived() -> None:
     on each full collection is work that can never free anything. Only once: a frozen object that later
     becomes cyclic garbage is never collected, so freezing again (a second aggregator in one process) would
     keep the first one's garbage for good."""
-    if _frozen[0]:
+    if _COLLECTOR.frozen:
         return
-    _frozen[0] = True
+    _COLLECTOR.frozen = True
     gc.collect()
     gc.freeze()

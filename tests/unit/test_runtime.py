@@ -97,7 +97,7 @@ async def test_the_aggregator_books_with_the_collector_paused_and_not_while_it_w
 def test_long_lived_objects_are_frozen_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first call freezes what is alive; a second (another aggregator started in the same process) freezes
     nothing more, so that aggregator's garbage stays collectable."""
-    monkeypatch.setattr(runtime, "_frozen", [False])
+    monkeypatch.setattr(runtime, "_COLLECTOR", runtime._Collector())
     before = gc.get_freeze_count()
     try:
         freeze_long_lived()
