@@ -4,8 +4,10 @@ ledger an older build wrote is refused with a hint rather than migrated."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,21 @@ def _check_schema(query: Any, ledger: Path | str) -> None:
                          f"({SCHEMA_VERSION}); start the aggregator on it once to migrate it")
 
 
+@contextlib.contextmanager
+def _checked_reader(args: argparse.Namespace, *, errors: tuple[type[Exception], ...] = ()) -> Iterator[Any]:
+    """The ``--ledger`` opened read-only, its schema checked; its errors and ``errors`` raised in the block become
+    one-line usage errors."""
+    from exporter.aggregator.ledger import LedgerError, open_reader
+
+    caught: tuple[type[Exception], ...] = (LedgerError, *errors)
+    try:
+        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
+            _check_schema(query, args.ledger)
+            yield query
+    except caught as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _reprice_currency(rows: list[dict[str, Any]], *, pricing: Any, path: Path) -> None:
     """A what-if in another currency would print two currencies' amounts side by side as if comparable."""
     booked = sorted({str(r["currency"]) for r in rows} - {pricing.currency})
@@ -32,7 +49,6 @@ def _reprice_currency(rows: list[dict[str, Any]], *, pricing: Any, path: Path) -
 
 def report_command(args: argparse.Namespace) -> int:
     """``report``: cost by ``--by`` keys over a window from the ledger, optionally repriced or against budgets."""
-    from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.report import ReportError, build_report, parse_time, render
 
     if args.budgets or args.budget or args.budgets_file:
@@ -43,17 +59,16 @@ def report_command(args: argparse.Namespace) -> int:
     now = time.time()
     try:
         since, until = parse_time(args.since, now), parse_time(args.until, now)
-        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
-            _check_schema(query, args.ledger)
-            rows = build_report(query, args.by, since=since, until=until, cluster=args.cluster)
-            if what_if is not None:
-                from exporter.aggregator.reprice import reprice
-
-                _reprice_currency(rows, pricing=what_if, path=args.reprice)
-                rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
-                               cluster=args.cluster)
-    except (ReportError, LedgerError) as exc:
+    except ReportError as exc:
         raise UsageError(str(exc)) from None
+    with _checked_reader(args, errors=(ReportError,)) as query:
+        rows = build_report(query, args.by, since=since, until=until, cluster=args.cluster)
+        if what_if is not None:
+            from exporter.aggregator.reprice import reprice
+
+            _reprice_currency(rows, pricing=what_if, path=args.reprice)
+            rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
+                           cluster=args.cluster)
     sys.stdout.write(render(rows, args.format))
     return 0
 
@@ -61,25 +76,22 @@ def report_command(args: argparse.Namespace) -> int:
 def _budgets_report(args: argparse.Namespace) -> int:
     from exporter.aggregator.budgets import BudgetFileError, load_budgets
     from exporter.aggregator.forecasts import forecasts, render
-    from exporter.aggregator.ledger import LedgerError, open_reader
 
     window = duration_arg(args.forecast_window, "--forecast-window") or 0.0
     if window <= 0:
         raise UsageError("--forecast-window: must be longer than 0")
     try:
         budgets = load_budgets(path=args.budgets_file, pairs=args.budget)
-        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
-            _check_schema(query, args.ledger)
-            rows = forecasts(query, cluster=args.cluster, budgets=budgets, window_s=window)
-    except (BudgetFileError, LedgerError) as exc:
+    except BudgetFileError as exc:
         raise UsageError(str(exc)) from None
+    with _checked_reader(args) as query:
+        rows = forecasts(query, cluster=args.cluster, budgets=budgets, window_s=window)
     sys.stdout.write(render(rows, args.format))
     return 0
 
 
 def recommend_command(args: argparse.Namespace) -> int:
     """``recommend``: right-sizing recommendations from the ledger's evidence over ``--window``."""
-    from exporter.aggregator.ledger import LedgerError, open_reader
     from exporter.aggregator.recommendations import explicit_window, recommendations, render
     from exporter.aggregator.report import ReportError
     from exporter.model.recommend_types import RuleSettings
@@ -93,12 +105,11 @@ def recommend_command(args: argparse.Namespace) -> int:
     settings = RuleSettings(idle_threshold=args.idle_threshold, min_evidence_hours=evidence / 3600.0)
     try:
         since, until = explicit_window(args.since, args.until, now=time.time())
-        with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
-            _check_schema(query, args.ledger)
-            rows = recommendations(query, cluster=args.cluster, window_s=window, settings=settings, since=since,
-                                   until=until)
-    except (ReportError, LedgerError) as exc:
+    except ReportError as exc:
         raise UsageError(str(exc)) from None
+    with _checked_reader(args, errors=(ReportError,)) as query:
+        rows = recommendations(query, cluster=args.cluster, window_s=window, settings=settings, since=since,
+                               until=until)
     sys.stdout.write(render(rows, args.format))
     return 0
 

@@ -78,3 +78,16 @@ async def test_reprice_in_another_currency_is_refused(tmp_path: Path, capsys: py
     assert main([*args, str(usd)]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["cost"], row["reprice_cost"]) == (4.0, 3.0)
+
+
+@pytest.mark.parametrize("command", [["report"], ["recommend"], ["report", "--budget", "ns=10"]])
+def test_ledger_commands_refuse_a_ledger_they_cannot_read_in_one_line(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ledger that is not there, or a file that is not a database: exit 2, one stderr line naming the path,
+    nothing printed; the same for every command that reads a ledger."""
+    garbage = tmp_path / "garbage.db"
+    garbage.write_text("not a database\n")
+    for ledger, says in ((tmp_path / "none.db", "no such ledger"), (garbage, "not a gpu-cost-exporter ledger")):
+        assert main([*command, "--ledger", str(ledger)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1 and f"{ledger}: {says}" in err
