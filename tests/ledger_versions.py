@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from exporter.aggregator.ledger import TickWrite
 from exporter.aggregator.ledger_postgres import _month_bounds
 from exporter.aggregator.ledger_schema import POSTGRES, SQLITE, Table, create_table
+from exporter.model.books import UsageAmounts, UsageKey
 
 _ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
                   "unused_commitment_totals")
@@ -45,3 +47,12 @@ def usage_as_of(tables: Sequence[Table], *, backend: str, hour: int) -> list[str
         name, start, end = _month_bounds(hour)
         stmts.append(f"CREATE TABLE {name} PARTITION OF usage FOR VALUES FROM ({start}) TO ({end})")
     return [*stmts, "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+
+
+def idle_tick(key: UsageKey, *, seconds: float, price: float) -> TickWrite:
+    """One usage row booked after a migration: ``seconds`` held, all idle, at ``price`` per GPU-hour."""
+    w = TickWrite()
+    cost = seconds / 3600 * price
+    w.usage[key] = UsageAmounts(allocated_s=seconds, used_s=0.0, unmeasured_s=0.0, idle_s=seconds, cost=cost,
+                                idle_cost=cost, energy_j=0.0, list_cost=cost)
+    return w

@@ -4,10 +4,10 @@ claim stay apart (the primary key includes it), so ``--by claim`` reports each c
 
 from __future__ import annotations
 
-from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger, TickWrite
+from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger
 from exporter.aggregator.ledger_schema import TABLES_V6
-from exporter.model.books import UsageAmounts, UsageKey
-from tests.ledger_versions import back_to, usage_as_of
+from exporter.model.books import UsageKey
+from tests.ledger_versions import back_to, idle_tick, usage_as_of
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -33,14 +33,6 @@ def _as_schema_6(t: LedgerTarget) -> None:
     raw_execute(t, *stmts)
 
 
-def _tick(key: UsageKey, seconds: float, price: float) -> TickWrite:
-    w = TickWrite()
-    w.usage[key] = UsageAmounts(allocated_s=seconds, used_s=0.0, unmeasured_s=0.0, idle_s=seconds,
-                                cost=seconds / 3600 * price, idle_cost=seconds / 3600 * price, energy_j=0.0,
-                                list_cost=seconds / 3600 * price)
-    return w
-
-
 async def test_schema_6_ledger_gains_the_claim_key(ledger_target: LedgerTarget) -> None:
     """After the migration: the old row is claim "" with its 1 GPU-h and 4.00; 900 s more on the same key add
     to it (1.25 GPU-h, 4.00 + 0.25 x 4.00 = 5.00); 1800 s through claim ml/c1 is a row of its own
@@ -55,8 +47,8 @@ async def test_schema_6_ledger_gains_the_claim_key(ledger_target: LedgerTarget) 
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
         assert SCHEMA_VERSION == 11
         assert await ledger.query("SELECT claim, allocated_s, cost FROM usage") == [("", 3600.0, 4.0)]
-        await ledger.commit(_tick(KEY, 900.0, 4.0))
-        await ledger.commit(_tick(KEY._replace(claim="ml/c1"), 1800.0, 4.0))
+        await ledger.commit(idle_tick(KEY, seconds=900.0, price=4.0))
+        await ledger.commit(idle_tick(KEY._replace(claim="ml/c1"), seconds=1800.0, price=4.0))
         rows = {r["claim"]: r for r in await ledger.run_report("claim", since=None, until=None)}
     finally:
         await ledger.close()
@@ -74,9 +66,9 @@ async def test_fresh_ledger_keys_usage_by_claim(ledger_target: LedgerTarget) -> 
     ledger = _ledger(ledger_target)
     await ledger.open()
     try:
-        await ledger.commit(_tick(KEY._replace(pod="s1", claim="ml/shared"), 1800.0, 4.0))
-        await ledger.commit(_tick(KEY._replace(pod="s2", claim="ml/shared"), 1800.0, 4.0))
-        await ledger.commit(_tick(KEY._replace(pod="s1", claim="ml/other"), 600.0, 4.0))
+        await ledger.commit(idle_tick(KEY._replace(pod="s1", claim="ml/shared"), seconds=1800.0, price=4.0))
+        await ledger.commit(idle_tick(KEY._replace(pod="s2", claim="ml/shared"), seconds=1800.0, price=4.0))
+        await ledger.commit(idle_tick(KEY._replace(pod="s1", claim="ml/other"), seconds=600.0, price=4.0))
         assert await ledger.query("SELECT COUNT(*) FROM usage") == [(3,)]
         rows = {r["claim"]: r for r in await ledger.run_report("claim", since=None, until=None)}
     finally:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger, TickWrite
+from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger
 from exporter.aggregator.ledger_schema import TABLES_V9
-from exporter.model.books import UsageAmounts, UsageKey
-from tests.ledger_versions import back_to, usage_as_of
+from exporter.model.books import UsageKey
+from tests.ledger_versions import back_to, idle_tick, usage_as_of
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -35,14 +35,6 @@ def _as_schema_9(t: LedgerTarget) -> None:
     raw_execute(t, *stmts)
 
 
-def _tick(key: UsageKey, seconds: float, price: float) -> TickWrite:
-    w = TickWrite()
-    w.usage[key] = UsageAmounts(allocated_s=seconds, used_s=0.0, unmeasured_s=0.0, idle_s=seconds,
-                                cost=seconds / 3600 * price, idle_cost=seconds / 3600 * price, energy_j=0.0,
-                                list_cost=seconds / 3600 * price)
-    return w
-
-
 async def test_schema_9_ledger_gains_the_sharing_key(ledger_target: LedgerTarget) -> None:
     """After the migration: the old row is sharing "" with its claim, 1 GPU-h and 4.00; 900 s more on the
     same key add to it (1.25 GPU-h, 4.00 + 0.25 x 4.00 = 5.00); 1800 s of the same holder booked as dra is a
@@ -59,8 +51,8 @@ async def test_schema_9_ledger_gains_the_sharing_key(ledger_target: LedgerTarget
         assert SCHEMA_VERSION == 11
         assert await ledger.query("SELECT claim, sharing, allocated_s, cost FROM usage") == [
             ("ml/c1", "", 3600.0, 4.0)]
-        await ledger.commit(_tick(old, 900.0, 4.0))
-        await ledger.commit(_tick(old._replace(sharing="dra"), 1800.0, 4.0))
+        await ledger.commit(idle_tick(old, seconds=900.0, price=4.0))
+        await ledger.commit(idle_tick(old._replace(sharing="dra"), seconds=1800.0, price=4.0))
         assert await ledger.query("SELECT COUNT(*) FROM usage") == [(2,)]
         rows = {r["sharing"]: r for r in await ledger.run_report("sharing", since=None, until=None)}
     finally:
@@ -78,8 +70,8 @@ async def test_fresh_ledger_keys_usage_by_sharing(ledger_target: LedgerTarget) -
     ledger = _ledger(ledger_target)
     await ledger.open()
     try:
-        await ledger.commit(_tick(KEY._replace(sharing="time-slicing"), 1800.0, 4.0))
-        await ledger.commit(_tick(KEY._replace(sharing="mps"), 600.0, 4.0))
+        await ledger.commit(idle_tick(KEY._replace(sharing="time-slicing"), seconds=1800.0, price=4.0))
+        await ledger.commit(idle_tick(KEY._replace(sharing="mps"), seconds=600.0, price=4.0))
         assert await ledger.query("SELECT COUNT(*) FROM usage") == [(2,)]
         rows = {r["sharing"]: r for r in await ledger.run_report("sharing", since=None, until=None)}
     finally:
