@@ -8,10 +8,11 @@ start of its hour, ``until`` to the end of the hour it falls in, capped at the l
 What the cluster "offers" is what some workload held in the window, priced at the higher of what booking
 charged and the list price per device-hour for it. A workload seen on several device kinds is judged on
 the one it spent most on. A pod's GPU count is the most devices it held in any one hour. Hours observed
-are measured seconds, not clock hours touched: per hour the most any one device of the workload was
-measured (pods side by side overlap; pods one after the other in one hour are undercounted, the side that
-never claims more evidence than there is). Both are summed by the database, so what is read stays one row
-per device and pod whatever the window's length: a 7-day window of 80,000 pods is 13 million pod-hours.
+are measured seconds, not clock hours touched: per hour the most any one device of the workload's placement
+(model, profile and device kind: a whole GPU's hours are not a shared one's) was measured (pods side by side
+overlap; pods one after the other in one hour are undercounted, the side that never claims more evidence than
+there is). Both are summed by the database, so what is read stays one row per device and pod whatever the
+window's length: a 7-day window of 80,000 pods is 13 million pod-hours.
 """
 
 from __future__ import annotations
@@ -111,10 +112,10 @@ def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple
                  f"pod, gpu_model, mig_profile, hour, COUNT(*) AS n {held_in} GROUP BY namespace, workload, pod, "
                  "gpu_model, mig_profile, hour) AS per_hour GROUP BY namespace, workload, pod, gpu_model, mig_profile",
                  (cluster, hour_of(start), end))
-    observed = query("SELECT namespace, workload, gpu_model, mig_profile, SUM(m) FROM (SELECT namespace, workload, "
-                     f"gpu_model, mig_profile, hour, MAX({seconds}) AS m {held_in} GROUP BY namespace, workload, "
-                     "gpu_model, mig_profile, hour) AS per_hour GROUP BY namespace, workload, gpu_model, mig_profile",
-                     (cluster, hour_of(start), end))
+    observed = query("SELECT namespace, workload, gpu_model, mig_profile, device_kind, SUM(m) FROM (SELECT namespace, "
+                     f"workload, gpu_model, mig_profile, device_kind, hour, MAX({seconds}) AS m {held_in} GROUP BY "
+                     "namespace, workload, gpu_model, mig_profile, device_kind, hour) AS per_hour GROUP BY namespace, "
+                     "workload, gpu_model, mig_profile, device_kind", (cluster, hour_of(start), end))
     usage = query("SELECT namespace, workload, pod, gpu_model, mig_profile, currency, SUM(allocated_s), SUM(cost), "
                   "SUM(list_cost) FROM usage WHERE cluster = ? AND hour >= ? AND hour < ? "
                   "GROUP BY namespace, workload, pod, gpu_model, mig_profile, currency", (cluster, hour_of(start), end))
@@ -131,9 +132,10 @@ def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple
         owner = pod_group.get((ns, wl, pod, model, profile))
         if owner is not None:
             owner.gpus = max(owner.gpus, int(n))
-    measured = {(ns, wl, model, profile): float(m or 0.0) for ns, wl, model, profile, m in observed}
-    for (ns, wl, model, profile, kind), g in groups.items():
-        g.observed_s = measured.get((ns, wl, model, profile), 0.0) if kind else 0.0
+    for ns, wl, model, profile, kind, measured in observed:  # each placement its own devices' hours
+        placed = groups.get((ns, wl, model, profile, kind))
+        if placed is not None:
+            placed.observed_s = float(measured or 0.0)
     for ns, wl, pod, model, profile, currency, allocated, cost, list_cost in usage:
         target = pod_group.get((ns, wl, pod, model, profile))
         if target is None or not target.placement.share:

@@ -13,7 +13,8 @@ GPUs measured, and ``unmeasured_energy_s`` by the GPU-seconds of the others.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, TypeVar
 
 from pydantic import ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.dataclasses import dataclass
@@ -26,8 +27,23 @@ SHARING_MODES = frozenset({"none", "time-slicing", "mps", "hami", "dra"})
 #: Slotted frozen dataclasses, not models: the aggregator keeps every node's latest snapshot, and a model
 #: instance carries a ``__dict__`` and a set of the fields it was given (about 1.6 KB a holder against 0.3 KB).
 _WIRE = ConfigDict(extra="ignore", allow_inf_nan=False)
+_T = TypeVar("_T")
 
 
+def _keywords_only(cls: type[_T]) -> type[_T]:
+    """Refuse positional arguments at run time too: pydantic's dataclasses take them, in an order of their own
+    (fields with a plain default last), so a value given by position would land in another field."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: _T, **fields: Any) -> None:
+        init(self, **fields)
+
+    setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses assigning to a method)
+    return cls
+
+
+@_keywords_only
 @dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
 class HolderCounters:
     """Cumulative GPU-seconds of one (namespace, pod, container, device)."""
@@ -69,6 +85,7 @@ class HolderCounters:
         return f"{self.namespace}/{self.pod}/{self.container}/{self.device_id}"
 
 
+@_keywords_only
 @dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
 class UnallocatedCounter:
     """Cumulative GPU-seconds of capacity nobody held, per GPU model on this node, and the energy DCGM
@@ -79,6 +96,7 @@ class UnallocatedCounter:
     energy_j: float = Field(default=0.0, ge=0)
 
 
+@_keywords_only
 @dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
 class GpuCapacity:
     """One physical GPU the agent knows of."""
@@ -90,6 +108,7 @@ class GpuCapacity:
     held_fraction: float = Field(default=0.0, ge=0)
 
 
+@_keywords_only
 @dataclass(frozen=True, slots=True, kw_only=True, config=_WIRE)
 class UsageSnapshot:
     """What ``GET /v1/usage`` returns."""

@@ -143,3 +143,38 @@ async def test_rows_read_do_not_grow_with_the_hours_in_the_window(ledger_target:
         await ledger.close()
     assert max(sizes) == 1 and len(sizes) == 6  # window (2), evidence, GPUs held, hours observed, usage
     assert (row.evidence.hours_observed, row.current.gpus, str(row.action)) == (48.0, 1, "scale_to_zero")
+
+
+async def test_each_placement_counts_only_its_own_devices_hours(ledger_target: LedgerTarget) -> None:
+    """Workload train on H100s: pod a on a whole GPU for 2 h at 4.00 (8.00), then pod b on a quarter of a
+    time-sliced GPU for 23 h at 0.10 (2.30). It is judged on the whole GPU, where it spent most, and that
+    placement has 2 h of evidence: under the default 24 h gate no row (its 23 h on the shared GPU are not the
+    whole GPU's evidence). Pod a also lists a device of unknown kind (an older ledger's row) in its two hours:
+    it counts as no GPU, so with a 1 h gate the row says 1 GPU and 2.0 hours observed."""
+    w = TickWrite()
+    for i in range(25):
+        hour = H0 + i * H
+        if i < 2:
+            w.usage[UsageKey(hour, "ml", "a", "train", "n1", "", H100, "", "", "USD")] = UsageAmounts(
+                allocated_s=float(H), used_s=180.0, idle_s=H - 180.0, cost=4.0, list_cost=4.0)
+            w.evidence[EvidenceKey(hour, "ml", "a", "train", "n1", H100, "", "gpu", "GPU-a")] = EvidenceRow(
+                1.0, UtilHistogram.of([(0.05, float(H))]), GIB)
+            w.evidence[EvidenceKey(hour, "ml", "a", "train", "n1", H100, "", "", "GPU-old")] = EvidenceRow(
+                1.0, UtilHistogram.of([(0.05, float(H))]), None)
+        else:
+            w.usage[UsageKey(hour, "ml", "b", "train", "n1", "", H100, "", "", "USD")] = UsageAmounts(
+                allocated_s=H / 4, used_s=45.0, idle_s=H / 4 - 45.0, cost=0.10, list_cost=0.10)
+            w.evidence[EvidenceKey(hour, "ml", "b", "train", "n1", H100, "", "replica", "GPU-b::0")] = EvidenceRow(
+                0.25, UtilHistogram.of([(0.05, float(H))]), None)
+    w.agents["n1"] = AgentMark("epoch-1", float(H0 + 25 * H), 100)
+    w.books_since["n1"] = float(H0)
+    ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
+    await ledger.open()
+    try:
+        await ledger.commit(w)
+        gated = await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster))
+        (row,) = await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster, settings=ONE_HOUR))
+    finally:
+        await ledger.close()
+    assert gated == []
+    assert (row.current.gpus, row.current.replicas, row.evidence.hours_observed) == (1, None, 2.0)
