@@ -16,8 +16,9 @@ Books (2 hours from 2027-01-15T00:00:00Z; latest booked snapshot at 02:00), pric
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -39,6 +40,7 @@ A100 = "NVIDIA A100-SXM4-80GB"
 GIB = 2**30
 MONTH_H = 730.0
 ONE_HOUR = RuleSettings(min_evidence_hours=1.0)
+T = TypeVar("T")
 
 
 def _hold(w: TickWrite, *, hour: int, ns: str, pod: str, workload: str, model: str, price: float, util: float,
@@ -115,6 +117,19 @@ async def test_both_backends_agree_on_an_explicit_since(ledger_target: LedgerTar
     assert serve["evidence"]["hours_observed"] == 1.0
 
 
+async def _read_after(t: LedgerTarget, w: TickWrite, *, hours: int, read: Callable[[Query, str], T]) -> T:
+    """``w`` committed with node n1 booked from H0 for ``hours``, then ``read(query, cluster)`` on the ledger."""
+    w.agents["n1"] = AgentMark("epoch-1", float(H0 + hours * H), 100)
+    w.books_since["n1"] = float(H0)
+    ledger = Ledger(t.target, password_file=t.password_file)
+    await ledger.open()
+    try:
+        await ledger.commit(w)
+        return await ledger.read(lambda q: read(q, ledger.cluster))
+    finally:
+        await ledger.close()
+
+
 async def test_rows_read_do_not_grow_with_the_hours_in_the_window(ledger_target: LedgerTarget) -> None:
     """One pod on one H100 for 48 hours: no query hands back more than one row (a device, a pod, a workload),
     where reading pod-hours would be 48; its 48 hours observed and 1 GPU are still there (summed by the
@@ -123,24 +138,16 @@ async def test_rows_read_do_not_grow_with_the_hours_in_the_window(ledger_target:
     for i in range(48):
         _hold(w, hour=H0 + i * H, ns="lab", pod="notebook-0", workload="notebook", model=H100, price=4.00, util=0.0,
               fb=2 * GIB)
-    w.agents["n1"] = AgentMark("epoch-1", float(H0 + 48 * H), 480)
-    w.books_since["n1"] = float(H0)
-    ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
-    await ledger.open()
-    try:
-        await ledger.commit(w)
-        sizes: list[int] = []
+    sizes: list[int] = []
 
-        def counted(query: Query) -> list[Recommendation]:
-            def q(sql: str, params: Any) -> list[tuple[Any, ...]]:
-                rows = query(sql, params)
-                sizes.append(len(rows))
-                return rows
-            return recommendations(q, cluster=ledger.cluster, settings=ONE_HOUR)
+    def counted(query: Query, cluster: str) -> list[Recommendation]:
+        def q(sql: str, params: Any) -> list[tuple[Any, ...]]:
+            rows = query(sql, params)
+            sizes.append(len(rows))
+            return rows
+        return recommendations(q, cluster=cluster, settings=ONE_HOUR)
 
-        (row,) = await ledger.read(counted)
-    finally:
-        await ledger.close()
+    (row,) = await _read_after(ledger_target, w, hours=48, read=counted)
     assert max(sizes) == 1 and len(sizes) == 6  # window (2), evidence, GPUs held, hours observed, usage
     assert (row.evidence.hours_observed, row.current.gpus, str(row.action)) == (48.0, 1, "scale_to_zero")
 
@@ -166,15 +173,7 @@ async def test_each_placement_counts_only_its_own_devices_hours(ledger_target: L
                 allocated_s=H / 4, used_s=45.0, idle_s=H / 4 - 45.0, cost=0.10, list_cost=0.10)
             w.evidence[EvidenceKey(hour, "ml", "b", "train", "n1", H100, "", "replica", "GPU-b::0")] = EvidenceRow(
                 0.25, UtilHistogram.of([(0.05, float(H))]), None)
-    w.agents["n1"] = AgentMark("epoch-1", float(H0 + 25 * H), 100)
-    w.books_since["n1"] = float(H0)
-    ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
-    await ledger.open()
-    try:
-        await ledger.commit(w)
-        gated = await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster))
-        (row,) = await ledger.read(lambda q: recommendations(q, cluster=ledger.cluster, settings=ONE_HOUR))
-    finally:
-        await ledger.close()
+    gated, (row,) = await _read_after(ledger_target, w, hours=25, read=lambda q, cluster: (
+        recommendations(q, cluster=cluster), recommendations(q, cluster=cluster, settings=ONE_HOUR)))
     assert gated == []
     assert (row.current.gpus, row.current.replicas, row.evidence.hours_observed) == (1, None, 2.0)
