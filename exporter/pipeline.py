@@ -246,7 +246,8 @@ async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: 
             if deadline is not None and time.monotonic() >= deadline:
                 break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), period)
+                async with asyncio.timeout(period):
+                    await stop.wait()
     finally:
         stop.set()
         for t in tasks:

@@ -37,6 +37,20 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+async def cancel_all(tasks: Sequence[asyncio.Task[Any]], *, grace: float) -> list[str]:
+    """Cancel ``tasks`` and wait at most ``grace`` seconds for them to end; the names of those still running. A task
+    that swallows its cancel (a library, or ``wait_for`` on 3.11) must not keep a daemon from stopping for ever."""
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return []
+    done, stuck = await asyncio.wait(tasks, timeout=grace)
+    for task in done:  # their failures were logged where they happened: retrieved here, not raised
+        if not task.cancelled():
+            task.exception()
+    return sorted(task.get_name() for task in stuck)
+
+
 def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,
                   *, others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Any:
     """Start an APScheduler AsyncIOScheduler: ``tick`` every ``interval`` seconds from now, plus ``others``

@@ -75,8 +75,10 @@ class LeaderElector:
         lease duration."""
         loop = asyncio.get_running_loop()
         while True:
-            try:
-                acquired = await asyncio.wait_for(self.try_acquire_or_renew(), timeout=self.renew_period * 2)
+            try:  # ``asyncio.timeout``, not ``wait_for``: on 3.11 that returns an attempt's result (or error) when the
+                # cancel arrives as the attempt ends, and this loop would run on, never letting the daemon stop
+                async with asyncio.timeout(self.renew_period * 2):
+                    acquired = await self.try_acquire_or_renew()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the API server's fault: keep trying

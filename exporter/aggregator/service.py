@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from exporter import runtime
 from exporter.aggregator.booking import Books, NodeModel, NodePrice, Prepared
 from exporter.aggregator.budgets import BudgetSource
 from exporter.aggregator.committed import booked_latest, mirror_commit
@@ -35,11 +35,11 @@ from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.recommend_types import RuleSettings
 from exporter.model.usage import UsageSnapshot
-from exporter.runtime import cyclic_gc_paused, freeze_long_lived, install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import client_context, server_context
 
 log = get_logger("aggregator")
+TASK_STOP_GRACE = 10.0  # seconds a cancelled task may take to end at shutdown
 
 
 class Aggregator:
@@ -113,7 +113,7 @@ class Aggregator:
         else:
             log.warning("kube_disabled", reason="no kubeconfig and not in a cluster: no workloads, pools or quotas")
         if serve_http:
-            host, port = split_listen(self.settings.listen)
+            host, port = runtime.split_listen(self.settings.listen)
             self._runner = web.AppRunner(build_app(self), access_log=None)
             await self._runner.setup()
             tls = server_context(self.settings.tls_cert_file, self.settings.tls_key_file)
@@ -151,11 +151,8 @@ class Aggregator:
 
     async def close(self) -> None:
         """Stop every task, the HTTP server and the clients, then close the ledger."""
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for name in await runtime.cancel_all(list(self._tasks), grace=TASK_STOP_GRACE):
+            log.error("task_did_not_stop", task=name)
         if self._runner is not None:
             await self._runner.cleanup()
         await self.puller.close()
@@ -221,7 +218,7 @@ class Aggregator:
         """Pull agents (all, or ``urls``), book the deltas in one transaction, refresh gauges. The cycle collector
         is paused while this tick holds the lock (not while it waits for it), and resumes once its frame is gone."""
         async with self._lock:
-            with cyclic_gc_paused():
+            with runtime.cyclic_gc_paused():
                 await self._locked_tick(urls)
 
     async def _locked_tick(self, urls: list[str] | None) -> None:
@@ -334,12 +331,12 @@ class Aggregator:
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """The daemon: start, tick (and compact, on shard 0) on schedule until ``stop`` or a signal, then close."""
         stop = stop or asyncio.Event()
-        install_stop_signals(stop)
+        runtime.install_stop_signals(stop)
         await self.start()
-        freeze_long_lived()  # the daemon's books, modules and clients live as long as the process
+        runtime.freeze_long_lived()  # the daemon's books, modules and clients live as long as the process
         await self.wait_synced(timeout=self.settings.tick)
         compaction = [(self.compact, 6 * 3600.0)] if self.shard.primary else []  # shard 0: the cluster's rows
-        scheduler = start_ticking(self._safe_tick, self.settings.tick, others=compaction)
+        scheduler = runtime.start_ticking(self._safe_tick, self.settings.tick, others=compaction)
         try:
             await stop.wait()
         finally:

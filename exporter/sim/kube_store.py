@@ -4,6 +4,7 @@ watchers woken on change, and a history window whose expiry answers old watches 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from dataclasses import dataclass
 from typing import Any
@@ -92,10 +93,9 @@ class KubeStore:
 
     async def wait_change(self, timeout: float) -> None:
         """Wait until the store changes or ``timeout`` seconds pass, whichever is first."""
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
 
     def latest_rv(self, kind: str) -> int:
         """Newest resourceVersion of a change of ``kind`` (what a watcher of it must reach)."""

@@ -223,7 +223,8 @@ async def realtime_loop(peers: SimPeers, stop: asyncio.Event,
             if on_happening is not None:
                 on_happening(h)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), period)
+            async with asyncio.timeout(period):
+                await stop.wait()
 
 
 async def serve_sim_cluster(scenario: Scenario, workdir: Path, *, out: TextIO = sys.stdout,

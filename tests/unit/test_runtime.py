@@ -108,3 +108,31 @@ def test_long_lived_objects_are_frozen_once_per_process(monkeypatch: pytest.Monk
         assert gc.get_freeze_count() == frozen and len(later) == 1000
     finally:
         gc.unfreeze()
+
+
+async def test_cancel_all_waits_for_the_tasks_and_names_one_that_swallows_its_cancel() -> None:
+    """A task that ends on its cancel and one that had failed are done; one that catches its cancel and runs on
+    is named after the grace instead of holding the caller for ever."""
+    async def obedient() -> None:
+        await asyncio.sleep(3600)
+
+    async def failed() -> None:
+        raise RuntimeError("already logged")
+
+    released = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not released.is_set():
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue
+
+    tasks = [asyncio.ensure_future(obedient()), asyncio.ensure_future(failed()), asyncio.ensure_future(stubborn())]
+    tasks[2].set_name("stubborn")
+    await asyncio.sleep(0)
+    assert await runtime.cancel_all(tasks, grace=0.2) == ["stubborn"]
+    assert tasks[0].cancelled() and isinstance(tasks[1].exception(), RuntimeError) and not tasks[2].done()
+    released.set()
+    assert await runtime.cancel_all(tasks[2:], grace=2.0) == [] and tasks[2].done()
+    assert await runtime.cancel_all([], grace=0.2) == []
