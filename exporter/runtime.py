@@ -37,6 +37,9 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+TASK_STOP_GRACE = 10.0  # seconds a daemon's cancelled task may take to end at shutdown
+
+
 async def cancel_all(tasks: Sequence[asyncio.Task[Any]], *, grace: float) -> list[str]:
     """Cancel ``tasks`` and wait at most ``grace`` seconds for them to end; the names of those still running. A task
     that swallows its cancel (a library, or ``wait_for`` on 3.11) must not keep a daemon from stopping for ever."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import Any
 
@@ -37,7 +36,7 @@ from exporter.logs import get_logger
 from exporter.model.devices import SharingMode
 from exporter.model.pod_resources import ContainerDevices
 from exporter.model.usage import UsageSnapshot, snapshot_json
-from exporter.runtime import install_stop_signals, split_listen, start_ticking
+from exporter.runtime import TASK_STOP_GRACE, cancel_all, install_stop_signals, split_listen, start_ticking
 from exporter.secrets import SecretFile
 from exporter.tlsconf import server_context
 
@@ -274,9 +273,8 @@ class Agent:
     async def close(self) -> None:
         """Stop the pod watch, the API clients and the HTTP server."""
         if self._watch_task is not None:
-            self._watch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._watch_task
+            for name in await cancel_all([self._watch_task], grace=TASK_STOP_GRACE):
+                log.error("task_did_not_stop", task=name)
         if self._api_client is not None:
             await self._api_client.close()
         await self.kubeinfo.close()

@@ -39,7 +39,6 @@ from exporter.secrets import SecretFile
 from exporter.tlsconf import client_context, server_context
 
 log = get_logger("aggregator")
-TASK_STOP_GRACE = 10.0  # seconds a cancelled task may take to end at shutdown
 
 
 class Aggregator:
@@ -151,7 +150,7 @@ class Aggregator:
 
     async def close(self) -> None:
         """Stop every task, the HTTP server and the clients, then close the ledger."""
-        for name in await runtime.cancel_all(list(self._tasks), grace=TASK_STOP_GRACE):
+        for name in await runtime.cancel_all(list(self._tasks), grace=runtime.TASK_STOP_GRACE):
             log.error("task_did_not_stop", task=name)
         if self._runner is not None:
             await self._runner.cleanup()
