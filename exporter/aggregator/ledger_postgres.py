@@ -25,6 +25,9 @@ T = TypeVar("T")
 log = get_logger("ledger")
 CONNECT_TIMEOUT = 5  # seconds, per connection attempt
 STATEMENT_TIMEOUT_MS = 30_000
+#: The server ends a session left inside a transaction this long: a leader paused mid-tick (SIGSTOP, a frozen VM)
+#: would otherwise hold the fence row's lock, and keep the next leader from taking its term, until it woke.
+IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000
 _SECRET_PARAMS = {"password", "sslpassword"}
 Reader = Callable[[str, Iterable[Any]], list[Row]]
 _PARTITION = re.compile(r"^usage_p(\d{4})(\d{2})$")
@@ -82,7 +85,8 @@ class PgTx:
 
 def _connect_kwargs(password_file: Path | None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT,
-                              "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"}
+                              "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS} "
+                                         f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"}
     if password_file is not None:
         kwargs["password"] = password_file.read_text().strip()  # the URL's passfile= also works (libpq)
     return kwargs
