@@ -10,7 +10,9 @@ import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def backoff_delays(base: float = 0.5, cap: float = 30.0) -> Iterator[float]:
@@ -52,6 +54,25 @@ async def cancel_all(tasks: Sequence[asyncio.Task[Any]], *, grace: float) -> lis
         if not task.cancelled():
             task.exception()
     return sorted(task.get_name() for task in stuck)
+
+
+async def finish(task: asyncio.Future[T]) -> T:
+    """``task``'s result, waiting for its end even when the caller is cancelled meanwhile, then re-raising the
+    cancel. For work that cannot be called back once started (a commit on the ledger's thread): the caller must
+    know, and apply, its outcome before it stops."""
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            interrupted = True  # even when the task ended at the same moment: the cancel is not lost
+        except Exception:  # the task's own failure: raised below, by ``task.result()``
+            pass
+    if interrupted:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancel, not the task's failure, is what the caller asked for
+        raise asyncio.CancelledError
+    return task.result()
 
 
 def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,

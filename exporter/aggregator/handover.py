@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from exporter.aggregator.booking import Books, NodeGone, NodeMarks
+from exporter.aggregator.booking import Books, NodeGone, NodeMarks, Prepared
 from exporter.aggregator.gate import Admitted, SnapshotGate
 from exporter.aggregator.ledger import Ledger, StaleMarks, TickWrite
 from exporter.aggregator.shards import Shard
@@ -104,10 +104,14 @@ class Handover:
             write.quota_events.clear()
         return write
 
-    async def commit(self, write: TickWrite, *, ledger: Ledger, books: Books) -> None:
-        """Commit one tick; sharded, the ledger first checks each booked node's mark is the one its delta
-        was computed against. If another aggregator moved one, nothing is written and those nodes' marks
-        are reloaded before they are booked again."""
+    async def commit(self, prepared: Prepared, *, ledger: Ledger, books: Books) -> None:
+        """Commit one tick, then advance the in-memory marks (one step: see ``runtime.finish``); sharded, the ledger
+        first checks each booked node's mark is the one its delta was computed against. If another aggregator
+        moved one, nothing is written and those nodes' marks are reloaded before they are booked again."""
+        await self._commit(prepared.write, ledger=ledger, books=books)
+        books.apply(prepared)
+
+    async def _commit(self, write: TickWrite, *, ledger: Ledger, books: Books) -> None:
         if not self.shard.sharded:
             await ledger.commit(write)
             return

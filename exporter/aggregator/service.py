@@ -245,10 +245,9 @@ class Aggregator:
             self.gate.refuse(url=admitted.snapshots[node].url, node=node, reason=reason)
         prepared.write.agent_urls.update(
             {n: u for n, u in admitted.new_pins.items() if n not in prepared.rejected})
-        held = await self._commit_holding(prepared, admitted)
+        held = await self._commit_holding(prepared, admitted)  # committed and applied
         if snapshots or not prepared.write.empty():
             self.gauges.last_commit = self.clock.now()
-        self.books.apply(prepared)
         mirror_commit(prepared, admitted, results=results, url_nodes=url_nodes, gate=self.gate, gauges=self.gauges,
                       latest=self.latest, kube=self.kube)
         self._refresh_held(held)
@@ -262,13 +261,15 @@ class Aggregator:
         self.gauges.tick_duration = time.perf_counter() - started
 
     async def _commit_holding(self, prepared: Prepared, admitted: Admitted) -> HeldNow | None:
-        """Commit on the ledger's thread and meanwhile work out the held-now gauges of what it books (the SQL runs
-        without the GIL); shown only once it committed. A failure of the gauges never stops the books; None (work
-        them out again after) also when a pod was deleted meanwhile."""
+        """Commit on the ledger's thread, then advance the marks, and meanwhile work out the held-now gauges of what
+        it books (the SQL runs without the GIL); shown only once it committed. A failure of the gauges never stops
+        the books; None (work them out again after) also when a pod was deleted meanwhile. Cancelled (SIGTERM)
+        once the commit is on its thread, the tick ends only after the marks followed it: else the final tick
+        would book the same deltas again."""
         assert self.books is not None
-        write, deletions = prepared.write, self.pods_deleted
-        commit = (None if self.handover.trim(write).empty()  # StaleTerm: deposed, may_book is now false
-                  else asyncio.ensure_future(self.handover.commit(write, ledger=self.ledger, books=self.books)))
+        books, deletions = self.books, self.pods_deleted
+        commit = (None if self.handover.trim(prepared.write).empty()  # StaleTerm: deposed, may_book is now false
+                  else asyncio.ensure_future(self.handover.commit(prepared, ledger=self.ledger, books=books)))
         held: HeldNow | None = None
         try:
             await asyncio.sleep(0)  # the commit has reached the ledger's thread
@@ -278,7 +279,9 @@ class Aggregator:
             log.error("held_gauges_failed", error=repr(exc))
         finally:  # never leave the commit running unawaited, even when this tick is cancelled
             if commit is not None:
-                await commit
+                await runtime.finish(commit)
+        if commit is None:
+            books.apply(prepared)
         return held if self.pods_deleted == deletions else None
 
     def _known_nodes(self) -> set[str] | None:

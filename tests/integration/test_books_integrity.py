@@ -3,7 +3,10 @@ against the simulator's real peers, plus hostile HTTP servers that answer ``/v1/
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -332,3 +335,44 @@ async def test_gauges_worked_out_before_a_pod_deletion_are_not_shown_after_it(ri
     await rig.run(range(0, 165, 15))
     assert (len(commits), len(calls)) == (11, 12)
     assert rig.booked("t") == pytest.approx(150.0)
+
+
+async def test_a_tick_cancelled_mid_commit_is_applied_before_it_stops(rig: Rig,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM cancels a running tick (the scheduler's shutdown), then the daemon ticks once more to flush. A
+    commit already on the ledger's thread cannot be called back: it used to land while the cancelled tick never
+    advanced the marks, so the flush booked the same 15 s again. Here the commit waits on another connection's
+    write lock, the tick is cancelled there, the lock is released: the cancel ends the tick only after its
+    commit was applied, and 11 ticks book 1 GPU x 150 s, not 165."""
+    real = await rig.agent("a100", node="a100")
+    agg = await rig.start_aggregator(agents=[real])
+    await rig.run(range(0, 75, 15))  # booked up to t=60
+    entered = threading.Event()
+    commit_sync = agg.ledger.commit_sync
+
+    def observed(*args: Any, **kwargs: Any) -> None:  # the real commit, on the ledger's thread, seen entering
+        entered.set()
+        commit_sync(*args, **kwargs)
+
+    monkeypatch.setattr(agg.ledger, "commit_sync", observed)
+    blocker = sqlite3.connect(rig.tmp / "ledger.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the database's one write lock: the tick's BEGIN IMMEDIATE waits
+    rig.clock.set(START + 75)
+    await rig.peers.advance(75)
+    await rig.agents["a100"].tick()
+    tick = asyncio.ensure_future(agg.tick())
+    assert await asyncio.to_thread(entered.wait, 5.0)
+    await asyncio.sleep(0.2)  # inside BEGIN IMMEDIATE, waiting for the lock
+    tick.cancel()
+    await asyncio.sleep(0.2)
+    assert not tick.done()  # the cancel waits for the commit
+    blocker.execute("COMMIT")
+    blocker.close()
+    with pytest.raises(asyncio.CancelledError):
+        await tick
+    assert rig.booked("t") == pytest.approx(75.0)  # the cancelled tick's 15 s were applied in memory
+    await rig.run(range(90, 165, 15))
+    assert rig.agent_allocated("a100", "t") == pytest.approx(150.0)
+    assert rig.booked("t") == pytest.approx(150.0)
+    assert await agg.ledger.query("SELECT SUM(allocated_s) FROM usage WHERE namespace = 't'") == [
+        (pytest.approx(150.0),)]
