@@ -101,42 +101,45 @@ def _window(query: Query, cluster: str, *, window_s: float, since: float | None 
 
 
 def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple[str, str], list[_Group]]:
-    buckets = ", ".join(f"SUM({c})" for c in BUCKET_COLUMNS)
-    ev = query(f"SELECT namespace, workload, pod, gpu_model, mig_profile, device_kind, device, MAX(fraction), "
-               f"MAX(fb_peak_bytes), COUNT(fb_peak_bytes), {buckets} FROM evidence WHERE cluster = ? AND hour >= ? "
-               f"AND hour < ? GROUP BY namespace, workload, pod, gpu_model, mig_profile, device_kind, device",
-               (cluster, hour_of(start), end))
-    seconds = " + ".join(BUCKET_COLUMNS)
-    held_in = "FROM evidence WHERE cluster = ? AND hour >= ? AND hour < ? AND device_kind <> ''"
-    held = query("SELECT namespace, workload, pod, gpu_model, mig_profile, MAX(n) FROM (SELECT namespace, workload, "
-                 f"pod, gpu_model, mig_profile, hour, COUNT(*) AS n {held_in} GROUP BY namespace, workload, pod, "
-                 "gpu_model, mig_profile, hour) AS per_hour GROUP BY namespace, workload, pod, gpu_model, mig_profile",
-                 (cluster, hour_of(start), end))
-    observed = query("SELECT namespace, workload, gpu_model, mig_profile, device_kind, SUM(m) FROM (SELECT namespace, "
-                     f"workload, gpu_model, mig_profile, device_kind, hour, MAX({seconds}) AS m {held_in} GROUP BY "
-                     "namespace, workload, gpu_model, mig_profile, device_kind, hour) AS per_hour GROUP BY namespace, "
-                     "workload, gpu_model, mig_profile, device_kind", (cluster, hour_of(start), end))
-    usage = query("SELECT namespace, workload, pod, gpu_model, mig_profile, currency, SUM(allocated_s), SUM(cost), "
-                  "SUM(list_cost) FROM usage WHERE cluster = ? AND hour >= ? AND hour < ? "
-                  "GROUP BY namespace, workload, pod, gpu_model, mig_profile, currency", (cluster, hour_of(start), end))
+    """The window's groups, from four summed reads done one after another: each read's rows are folded into the
+    groups and dropped before the next is fetched, so the peak is one read's rows, not four (the hourly refresh
+    at 10,000 nodes is the aggregator's largest allocation)."""
+    span = (cluster, hour_of(start), end)
     groups: dict[tuple[str, str, str, str, str], _Group] = {}
     pod_group: dict[tuple[str, str, str, str, str], _Group] = {}
-    for ns, wl, pod, model, profile, kind, device, fraction, peak, peaks, *secs in ev:
+    buckets = ", ".join(f"SUM({c})" for c in BUCKET_COLUMNS)
+    for ns, wl, pod, model, profile, kind, device, fraction, peak, peaks, *secs in query(
+            f"SELECT namespace, workload, pod, gpu_model, mig_profile, device_kind, device, MAX(fraction), "
+            f"MAX(fb_peak_bytes), COUNT(fb_peak_bytes), {buckets} FROM evidence WHERE cluster = ? AND hour >= ? "
+            f"AND hour < ? GROUP BY namespace, workload, pod, gpu_model, mig_profile, device_kind, device", span):
         key = (ns, wl, model, profile, kind)
         g = groups.setdefault(key, _Group(_placement(model, profile, kind=kind, fraction=float(fraction))))
         pod_group[(ns, wl, pod, model, profile)] = g
         hist = UtilHistogram(tuple(float(s) if s else 0.0 for s in secs))  # BUCKET_COLUMNS' order; 0.0 shared
         fb = None if kind == "replica" or not peaks else int(peak)
         g.devices.setdefault(pod, {})[device] = DeviceUse(hist, fb)
-    for ns, wl, pod, model, profile, n in held:
+    seconds = " + ".join(BUCKET_COLUMNS)
+    held_in = "FROM evidence WHERE cluster = ? AND hour >= ? AND hour < ? AND device_kind <> ''"
+    for ns, wl, pod, model, profile, n in query(
+            "SELECT namespace, workload, pod, gpu_model, mig_profile, MAX(n) FROM (SELECT namespace, workload, "
+            f"pod, gpu_model, mig_profile, hour, COUNT(*) AS n {held_in} GROUP BY namespace, workload, pod, "
+            "gpu_model, mig_profile, hour) AS per_hour GROUP BY namespace, workload, pod, gpu_model, mig_profile",
+            span):
         owner = pod_group.get((ns, wl, pod, model, profile))
         if owner is not None:
             owner.gpus = max(owner.gpus, int(n))
-    for ns, wl, model, profile, kind, measured in observed:  # each placement its own devices' hours
+    for ns, wl, model, profile, kind, measured in query(  # each placement its own devices' hours
+            "SELECT namespace, workload, gpu_model, mig_profile, device_kind, SUM(m) FROM (SELECT namespace, "
+            f"workload, gpu_model, mig_profile, device_kind, hour, MAX({seconds}) AS m {held_in} GROUP BY "
+            "namespace, workload, gpu_model, mig_profile, device_kind, hour) AS per_hour GROUP BY namespace, "
+            "workload, gpu_model, mig_profile, device_kind", span):
         placed = groups.get((ns, wl, model, profile, kind))
         if placed is not None:
             placed.observed_s = float(measured or 0.0)
-    for ns, wl, pod, model, profile, currency, allocated, cost, list_cost in usage:
+    for ns, wl, pod, model, profile, currency, allocated, cost, list_cost in query(
+            "SELECT namespace, workload, pod, gpu_model, mig_profile, currency, SUM(allocated_s), SUM(cost), "
+            "SUM(list_cost) FROM usage WHERE cluster = ? AND hour >= ? AND hour < ? "
+            "GROUP BY namespace, workload, pod, gpu_model, mig_profile, currency", span):
         target = pod_group.get((ns, wl, pod, model, profile))
         if target is None or not target.placement.share:
             continue
@@ -148,7 +151,6 @@ def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple
     for (ns, wl, *_rest), g in groups.items():
         out[(ns, wl)].append(g)
     return out
-
 
 
 def _offers(groups: Iterable[_Group]) -> list[Offer]:

@@ -16,6 +16,7 @@ Books (2 hours from 2027-01-15T00:00:00Z; latest booked snapshot at 02:00), pric
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -150,6 +151,31 @@ async def test_rows_read_do_not_grow_with_the_hours_in_the_window(ledger_target:
     (row,) = await _read_after(ledger_target, w, hours=48, read=counted)
     assert max(sizes) == 1 and len(sizes) == 6  # window (2), evidence, GPUs held, hours observed, usage
     assert (row.evidence.hours_observed, row.current.gpus, str(row.action)) == (48.0, 1, "scale_to_zero")
+
+
+class _Rows(list[tuple[Any, ...]]):
+    """A read's rows, as a list that can be watched (a weak reference) to see when it is freed."""
+
+
+async def test_each_read_is_folded_and_freed_before_the_next_is_fetched(ledger_target: LedgerTarget) -> None:
+    """The hourly refresh is the aggregator's peak allocation at scale (10,000 nodes: 606 MB with all four reads
+    alive at once, 509 MB one at a time). Each of the four summed reads is folded into the groups and dropped
+    before the next is fetched: when a read starts, no earlier read's rows are still alive."""
+    alive_at_read: list[int] = []
+
+    def watched(query: Query, cluster: str) -> list[Recommendation]:
+        reads: list[weakref.ref[_Rows]] = []
+
+        def q(sql: str, params: Any) -> list[tuple[Any, ...]]:
+            alive_at_read.append(sum(r() is not None for r in reads))
+            rows = _Rows(query(sql, params))
+            reads.append(weakref.ref(rows))
+            return rows
+        return recommendations(q, cluster=cluster, settings=ONE_HOUR)
+
+    rows = await _read_after(ledger_target, _books(), hours=2, read=watched)
+    assert {r.workload for r in rows} == {"notebook", "serve"}
+    assert alive_at_read == [0, 0, 0, 0, 0, 0]  # window (2), evidence, GPUs held, hours observed, usage
 
 
 async def test_each_placement_counts_only_its_own_devices_hours(ledger_target: LedgerTarget) -> None:
