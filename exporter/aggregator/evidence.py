@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NamedTuple
 
 from exporter.aggregator.ledger_backend import Tx
 from exporter.aggregator.ledger_schema import EVIDENCE_BUCKETS
 from exporter.aggregator.rates import Slice
 from exporter.model.books import CounterMark
-from exporter.model.devices import parse_device_id
+from exporter.model.devices import device_kind
 from exporter.model.recommend_evidence import BUCKET_UPPER_PERCENT, UtilHistogram
 from exporter.model.usage import HolderCounters
 
@@ -60,18 +59,13 @@ def _put(table: dict[EvidenceKey, EvidenceRow], key: EvidenceKey, *, row: Eviden
     table[key] = row if old is None else old.merge(row)
 
 
-@lru_cache(maxsize=65536)
-def _device_kind(device_id: str) -> str:
-    return str(parse_device_id(device_id).kind)
-
-
 def book_evidence(table: dict[EvidenceKey, EvidenceRow], h: HolderCounters, *, d: CounterMark | None,
                   parts: Iterable[Slice], workload: str, node: str, model: str) -> None:
     """Add one holder's delta (spread over the hours like its usage) and its reported framebuffer peak.
 
     Each hour's seconds go straight into the row's histogram (one new tuple per hour part, not a one-bucket
     histogram merged in): this runs once per holder per tick."""
-    kind = _device_kind(h.device_id)
+    kind = str(device_kind(h.device_id))
     profile = h.mig_profile or ""
     if d is not None and h.fraction > 0:
         measured = max(0.0, d.allocated_s - d.unmeasured_s)

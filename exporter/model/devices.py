@@ -48,6 +48,16 @@ class DeviceId:
     replica: int | None = None
 
 
+def device_kind(raw: str) -> DeviceKind:
+    """``parse_device_id(raw).kind`` without building the ID: booking asks it once per holder per tick, and a
+    cache of it thrashed once a shard held more devices than the cache's size."""
+    if raw.startswith("MIG-"):
+        return DeviceKind.MIG
+    if raw.startswith("GPU-"):
+        return DeviceKind.REPLICA if "::" in raw else DeviceKind.GPU
+    return DeviceKind.OTHER
+
+
 def parse_device_id(raw: str) -> DeviceId:
     """Normalise one ID from ``ContainerDevices.device_ids``.
 

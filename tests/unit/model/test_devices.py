@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from exporter.model.devices import DeviceKind, gpu_slices, mig_fraction, mig_profile_from_resource, parse_device_id
+from exporter.model.devices import (
+    DeviceKind,
+    device_kind,
+    gpu_slices,
+    mig_fraction,
+    mig_profile_from_resource,
+    parse_device_id,
+)
 
 
 @pytest.mark.parametrize(
@@ -21,6 +30,19 @@ def test_parse_device_id(raw: str, kind: DeviceKind, physical: str, replica: int
     """Every device-plugin ID form maps to its kind and physical identity."""
     d = parse_device_id(raw)
     assert (d.kind, d.physical, d.replica) == (kind, physical, replica)
+
+
+_ID_PARTS = st.sampled_from(["GPU-", "MIG-", "gpu-", "GPU", "MIG", "::", ":", "3", "abc", "-", ""])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ID_PARTS, max_size=6).map("".join) | st.text(max_size=12))
+@example("GPU-:3")
+@example("MIG-x::1")
+@example("::GPU-")
+def test_the_kind_alone_is_the_parsed_ids_kind(raw: str) -> None:
+    """``device_kind`` (asked once per holder per tick) answers what ``parse_device_id`` does, for any ID."""
+    assert device_kind(raw) is parse_device_id(raw).kind
 
 
 def test_mig_fractions() -> None:
