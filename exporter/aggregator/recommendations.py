@@ -30,6 +30,7 @@ from exporter.aggregator.evidence import BUCKET_COLUMNS
 from exporter.aggregator.report import ReportError, parse_time
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
+from exporter.model.named_rows import Select
 from exporter.model.recommend import recommend_all
 from exporter.model.recommend_evidence import UtilHistogram
 from exporter.model.recommend_types import (
@@ -100,6 +101,15 @@ def _window(query: Query, cluster: str, *, window_s: float, since: float | None 
     return (start, end) if end > start else None
 
 
+_EVIDENCE_KEYS = ("namespace", "workload", "pod", "gpu_model", "mig_profile", "device_kind", "device")
+_EVIDENCE = Select.of((*_EVIDENCE_KEYS, "fraction", "fb_peak", "fb_peaks", *BUCKET_COLUMNS), fraction="MAX(fraction)",
+                      fb_peak="MAX(fb_peak_bytes)", fb_peaks="COUNT(fb_peak_bytes)",
+                      **{c: f"SUM({c})" for c in BUCKET_COLUMNS})
+_EVIDENCE_KEY = _EVIDENCE.getter(*_EVIDENCE_KEYS)
+_EVIDENCE_FB = _EVIDENCE.getter("fraction", "fb_peak", "fb_peaks")
+_EVIDENCE_SECONDS = _EVIDENCE.getter(*BUCKET_COLUMNS)  # in BUCKET_COLUMNS' order, as UtilHistogram holds them
+
+
 def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple[str, str], list[_Group]]:
     """The window's groups, from four summed reads done one after another: each read's rows are folded into the
     groups and dropped before the next is fetched, so the peak is one read's rows, not four (the hourly refresh
@@ -107,15 +117,14 @@ def _read(query: Query, cluster: str, *, start: float, end: float) -> dict[tuple
     span = (cluster, hour_of(start), end)
     groups: dict[tuple[str, str, str, str, str], _Group] = {}
     pod_group: dict[tuple[str, str, str, str, str], _Group] = {}
-    buckets = ", ".join(f"SUM({c})" for c in BUCKET_COLUMNS)
-    for ns, wl, pod, model, profile, kind, device, fraction, peak, peaks, *secs in query(
-            f"SELECT namespace, workload, pod, gpu_model, mig_profile, device_kind, device, MAX(fraction), "
-            f"MAX(fb_peak_bytes), COUNT(fb_peak_bytes), {buckets} FROM evidence WHERE cluster = ? AND hour >= ? "
-            f"AND hour < ? GROUP BY namespace, workload, pod, gpu_model, mig_profile, device_kind, device", span):
+    for r in query(f"SELECT {_EVIDENCE.sql()} FROM evidence WHERE cluster = ? AND hour >= ? AND hour < ? GROUP BY "
+                   "namespace, workload, pod, gpu_model, mig_profile, device_kind, device", span):
+        ns, wl, pod, model, profile, kind, device = _EVIDENCE_KEY(r)
+        fraction, peak, peaks = _EVIDENCE_FB(r)
         key = (ns, wl, model, profile, kind)
         g = groups.setdefault(key, _Group(_placement(model, profile, kind=kind, fraction=float(fraction))))
         pod_group[(ns, wl, pod, model, profile)] = g
-        hist = UtilHistogram(tuple(float(s) if s else 0.0 for s in secs))  # BUCKET_COLUMNS' order; 0.0 shared
+        hist = UtilHistogram(tuple(float(s) if s else 0.0 for s in _EVIDENCE_SECONDS(r)))  # 0.0 shared
         fb = None if kind == "replica" or not peaks else int(peak)
         g.devices.setdefault(pod, {})[device] = DeviceUse(hist, fb)
     seconds = " + ".join(BUCKET_COLUMNS)
