@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from exporter.logs import get_logger
+
 T = TypeVar("T")
+log = get_logger("runtime")
 
 
 def backoff_delays(base: float = 0.5, cap: float = 30.0) -> Iterator[float]:
@@ -44,7 +47,8 @@ TASK_STOP_GRACE = 10.0  # seconds a daemon's cancelled task may take to end at s
 
 async def cancel_all(tasks: Sequence[asyncio.Task[Any]], *, grace: float) -> list[str]:
     """Cancel ``tasks`` and wait at most ``grace`` seconds for them to end; the names of those still running. A task
-    that swallows its cancel (a library, or ``wait_for`` on 3.11) must not keep a daemon from stopping for ever."""
+    that swallows its cancel (a library, or ``wait_for`` on 3.11) must not keep a daemon from stopping for ever:
+    each is logged (``task_did_not_stop``) and named."""
     for task in tasks:
         task.cancel()
     if not tasks:
@@ -53,7 +57,10 @@ async def cancel_all(tasks: Sequence[asyncio.Task[Any]], *, grace: float) -> lis
     for task in done:  # their failures were logged where they happened: retrieved here, not raised
         if not task.cancelled():
             task.exception()
-    return sorted(task.get_name() for task in stuck)
+    names = sorted(task.get_name() for task in stuck)
+    for name in names:
+        log.error("task_did_not_stop", task=name, grace_s=grace)
+    return names
 
 
 async def finish(task: asyncio.Future[T]) -> T:

