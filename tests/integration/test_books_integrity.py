@@ -22,6 +22,9 @@ from exporter.config import AgentSettings, AggregatorSettings
 from exporter.model.books import NamespaceKey
 from exporter.sim.runner import SimPeers, free_port
 from exporter.sim.scenario import parse_scenario
+from tests.pg import PASSWORD, LedgerTarget, ledger_target_fixture, postgres_fixture
+
+_FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
 
 START = 1_800_000_000.0
 SCENARIO = """
@@ -59,8 +62,8 @@ class Rig:
         return f"http://{listen}"
 
     async def start_aggregator(self, **kw: Any) -> Aggregator:
-        agg = Aggregator(AggregatorSettings(listen=f"127.0.0.1:{free_port()}", ledger=self.tmp / "ledger.db",
-                                            **kw), clock=self.clock)
+        kw.setdefault("ledger", self.tmp / "ledger.db")
+        agg = Aggregator(AggregatorSettings(listen=f"127.0.0.1:{free_port()}", **kw), clock=self.clock)
         await agg.start(serve_http=False)
         self.aggregator = agg
         return agg
@@ -337,15 +340,41 @@ async def test_gauges_worked_out_before_a_pod_deletion_are_not_shown_after_it(ri
     assert rig.booked("t") == pytest.approx(150.0)
 
 
-async def test_a_tick_cancelled_mid_commit_is_applied_before_it_stops(rig: Rig,
+class _WriteLock:
+    """Another session holding what the tick's commit must write (SQLite: the database's one write lock; PostgreSQL:
+    the agents table, in SHARE mode), so the commit waits inside its transaction until ``release``."""
+
+    def __init__(self, t: LedgerTarget) -> None:
+        self.t = t
+        if t.backend == "sqlite":
+            self.sqlite = sqlite3.connect(t.target, isolation_level=None)
+            self.sqlite.execute("BEGIN IMMEDIATE")
+        else:
+            import psycopg
+
+            self.pg = psycopg.connect(t.target, password=PASSWORD)
+            self.pg.execute("LOCK TABLE agents IN SHARE MODE")
+
+    def release(self) -> None:
+        if self.t.backend == "sqlite":
+            self.sqlite.execute("COMMIT")
+            self.sqlite.close()
+        else:
+            self.pg.commit()
+            self.pg.close()
+
+
+async def test_a_tick_cancelled_mid_commit_is_applied_before_it_stops(rig: Rig, ledger_target: LedgerTarget,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGTERM cancels a running tick (the scheduler's shutdown), then the daemon ticks once more to flush. A
     commit already on the ledger's thread cannot be called back: it used to land while the cancelled tick never
-    advanced the marks, so the flush booked the same 15 s again. Here the commit waits on another connection's
-    write lock, the tick is cancelled there, the lock is released: the cancel ends the tick only after its
-    commit was applied, and 11 ticks book 1 GPU x 150 s, not 165."""
+    advanced the marks, so the flush booked the same 15 s again (165 GPU-s in the ledger for 150 held). Here the
+    commit waits on another session's lock, the tick is cancelled there, the lock is released: the cancel ends
+    the tick only after its commit was applied, and 11 ticks book 1 GPU x 150 s, in memory and in the ledger."""
     real = await rig.agent("a100", node="a100")
-    agg = await rig.start_aggregator(agents=[real])
+    pg = ledger_target.backend == "postgres"
+    agg = await rig.start_aggregator(agents=[real], ledger=ledger_target.target, cluster="c1" if pg else "",
+                                     ledger_password_file=ledger_target.password_file)
     await rig.run(range(0, 75, 15))  # booked up to t=60
     entered = threading.Event()
     commit_sync = agg.ledger.commit_sync
@@ -355,24 +384,22 @@ async def test_a_tick_cancelled_mid_commit_is_applied_before_it_stops(rig: Rig,
         commit_sync(*args, **kwargs)
 
     monkeypatch.setattr(agg.ledger, "commit_sync", observed)
-    blocker = sqlite3.connect(rig.tmp / "ledger.db", isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # the database's one write lock: the tick's BEGIN IMMEDIATE waits
+    lock = _WriteLock(ledger_target)
     rig.clock.set(START + 75)
     await rig.peers.advance(75)
     await rig.agents["a100"].tick()
     tick = asyncio.ensure_future(agg.tick())
-    assert await asyncio.to_thread(entered.wait, 5.0)
-    await asyncio.sleep(0.2)  # inside BEGIN IMMEDIATE, waiting for the lock
+    assert await asyncio.to_thread(entered.wait, 10.0)
+    await asyncio.sleep(0.2)  # inside the transaction, waiting for the lock (it waits up to 5 s / 30 s)
     tick.cancel()
     await asyncio.sleep(0.2)
     assert not tick.done()  # the cancel waits for the commit
-    blocker.execute("COMMIT")
-    blocker.close()
+    lock.release()
     with pytest.raises(asyncio.CancelledError):
         await tick
     assert rig.booked("t") == pytest.approx(75.0)  # the cancelled tick's 15 s were applied in memory
     await rig.run(range(90, 165, 15))
     assert rig.agent_allocated("a100", "t") == pytest.approx(150.0)
     assert rig.booked("t") == pytest.approx(150.0)
-    assert await agg.ledger.query("SELECT SUM(allocated_s) FROM usage WHERE namespace = 't'") == [
-        (pytest.approx(150.0),)]
+    (booked,) = await agg.ledger.query("SELECT SUM(allocated_s) FROM usage WHERE namespace = 't'")
+    assert float(booked[0]) == pytest.approx(150.0)
