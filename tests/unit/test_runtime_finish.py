@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from exporter.runtime import finish
+from exporter.runtime import finish, start_ticking
 
 
 def _gated(gate: threading.Event, ended: list[str]) -> asyncio.Task[str]:
@@ -94,3 +94,23 @@ async def test_a_cancel_arriving_as_the_work_ends_is_not_lost() -> None:
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller
+
+
+async def test_the_schedulers_shutdown_cancels_a_running_tick() -> None:
+    """Why a daemon's tick must finish its commit through a cancel: at SIGTERM the daemon shuts its scheduler
+    down, and that cancels the tick it is running (then the daemon ticks once more to flush)."""
+    started, outcome = asyncio.Event(), list[str]()
+
+    async def tick() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+            raise
+
+    scheduler = start_ticking(tick, 3600.0)
+    await asyncio.wait_for(started.wait(), 10.0)
+    scheduler.shutdown(wait=False)
+    await asyncio.sleep(0.1)
+    assert outcome == ["cancelled"]
