@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from exporter import runtime
 from exporter.logs import get_logger
 
 if TYPE_CHECKING:
@@ -34,8 +35,12 @@ async def take_over_ledger(ledger: Ledger, *, holder: str, leading: Callable[[],
     while leading():
         try:
             async with lock:
-                term = await ledger.acquire_term(holder)
-                restore(await ledger.load_state())
+                try:  # the term is set on the ledger's thread: waited for, so a cancel cannot leave it set after this
+                    term = await runtime.finish(asyncio.ensure_future(ledger.acquire_term(holder)))
+                    restore(await ledger.load_state())
+                except BaseException:  # a term without the books it covers: a tick would book on stale marks
+                    ledger.term = None
+                    raise
             log.info("ledger_term_acquired", term=term, cluster=ledger.cluster, identity=holder)
             return
         except asyncio.CancelledError:
