@@ -63,11 +63,11 @@ async def cancel_all(tasks: Sequence[asyncio.Task[Any]], *, grace: float) -> lis
     return names
 
 
-async def finish(task: asyncio.Future[T]) -> T:
-    """``task``'s result, waiting for its end even when the caller is cancelled meanwhile, then re-raising the
-    cancel. For work that cannot be called back once started (a commit on the ledger's thread): the caller must
-    know, and apply, its outcome before it stops."""
-    interrupted = False
+async def finish(task: asyncio.Future[T], *, cancelled: bool = False) -> T:
+    """``task``'s result, waiting for its end even when the caller is cancelled meanwhile (or already was:
+    ``cancelled``, a cancel it caught), then re-raising the cancel. For work that cannot be called back once started
+    (a commit on the ledger's thread): the caller must know, and apply, its outcome before it stops."""
+    interrupted = cancelled
     while not task.done():
         try:
             await asyncio.shield(task)
@@ -75,9 +75,9 @@ async def finish(task: asyncio.Future[T]) -> T:
             interrupted = True  # even when the task ended at the same moment: the cancel is not lost
         except Exception:  # the task's own failure: raised below, by ``task.result()``
             pass
-    if interrupted:
-        if not task.cancelled():
-            task.exception()  # retrieved: the cancel, not the task's failure, is what the caller asked for
+    if interrupted:  # the cancel, not the task's failure, is what the caller asked for: the failure is logged
+        if not task.cancelled() and task.exception() is not None:
+            log.error("work_failed_while_cancelled", error=repr(task.exception())[:300])
         raise asyncio.CancelledError
     return task.result()
 

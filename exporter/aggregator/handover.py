@@ -105,10 +105,12 @@ class Handover:
         return write
 
     async def commit(self, prepared: Prepared, *, ledger: Ledger, books: Books) -> None:
-        """Commit one tick, then advance the in-memory marks (one step: see ``runtime.finish``); sharded, the ledger
-        first checks each booked node's mark is the one its delta was computed against. If another aggregator
-        moved one, nothing is written and those nodes' marks are reloaded before they are booked again."""
-        await self._commit(prepared.write, ledger=ledger, books=books)
+        """Commit one tick (unless it writes nothing), then advance the in-memory marks: one step, which a cancelled
+        tick waits for (``runtime.finish``). Sharded, the ledger first checks each booked node's mark is the one
+        its delta was computed against. If another aggregator moved one, nothing is written and those nodes'
+        marks are reloaded before they are booked again."""
+        if not self.trim(prepared.write).empty():  # empty: not even the term is checked (StaleTerm: deposed)
+            await self._commit(prepared.write, ledger=ledger, books=books)
         books.apply(prepared)
 
     async def _commit(self, write: TickWrite, *, ledger: Ledger, books: Books) -> None:

@@ -285,9 +285,8 @@ class Ledger:
                            [(cl, e.uid, e.namespace, e.count, e.seen_at) for e in w.quota_events])
 
     async def commit(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
-        """Write one tick on the ledger's thread, then refresh the recommendations when due."""
+        """Write one tick on the ledger's thread."""
         await self._run(self.commit_sync, w, expected)
-        await self.advice.after_commit(self)
 
     async def read(self, fn: Callable[[Query], T]) -> T:
         """Run a read-only ``fn(query)`` on the ledger's thread (off the event loop)."""

@@ -255,6 +255,7 @@ class Aggregator:
             self.gauges.ns_utilization = ratios(prepared.ns_delta)
             self.gauges.workload_utilization = ratios(prepared.workload_delta)
             self.ticks += 1
+            await self.ledger.advice.after_commit(self.ledger)  # after the marks moved: a cancel need not wait for it
             await self.forecasts.after_commit(self.ledger, budgets=self.budgets(),
                                               currency=self.pricing.current.currency, now=self.clock.now())
         self.gauges.tick_duration = time.perf_counter() - started
@@ -266,21 +267,19 @@ class Aggregator:
         once the commit is on its thread, the tick ends only after the marks followed it: else the final tick
         would book the same deltas again."""
         assert self.books is not None
-        books, deletions = self.books, self.pods_deleted
-        commit = (None if self.handover.trim(prepared.write).empty()  # StaleTerm: deposed, may_book is now false
-                  else asyncio.ensure_future(self.handover.commit(prepared, ledger=self.ledger, books=books)))
+        deletions = self.pods_deleted
+        commit = asyncio.ensure_future(self.handover.commit(prepared, ledger=self.ledger, books=self.books))
         held: HeldNow | None = None
+        cancelled = False
         try:
             await asyncio.sleep(0)  # the commit has reached the ledger's thread
             held = self._held(booked_latest(self.latest, prepared=prepared, admitted=admitted),
                               booked=prepared.node_prices)
+        except asyncio.CancelledError:  # stops below, once the commit is applied (or refused)
+            cancelled = True
         except Exception as exc:  # a bug in the gauges: the books go on
             log.error("held_gauges_failed", error=repr(exc))
-        finally:  # never leave the commit running unawaited, even when this tick is cancelled
-            if commit is not None:
-                await runtime.finish(commit)
-        if commit is None:
-            books.apply(prepared)
+        await runtime.finish(commit, cancelled=cancelled)  # never left running unawaited, even when cancelled
         return held if self.pods_deleted == deletions else None
 
     def _known_nodes(self) -> set[str] | None:

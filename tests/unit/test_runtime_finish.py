@@ -8,6 +8,7 @@ import asyncio
 import threading
 
 import pytest
+from structlog.testing import capture_logs
 
 from exporter.runtime import finish, start_ticking
 
@@ -69,9 +70,22 @@ async def test_a_cancel_meeting_a_failure_stops_the_caller_and_the_failure_is_re
     caller.cancel()
     await asyncio.sleep(0.05)
     gate.set()
-    with pytest.raises(asyncio.CancelledError):  # the cancel, not the failure: a shutdown must not be lost
+    with capture_logs() as logs, pytest.raises(asyncio.CancelledError):  # the cancel, not the failure
         await caller
     assert isinstance(job.exception(), OSError)
+    assert [(e["event"], e["log_level"]) for e in logs] == [("work_failed_while_cancelled", "error")]
+    assert "database went away" in logs[0]["error"]
+
+
+async def test_a_caller_cancelled_before_it_waits_stops_after_the_work() -> None:
+    """``cancelled=True``: the caller caught its cancel before it came to wait (a tick cancelled as it handed its
+    commit over); it still waits for the work, then stops."""
+    gate, ended = threading.Event(), list[str]()
+    work = _gated(gate, ended)
+    threading.Timer(0.1, gate.set).start()
+    with pytest.raises(asyncio.CancelledError):
+        await finish(work, cancelled=True)
+    assert ended == ["work"] and work.result() == "committed"
 
 
 async def test_a_timeout_around_it_ends_as_a_timeout_after_the_work() -> None:
