@@ -109,7 +109,7 @@ class Handover:
         tick waits for (``runtime.finish``). Sharded, the ledger first checks each booked node's mark is the one
         its delta was computed against. If another aggregator moved one, nothing is written and those nodes'
         marks are reloaded before they are booked again."""
-        if not self.trim(prepared.write).empty():  # empty: not even the term is checked (StaleTerm: deposed)
+        if not self.trim(prepared.write).empty():  # nothing to write: no transaction, no fencing-term check
             await self._commit(prepared.write, ledger=ledger, books=books)
         books.apply(prepared)
 

@@ -69,13 +69,17 @@ class Rig:
         self.aggregator = agg
         return agg
 
+    async def agents_at(self, t: int) -> None:
+        """The peers and every agent moved to ``t`` seconds after the start (the aggregator not yet ticked)."""
+        self.clock.set(START + t)
+        await self.peers.advance(t)
+        for a in self.agents.values():
+            await a.tick()
+
     async def run(self, seconds: range) -> None:
         assert self.aggregator is not None
         for t in seconds:
-            self.clock.set(START + t)
-            await self.peers.advance(t)
-            for a in self.agents.values():
-                await a.tick()
+            await self.agents_at(t)
             await self.aggregator.tick()
 
     def agent_allocated(self, key: str, namespace: str) -> float:
@@ -389,9 +393,7 @@ async def test_a_tick_cancelled_mid_commit_is_applied_before_it_stops(rig: Rig, 
     monkeypatch.setattr(agg.ledger, "commit_sync", observed)
     lock = _WriteLock(ledger_target)
     try:  # released whatever happens: a lock left held would stall the other tests on this server
-        rig.clock.set(START + 75)
-        await rig.peers.advance(75)
-        await rig.agents["a100"].tick()
+        await rig.agents_at(75)
         tick = asyncio.ensure_future(agg.tick())
         assert await asyncio.to_thread(entered.wait, 10.0)
         await asyncio.sleep(0.2)  # inside the transaction, waiting for the lock (it waits up to 5 s / 30 s)
@@ -426,9 +428,7 @@ async def test_a_cancel_that_meets_a_failed_commit_still_stops_the_tick(rig: Rig
         raise sqlite3.OperationalError("database is locked")
 
     monkeypatch.setattr(agg.ledger, "commit", cancelled_then_failed)
-    rig.clock.set(START + 75)
-    await rig.peers.advance(75)
-    await rig.agents["a100"].tick()
+    await rig.agents_at(75)
     tick = asyncio.ensure_future(agg.tick())
     with capture_logs() as logs, pytest.raises(asyncio.CancelledError):
         await tick
