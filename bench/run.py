@@ -317,13 +317,13 @@ def bench_aggregator_scale(node_counts: tuple[int, ...], ticks: int, shards: int
 def bench_metrics_render(repeat: int) -> dict[str, float]:
     from collections import Counter as Tally
 
-    from exporter.aggregator.booking import Books
-    from exporter.aggregator.exposition import ExpositionRenderer
-    from exporter.aggregator.gauges import Gauges, PodGauge
-    from exporter.aggregator.kubestate import KubeState
-    from exporter.aggregator.ledger import LedgerState
-    from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
-    from exporter.aggregator.pricing_source import PricingSource
+    from exporter.aggregator.books.booking import Books
+    from exporter.aggregator.books.gauges import Gauges, PodGauge
+    from exporter.aggregator.books.pricing_source import PricingSource
+    from exporter.aggregator.kube.state import KubeState
+    from exporter.aggregator.ledger.store import LedgerState
+    from exporter.aggregator.web.exposition import ExpositionRenderer
+    from exporter.aggregator.web.metrics import AggregatorCollector, MetricsInputs
     from exporter.clock import RealClock
     from exporter.model.books import NamespaceKey, NamespaceTotals
 
@@ -418,7 +418,7 @@ def bench_simulate(nodes: int, hours: float) -> dict[str, float]:
 
 # -- ledger write throughput, SQLite and PostgreSQL side by side --------------------------------------------
 def _usage_tick(tick: int, rows: int) -> Any:
-    from exporter.aggregator.ledger import TickWrite
+    from exporter.aggregator.ledger.store import TickWrite
     from exporter.model.books import UsageAmounts, UsageKey
 
     w = TickWrite()
@@ -433,7 +433,7 @@ def _usage_tick(tick: int, rows: int) -> Any:
 def bench_ledger_write(rows: int, ticks: int) -> dict[str, Any]:
     """Usage rows per second committed by ``Ledger.commit`` (one transaction per tick of ``rows`` rows,
     upserting the same keys tick after tick as a running cluster does) on each backend."""
-    from exporter.aggregator.ledger import Ledger
+    from exporter.aggregator.ledger.store import Ledger
 
     def measure(target: str, password_file: Path | None) -> float:
         async def run() -> float:
@@ -472,8 +472,8 @@ def bench_ledger_write(rows: int, ticks: int) -> dict[str, Any]:
 
 def _hour_tick(hour_index: int, rows: int) -> Any:
     """One tick's usage and evidence rows for ``rows`` holders, in an hour of their own (new keys)."""
-    from exporter.aggregator.evidence import EvidenceKey, EvidenceRow
-    from exporter.model.recommend_evidence import UtilHistogram
+    from exporter.aggregator.ledger.evidence import EvidenceKey, EvidenceRow
+    from exporter.model.rightsizing.evidence import UtilHistogram
 
     w = _usage_tick(hour_index * 240, rows)
     hist = UtilHistogram.empty().add(0.42, 15.0)
@@ -486,7 +486,7 @@ def _hour_tick(hour_index: int, rows: int) -> Any:
 def bench_ledger_size(rows: int, hours: int) -> dict[str, Any]:
     """Bytes the ledger keeps per usage row and per evidence row (table and indexes), on each backend:
     ``hours`` hours of ``rows`` holders, inserted (no dead rows), sizes read from the database."""
-    from exporter.aggregator.ledger import Ledger
+    from exporter.aggregator.ledger.store import Ledger
 
     async def fill(target: str, password_file: Path | None) -> Ledger:
         ledger = Ledger(target, cluster="bench", password_file=password_file)
@@ -553,8 +553,8 @@ def bench_shards(nodes: int, rows: int, ticks: int) -> dict[str, Any]:
     rows per second committed to PostgreSQL with and without the per-node mark check sharded commits do."""
     from collections import Counter
 
-    from exporter.aggregator.ledger import Ledger
-    from exporter.aggregator.shards import owner
+    from exporter.aggregator.fleet.shards import owner
+    from exporter.aggregator.ledger.store import Ledger
     from exporter.model.books import AgentMark
 
     names = [f"gpu-node-{i:05d}" for i in range(nodes)]
@@ -606,7 +606,7 @@ def bench_shards(nodes: int, rows: int, ticks: int) -> dict[str, Any]:
 # -- FOCUS export memory ---------------------------------------------------------------------------
 def _focus_ledger(path: Path, *, nodes: int, days: int, pods_per_node: int) -> int:
     """A month of a big cluster written straight into a Ledger file with SQL (booking would take hours)."""
-    from exporter.aggregator.ledger import Ledger
+    from exporter.aggregator.ledger.store import Ledger
 
     async def create() -> None:  # the schema, by the ledger itself
         ledger = Ledger(path)
@@ -649,10 +649,10 @@ def bench_focus_export(nodes: int, pods_per_node: int = 3) -> dict[str, Any]:
     import csv
     import tracemalloc
 
-    from exporter.export.focus_export import export, open_readonly, query_of
-    from exporter.export.focus_rows import FocusSettings
-    from exporter.export.focus_writers import CsvSink
-    from exporter.export.ledger_source import Window
+    from exporter.aggregator.focus.export import export, open_readonly, query_of
+    from exporter.aggregator.focus.ledger_source import Window
+    from exporter.aggregator.focus.rows import FocusSettings
+    from exporter.aggregator.focus.writers import CsvSink
 
     def measure(fn: Any) -> tuple[float, float]:
         tracemalloc.start()

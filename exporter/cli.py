@@ -185,7 +185,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UsageError("setting cluster (GPUCOST_CLUSTER): required with a PostgreSQL ledger")
         pricing_check(settings.pricing_file)
         configure_logging(settings.log_level, settings.log_format)
-        from exporter.aggregator.ledger import LedgerError
+        from exporter.aggregator.ledger.store import LedgerError
         from exporter.aggregator.service import Aggregator
 
         try:

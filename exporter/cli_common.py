@@ -24,8 +24,8 @@ def duration_arg(text: str | None, flag: str) -> float | None:
 
 def pricing_check(path: Path | None) -> Any:
     """The pricing file or directory, validated (one line naming file and field, exit 2)."""
-    from exporter.aggregator.pricing_source import load_pricing_file
-    from exporter.model.pricing import PricingError
+    from exporter.aggregator.books.pricing_source import load_pricing_file
+    from exporter.model.pricing.document import PricingError
 
     try:
         return load_pricing_file(path)

@@ -16,7 +16,7 @@ from exporter.cli_common import UsageError, duration_arg, pricing_check
 
 def _check_schema(query: Any, ledger: Path | str) -> None:
     """A ledger an older build wrote is migrated by the aggregator, not by a read-only report."""
-    from exporter.aggregator.ledger import SCHEMA_VERSION, redact
+    from exporter.aggregator.ledger.store import SCHEMA_VERSION, redact
 
     version = next((int(v) for (v,) in query("SELECT value FROM meta WHERE key = 'schema_version'", ())), 0)
     if version < SCHEMA_VERSION:
@@ -28,7 +28,7 @@ def _check_schema(query: Any, ledger: Path | str) -> None:
 def _checked_reader(args: argparse.Namespace, *, errors: tuple[type[Exception], ...] = ()) -> Iterator[Any]:
     """The ``--ledger`` opened read-only, its schema checked; its errors and ``errors`` raised in the block become
     one-line usage errors."""
-    from exporter.aggregator.ledger import LedgerError, open_reader
+    from exporter.aggregator.ledger.store import LedgerError, open_reader
 
     caught: tuple[type[Exception], ...] = (LedgerError, *errors)
     try:
@@ -49,7 +49,7 @@ def _reprice_currency(rows: list[dict[str, Any]], *, pricing: Any, path: Path) -
 
 def report_command(args: argparse.Namespace) -> int:
     """``report``: cost by ``--by`` keys over a window from the ledger, optionally repriced or against budgets."""
-    from exporter.aggregator.report import ReportError, build_report, parse_time, render
+    from exporter.aggregator.ledger.report import ReportError, build_report, parse_time, render
 
     if args.budgets or args.budget or args.budgets_file:
         return _budgets_report(args)
@@ -64,7 +64,7 @@ def report_command(args: argparse.Namespace) -> int:
     with _checked_reader(args, errors=(ReportError,)) as query:
         rows = build_report(query, args.by, since=since, until=until, cluster=args.cluster)
         if what_if is not None:
-            from exporter.aggregator.reprice import reprice
+            from exporter.aggregator.advice.reprice import reprice
 
             _reprice_currency(rows, pricing=what_if, path=args.reprice)
             rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
@@ -74,8 +74,8 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def _budgets_report(args: argparse.Namespace) -> int:
-    from exporter.aggregator.budgets import BudgetFileError, load_budgets
-    from exporter.aggregator.forecasts import forecasts, render
+    from exporter.aggregator.advice.forecasts import forecasts, render
+    from exporter.aggregator.kube.budgets import BudgetFileError, load_budgets
 
     window = duration_arg(args.forecast_window, "--forecast-window") or 0.0
     if window <= 0:
@@ -92,9 +92,9 @@ def _budgets_report(args: argparse.Namespace) -> int:
 
 def recommend_command(args: argparse.Namespace) -> int:
     """``recommend``: right-sizing recommendations from the ledger's evidence over ``--window``."""
-    from exporter.aggregator.recommendations import explicit_window, recommendations, render
-    from exporter.aggregator.report import ReportError
-    from exporter.model.recommend_types import RuleSettings
+    from exporter.aggregator.advice.recommendations import explicit_window, recommendations, render
+    from exporter.aggregator.ledger.report import ReportError
+    from exporter.model.rightsizing.types import RuleSettings
 
     window = duration_arg(args.window, "--window") or 0.0
     evidence = duration_arg(args.min_evidence, "--min-evidence") or 0.0
@@ -117,8 +117,8 @@ def recommend_command(args: argparse.Namespace) -> int:
 def focus_command(args: argparse.Namespace) -> int:
     """``export``: the ledger's costs as FOCUS rows; ``pricing``: the rate card (price list per SKU) of a
     pricing file."""
-    from exporter.export.commands import CommandError, export_window, run_export, run_price_list
-    from exporter.export.focus_rows import FocusSettings
+    from exporter.aggregator.focus.commands import CommandError, export_window, run_export, run_price_list
+    from exporter.aggregator.focus.rows import FocusSettings
 
     try:
         if args.command == "pricing":

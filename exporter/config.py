@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from exporter.aggregator.shards import Shard, hostname_ordinal
+from exporter.aggregator.fleet.shards import Shard, hostname_ordinal
 from exporter.model.durations import parse_duration
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -30,7 +30,7 @@ CommaList = Annotated[list[str], BeforeValidator(_split_list)]
 
 def _budget_map(value: object) -> object:
     """``{"ns": 1500}`` as JSON (what the chart renders) or ``ns=1500,other=200``; amounts positive decimals."""
-    from exporter.aggregator.budgets import parse_budget
+    from exporter.aggregator.kube.budgets import parse_budget
 
     if isinstance(value, str):
         text = value.strip()

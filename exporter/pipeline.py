@@ -17,14 +17,14 @@ from typing import Any, TextIO
 
 from exporter.agent.service import Agent
 from exporter.agent.state import state_path
-from exporter.aggregator.pricing_source import PricingSource
-from exporter.aggregator.report import build_report, render
+from exporter.aggregator.books.pricing_source import PricingSource
+from exporter.aggregator.ledger.report import build_report, render
 from exporter.aggregator.service import Aggregator
 from exporter.clock import Clock, RealClock, VirtualClock
 from exporter.config import AgentSettings, AggregatorSettings
 from exporter.logs import get_logger
 from exporter.sim.cluster import Happening
-from exporter.sim.kube_store import KINDS
+from exporter.sim.kube.store import KINDS
 from exporter.sim.runner import SimPeers, realtime_loop
 from exporter.sim.scenario import Scenario
 
@@ -187,9 +187,9 @@ DEMO_ADVICE: dict[str, float] = {"recommend_window": 3600.0, "recommend_min_evid
 
 def _advice_tables(agg: Aggregator) -> str:
     """Recommendations and budgets as the aggregator last computed them, as tables (empty until there are some)."""
-    from exporter.aggregator import forecasts, recommendations
+    from exporter.aggregator.advice import forecasts, recommendations
 
-    out, advice = "", list(agg.ledger.advice.rows)
+    out, advice = "", list(agg.advice.rows)
     if advice:
         out += "--- right-sizing (evidence so far) ---\n" + recommendations.render(advice, "table")
     if any(f.budget is not None for f in agg.forecasts.rows):

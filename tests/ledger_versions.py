@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter.aggregator.ledger import TickWrite
-from exporter.aggregator.ledger_postgres import _month_bounds
-from exporter.aggregator.ledger_schema import POSTGRES, SQLITE, Table, create_table
+from exporter.aggregator.ledger.postgres import _month_bounds
+from exporter.aggregator.ledger.schema import POSTGRES, SQLITE, Table, create_table
+from exporter.aggregator.ledger.store import TickWrite
 from exporter.model.books import UsageAmounts, UsageKey
 
 _ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",

@@ -11,29 +11,29 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter import runtime
-from exporter.aggregator.booking import Books, NodeModel, NodePrice, Prepared
-from exporter.aggregator.budgets import BudgetSource
-from exporter.aggregator.committed import booked_latest, mirror_commit
-from exporter.aggregator.forecasts import MonthForecasts
-from exporter.aggregator.gate import Admitted, SnapshotGate
-from exporter.aggregator.gauges import Gauges, HeldNow, held_now, ratios
-from exporter.aggregator.handover import Handover
-from exporter.aggregator.http import build_app
-from exporter.aggregator.kubestate import KubeState, PodInfo
-from exporter.aggregator.leader import LeaderElector, take_over_ledger
-from exporter.aggregator.ledger import Ledger, LedgerState
-from exporter.aggregator.metrics import AggregatorCollector, MetricsInputs
-from exporter.aggregator.pricing_source import PricingSource
-from exporter.aggregator.recommendations import Advice
-from exporter.aggregator.targets import AgentTargets, DeletedNodes, own_namespace, parse_selector
-from exporter.aggregator.teams import book_teams
+from exporter.aggregator.advice.forecasts import MonthForecasts
+from exporter.aggregator.advice.recommendations import Advice
+from exporter.aggregator.books.booking import Books, NodeModel, NodePrice, Prepared
+from exporter.aggregator.books.committed import booked_latest, mirror_commit
+from exporter.aggregator.books.gate import Admitted, SnapshotGate
+from exporter.aggregator.books.gauges import Gauges, HeldNow, held_now, ratios
+from exporter.aggregator.books.pricing_source import PricingSource
+from exporter.aggregator.books.teams import book_teams
+from exporter.aggregator.fleet.handover import Handover
+from exporter.aggregator.fleet.leader import LeaderElector, take_over_ledger
+from exporter.aggregator.fleet.targets import AgentTargets, DeletedNodes, own_namespace, parse_selector
+from exporter.aggregator.kube.budgets import BudgetSource
+from exporter.aggregator.kube.state import KubeState, PodInfo
+from exporter.aggregator.ledger.store import Ledger, LedgerState
+from exporter.aggregator.web.http import build_app
+from exporter.aggregator.web.metrics import AggregatorCollector, MetricsInputs
 from exporter.clients.agents import AgentPuller
 from exporter.clients.kube import CORE_KINDS, DRA_KINDS, QUEUE_KINDS, Watcher, make_api_client, served_custom_kinds
 from exporter.clock import Clock, RealClock
 from exporter.config import AggregatorSettings
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
-from exporter.model.recommend_types import RuleSettings
+from exporter.model.rightsizing.types import RuleSettings
 from exporter.model.usage import UsageSnapshot
 from exporter.secrets import SecretFile
 from exporter.tlsconf import client_context, server_context
@@ -65,7 +65,9 @@ class Aggregator:
                                   server_hostname=settings.agent_tls_server_name or None)
         self.books: Books | None = None
         self.gauges = Gauges()
-        self.ledger.advice = Advice(settings=RuleSettings(
+        #: Right-sizing rows as last computed (``gpucost_recommendation_monthly_savings``), refreshed after a
+        #: commit at most hourly, on the ledger's thread.
+        self.advice = Advice(settings=RuleSettings(
             idle_threshold=settings.idle_threshold, min_evidence_hours=settings.recommend_min_evidence / 3600.0),
             every=settings.recommend_refresh, window_s=settings.recommend_window)
         self.budget_source = BudgetSource(overrides=settings.budgets)
@@ -165,7 +167,7 @@ class Aggregator:
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
             pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
             team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series,
-            ledger_up=self.ledger.up, recommendations=self.ledger.advice.rows, budgets=self.budgets(),
+            ledger_up=self.ledger.up, recommendations=self.advice.rows, budgets=self.budgets(),
             forecasts=self.forecasts.rows, budget_annotations_invalid=self.budget_source.invalid_total)
 
     def budgets(self) -> dict[str, float]:
@@ -255,7 +257,7 @@ class Aggregator:
             self.gauges.ns_utilization = ratios(prepared.ns_delta)
             self.gauges.workload_utilization = ratios(prepared.workload_delta)
             self.ticks += 1
-            await self.ledger.advice.after_commit(self.ledger)  # after the marks moved: a cancel need not wait for it
+            await self.advice.after_commit(self.ledger)  # after the marks moved: a cancel need not wait for it
             await self.forecasts.after_commit(self.ledger, budgets=self.budgets(),
                                               currency=self.pricing.current.currency, now=self.clock.now())
         self.gauges.tick_duration = time.perf_counter() - started

@@ -12,9 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.sim import dcgm_text, dra_objects, kube_objects
-from exporter.sim.kube_objects import GPU_QUOTA_KEY, EventInfo, stable_uid
-from exporter.sim.kube_store import KubeStore
+from exporter.sim import dcgm_text, dra_objects
+from exporter.sim.kube import objects as kube_objects
+from exporter.sim.kube.objects import GPU_QUOTA_KEY, EventInfo, stable_uid
+from exporter.sim.kube.store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
 from exporter.sim.layout import NodeLayout, place_pods
 from exporter.sim.power import EnergyMeter, gpu_power, gpu_utilization

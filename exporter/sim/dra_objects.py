@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.sim.hardware import framebuffer_mib
-from exporter.sim.kube_objects import iso, stable_uid
+from exporter.sim.kube.objects import iso, stable_uid
 from exporter.sim.layout import NodeLayout
 from exporter.sim.spec import ClaimSpec, PodSpec
 

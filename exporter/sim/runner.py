@@ -26,7 +26,7 @@ import yaml
 from aiohttp import web
 
 from exporter.sim.cluster import Happening, SimCluster
-from exporter.sim.kube_server import KubeApiServer
+from exporter.sim.kube.server import KubeApiServer
 from exporter.sim.peers import DcgmEndpoint, PodResourcesServer
 from exporter.sim.scenario import Scenario
 

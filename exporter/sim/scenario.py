@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from exporter.model.devices import gpu_slices, profile_slices
-from exporter.model.pricing import PricingError
+from exporter.model.pricing.document import PricingError
 from exporter.sim.dra_allocate import allocate_claims
 from exporter.sim.layout import node_layout, place_pods
 from exporter.sim.scenario_claims import PodClaim, pod_claims, resource_claims

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.model.pricing import Pricing, PricingError, build_pricing, parse_document
+from exporter.model.pricing.document import Pricing, PricingError, build_pricing, parse_document
 
 #: Version-1 scenario keys that a ``pricing:`` block replaces (SCENARIO.md: they must be absent then).
 REPLACED_KEYS = ("prices", "default_price", "pools")

@@ -314,7 +314,7 @@ async def test_pod_watch_reached_says_how_far_the_own_node_watch_has_read(tmp_pa
 async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> None:
     """With GPUCOST_AGENTS unset, the aggregator pulls the agent pods it finds by label in the API
     (here an agent on 127.0.0.2, announced by a pod object with that podIP)."""
-    from exporter.aggregator.gauges import AgentHealth
+    from exporter.aggregator.books.gauges import AgentHealth
     from exporter.aggregator.service import Aggregator
     from exporter.config import AggregatorSettings
     from exporter.model.books import NamespaceKey

@@ -12,7 +12,7 @@ import pytest
 from exporter.agent.dra import DeviceKey
 from exporter.agent.kubeinfo import KubeInfo
 from exporter.model.pod_resources import ClaimDevice, ContainerClaim
-from exporter.sim.kube_objects import iso
+from exporter.sim.kube.objects import iso
 from exporter.sim.runner import SimPeers
 from exporter.sim.scenario import parse_scenario
 

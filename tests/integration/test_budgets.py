@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.http import build_app
-from exporter.aggregator.status_page import render_status
+from exporter.aggregator.web.exposition import ExpositionRenderer
+from exporter.aggregator.web.http import build_app
+from exporter.aggregator.web.status_page import render_status
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario

@@ -11,8 +11,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.status_page import render_status
+from exporter.aggregator.web.exposition import ExpositionRenderer
+from exporter.aggregator.web.status_page import render_status
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario

@@ -22,7 +22,7 @@ from exporter.aggregator.service import Aggregator
 from exporter.config import AggregatorSettings
 from exporter.sim.runner import free_port
 from tests.integration.focus_validator_env import run_validator
-from tests.unit.export.focus_helpers import assert_focus13_rules, assert_formats, assert_reconciles, read_csv
+from tests.unit.aggregator.focus.focus_helpers import assert_focus13_rules, assert_formats, assert_reconciles, read_csv
 
 REPO = Path(__file__).resolve().parents[2]
 ALL = ("--since", "2000-01-01T00:00:00Z", "--until", "2100-01-01T00:00:00Z")
@@ -146,7 +146,7 @@ def test_13_rules_and_reconciliation_on_the_default_scenario(sim_ledger: Path) -
     window = read_csv(cli("export", "--ledger", str(sim_ledger), "--format", "focus-csv", "--since", first,
                           "--until", second).stdout)
     assert window and {r["ChargePeriodStart"] for r in window} == {first}
-    from exporter.aggregator.report import parse_time
+    from exporter.aggregator.ledger.report import parse_time
 
     assert_reconciles(window, sim_ledger, parse_time(first, 0), parse_time(second, 0))
 

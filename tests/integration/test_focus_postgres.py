@@ -29,7 +29,7 @@ from exporter.aggregator.service import Aggregator
 from exporter.config import AggregatorSettings
 from exporter.sim.runner import free_port
 from tests.pg import PgServer, postgres_fixture
-from tests.unit.export.focus_helpers import (
+from tests.unit.aggregator.focus.focus_helpers import (
     CapacityRow,
     UnusedRow,
     UsageRow,

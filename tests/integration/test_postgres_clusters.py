@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from exporter.aggregator.report import build_report
+from exporter.aggregator.ledger.report import build_report
 from exporter.pipeline import run_simulation
 from exporter.sim.scenario import parse_scenario
 from tests.pg import PgServer, postgres_fixture
@@ -61,7 +61,7 @@ async def test_two_clusters_in_one_database_report_as_each_alone(postgres: PgSer
         with tempfile.TemporaryDirectory(prefix="gce-") as work:
             await run_simulation(parse_scenario(text, f"{name}.yaml"), url, workdir=Path(work),
                                  aggregator_extra={"cluster": name, "ledger_password_file": postgres.password_file})
-    from exporter.aggregator.ledger import open_reader
+    from exporter.aggregator.ledger.store import open_reader
 
     with open_reader(url, password_file=postgres.password_file) as query:
         shared = _by(build_report(query, "cluster,namespace", since=None, until=None), "cluster", "namespace")

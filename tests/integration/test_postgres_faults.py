@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg_pool import PoolTimeout
 
-from exporter.aggregator.ledger import Ledger, StaleTerm, TickWrite
+from exporter.aggregator.ledger.store import Ledger, StaleTerm, TickWrite
 from exporter.clock import VirtualClock
 from exporter.model.books import AgentMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
 from exporter.pipeline import Pipeline

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from exporter.aggregator.report import build_report
+from exporter.aggregator.ledger.report import build_report
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario
@@ -341,8 +341,8 @@ async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> N
     (8 x 2.408 + 8 x 3.50) / 16 = 47.264 / 16 = 2.954, list (8 x 6.88 + 8 x 5.00) / 16 = 95.04 / 16 = 5.94;
     dev: 4 L4s at 0.80 x 0.5 = 0.40, list 0.80; training: 8 H100s at 4.00 / 4.00; inference: 4 A100s at
     2.50 / 2.50; shared: 2 A100s (DRA, HAMi) at 2.50 / 2.50."""
-    from exporter.aggregator.exposition import ExpositionRenderer
-    from exporter.aggregator.status_page import render_status
+    from exporter.aggregator.web.exposition import ExpositionRenderer
+    from exporter.aggregator.web.status_page import render_status
     from exporter.cli import DEFAULT_SCENARIO
 
     scenario = parse_scenario(DEFAULT_SCENARIO.read_text(), "default.yaml")

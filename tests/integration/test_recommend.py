@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.http import build_app
-from exporter.aggregator.ledger import SCHEMA_VERSION, Ledger
-from exporter.aggregator.recommendations import recommendations
+from exporter.aggregator.advice.recommendations import recommendations
+from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
+from exporter.aggregator.web.exposition import ExpositionRenderer
+from exporter.aggregator.web.http import build_app
 from exporter.clock import VirtualClock
-from exporter.model.recommend_types import Action, RuleSettings
+from exporter.model.rightsizing.types import Action, RuleSettings
 from exporter.pipeline import Pipeline, run_simulation
 from exporter.sim.scenario import parse_scenario
 from tests.ledger_versions import back_to
@@ -146,8 +146,8 @@ async def test_route_and_metric_on_a_running_aggregator(tmp_path: Path) -> None:
         assert windows["bad_since"][0] == 400 and windows["bad_since"][1]["error"].startswith("since: bad time")
         assert windows["backwards"] == (400, {"error": "until is before since"})
         assert "gpucost_recommendation_monthly_savings" not in _series(agg)
-        agg.ledger.advice.settings = RuleSettings(min_evidence_hours=0.0)
-        await agg.ledger.advice.compute(agg.ledger)
+        agg.advice.settings = RuleSettings(min_evidence_hours=0.0)
+        await agg.advice.compute(agg.ledger)
         text = _series(agg)
     finally:
         await pipe.close()
@@ -209,9 +209,9 @@ def test_schema_4_ledger_migrates_to_5(tmp_path: Path) -> None:
 def test_evidence_upsert_adds_seconds_and_keeps_the_larger_peak(tmp_path: Path) -> None:
     """Two commits on one hour x device: 30 s + 45 s at 3 % (bucket 5 %), peaks 5 GiB then 3 GiB then
     unmeasured: 75 s in s_u005, peak 5 GiB (a maximum, so booking a peak again changes nothing)."""
-    from exporter.aggregator.evidence import EvidenceKey, EvidenceRow
-    from exporter.aggregator.ledger_rows import TickWrite
-    from exporter.model.recommend_evidence import UtilHistogram
+    from exporter.aggregator.ledger.evidence import EvidenceKey, EvidenceRow
+    from exporter.aggregator.ledger.rows import TickWrite
+    from exporter.model.rightsizing.evidence import UtilHistogram
 
     ledger = Ledger(tmp_path / "l.db")
     ledger.open_sync()

@@ -12,8 +12,8 @@ from typing import Any
 
 from kubernetes_asyncio import config
 
-from exporter.aggregator.kubestate import KubeState
-from exporter.aggregator.metrics import dra_families, quota_and_queue
+from exporter.aggregator.kube.state import KubeState
+from exporter.aggregator.web.metrics import dra_families, quota_and_queue
 from exporter.clients.kube import CORE_KINDS, DRA_KINDS, QUEUE_KINDS, Watcher, served_custom_kinds
 from exporter.sim.runner import SimPeers
 from exporter.sim.scenario import parse_scenario

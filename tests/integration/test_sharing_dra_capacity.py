@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from exporter.aggregator.report import build_report
+from exporter.aggregator.ledger.report import build_report
 from exporter.pipeline import run_simulation
 from exporter.sim.cluster import SimCluster
 from exporter.sim.scenario import ScenarioError, parse_scenario

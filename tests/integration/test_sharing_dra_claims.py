@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from exporter.aggregator.report import build_report
+from exporter.aggregator.ledger.report import build_report
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline, run_simulation
 from exporter.sim.scenario import parse_scenario

@@ -155,7 +155,7 @@ async def test_field_and_label_selectors(peers: SimPeers) -> None:
 async def test_queue_kinds_served_only_when_installed(tmp_path: Path) -> None:
     """Volcano Queues and Kueue ClusterQueues/LocalQueues are served (with discovery) when the scenario has
     them, and the aggregator's state turns them into quota by namespace with a source; absent CRDs 404."""
-    from exporter.aggregator.kubestate import KubeState
+    from exporter.aggregator.kube.state import KubeState
     from exporter.clients.kube import Watcher, served_custom_kinds
     from exporter.sim.scenario import parse_scenario
 

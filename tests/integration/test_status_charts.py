@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.aggregator.ledger import TickWrite
+from exporter.aggregator.ledger.store import TickWrite
 from exporter.clock import VirtualClock
 from exporter.model.books import UsageAmounts, UsageKey
-from exporter.model.recommend_types import RuleSettings
+from exporter.model.rightsizing.types import RuleSettings
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario
 from tests.conftest import REPO
@@ -91,8 +91,8 @@ async def test_charts_in_chromium_match_the_ledger(tmp_path: Path) -> None:
         for k in range(121):
             await pipe.step(k * 60.0)
         await agg.ledger.commit(_past())
-        agg.ledger.advice.settings = RuleSettings(min_evidence_hours=1.0)
-        await agg.ledger.advice.compute(agg.ledger)
+        agg.advice.settings = RuleSettings(min_evidence_hours=1.0)
+        await agg.advice.compute(agg.ledger)
         rows = await agg.ledger.query("SELECT namespace, hour, cost, idle_cost, allocated_s, used_s, unmeasured_s "
                                       "FROM usage WHERE cluster = ?", (agg.ledger.cluster,))
         url = f"http://{agg.settings.listen}/"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporter.aggregator.exposition import ExpositionRenderer
-from exporter.aggregator.status_page import render_status
+from exporter.aggregator.web.exposition import ExpositionRenderer
+from exporter.aggregator.web.status_page import render_status
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import load_scenario

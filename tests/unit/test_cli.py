@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.aggregator.ledger import Ledger, TickWrite
+from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.cli import main
 from exporter.model.books import UsageAmounts, UsageKey
-from tests.unit.model.test_pricing_schema import HEAD, _commitment
+from tests.unit.model.pricing.test_pricing_schema import HEAD, _commitment
 from tests.unit.sim.test_scenario import BASE
 
 

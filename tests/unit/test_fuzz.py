@@ -16,11 +16,11 @@ from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import build_devices
 from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, load_meter
-from exporter.aggregator.report import ReportError, build_report, parse_time
+from exporter.aggregator.ledger.report import ReportError, build_report, parse_time
 from exporter.clients.exposition import parse_exposition
 from exporter.model.durations import parse_duration
 from exporter.model.pod_resources import ContainerDevices
-from exporter.model.pricing import PricingError, parse_pricing
+from exporter.model.pricing.document import PricingError, parse_pricing
 from exporter.model.usage import parse_snapshot
 from exporter.sim.scenario import ScenarioError, parse_scenario
 

@@ -65,8 +65,8 @@ def test_import_layers(layer: str) -> None:
 
 #: The build steps: pure functions of plain model types (no client, no network, no database, no event loop).
 PURE = ("agent/attribution.py", "agent/assignment.py", "agent/dcgm_devices.py", "agent/dra.py",
-        "agent/dra_attribution.py", "agent/hami.py", "agent/sharing.py", "aggregator/gauges.py",
-        "aggregator/kube_objects.py", "aggregator/shards.py")
+        "agent/dra_attribution.py", "agent/hami.py", "agent/sharing.py", "aggregator/books/gauges.py",
+        "aggregator/kube/objects.py", "aggregator/fleet/shards.py")
 IMPURE = ("exporter.clients", "aiohttp", "asyncio", "grpc", "h2", "kubernetes_asyncio", "psycopg", "sqlite3", "socket")
 
 
@@ -125,11 +125,11 @@ DB_CALLS = frozenset({"query", "fetch", "query_sync", "execute"})
 
 #: Numbers at a literal index that are not accounting values: the expressions, and why.
 INDEX_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
-    "aggregator/kubestate.py": (frozenset({"out[ns][0]", "out[ns][1]", "best[0]", "best[1]"}),
+    "aggregator/kube/state.py": (frozenset({"out[ns][0]", "out[ns][1]", "best[0]", "best[1]"}),
                                 "a ResourceQuota's (hard, used) GPU counts, compared for headroom: not booked"),
-    "aggregator/ledger_postgres.py": (frozenset({"m[1]", "m[2]", "tx.fetch(f'SELECT COUNT(*) FROM {name}')[0][0]"}),
+    "aggregator/ledger/postgres.py": (frozenset({"m[1]", "m[2]", "tx.fetch(f'SELECT COUNT(*) FROM {name}')[0][0]"}),
                                       "year and month in a partition's name; the rows of a partition dropped"),
-    "aggregator/ledger_backend.py": (frozenset({"found[0][0]"}), "the ledger's schema version"),
+    "aggregator/ledger/backend.py": (frozenset({"found[0][0]"}), "the ledger's schema version"),
     "sim/scenario_pod_fields.py": (frozenset({"memory[0]"}), "a simulated GPU's memory (MiB) against a pod's request"),
 }
 

@@ -276,8 +276,8 @@ def test_rendered_rules_and_alertmanager_config_are_the_project_ones(tmp_path: P
 def test_pricing_values_take_a_whole_version_2_document() -> None:
     """``pricing.document`` is rendered as the pricing file as is, and the product's own loader accepts it:
     an instance type (55.04 / 8 = 6.88 per GPU-hour), spot, a commitment and owned hardware."""
-    from exporter.model.pricing import parse_pricing
-    from exporter.model.pricing_labels import NodeFacts
+    from exporter.model.pricing.document import parse_pricing
+    from exporter.model.pricing.labels import NodeFacts
     from tests.unit.repo.helm_render import render
 
     document = {

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.aggregator.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource
-from exporter.sim.kube_objects import namespace_object
+from exporter.aggregator.kube.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource
+from exporter.sim.kube.objects import namespace_object
 from exporter.sim.scenario import ScenarioError, load_scenario
 from tests.conftest import REPO
 

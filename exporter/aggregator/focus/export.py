@@ -1,0 +1,66 @@
+"""A FOCUS export of a ledger window, hour by hour: the one loop the CLI and ``/api/v1/focus`` share."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from exporter.aggregator.focus.ledger_open import open_sqlite
+from exporter.aggregator.focus.ledger_source import (
+    LedgerLayout,
+    Window,
+    inspect_ledger,
+    read_capacity,
+    read_teams,
+    read_unused_commitments,
+    read_usage,
+    window_hours,
+)
+from exporter.aggregator.focus.rows import FocusSettings, Row, hour_rows
+from exporter.aggregator.ledger.report import Query
+
+
+class Sink(Protocol):
+    """Where an export's rows go (CSV, Parquet), an hour at a time; ``rows`` counts them."""
+
+    rows: int
+
+    def write(self, rows: list[Row]) -> None:
+        """Append one hour's rows."""
+
+    def close(self) -> None:
+        """Finish the output (a Parquet footer); nothing is written after it."""
+
+
+def rows_of_hour(query: Query, layout: LedgerLayout, *, hour: int, settings: FocusSettings) -> list[Row]:
+    """Every FOCUS row of one hour of the ledger."""
+    return hour_rows(read_usage(query, layout, hour=hour), read_capacity(query, layout, hour=hour), s=settings,
+                     unused=read_unused_commitments(query, layout, hour=hour),
+                     teams=read_teams(query, layout, hour=hour))
+
+
+def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
+                dialect: str = "sqlite") -> Iterator[list[Row]]:
+    """The rows of each hour of the window, in hour order; only one hour is held at a time."""
+    layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
+    for hour in window_hours(query, layout, window=window):
+        yield rows_of_hour(query, layout, hour=hour, settings=settings)
+
+
+def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:
+    """Write the window into ``sink``; returns the number of rows."""
+    for rows in focus_hours(query, settings, window=window, dialect=dialect):
+        sink.write(rows)
+    return sink.rows
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a ledger file (WAL lets it read while the aggregator writes)."""
+    return open_sqlite(path)
+
+
+def query_of(conn: sqlite3.Connection) -> Query:
+    """The ``Query`` of an open SQLite ledger."""
+    return lambda sql, params: list(conn.execute(sql, tuple(params)))

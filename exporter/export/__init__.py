@@ -1,1 +1,0 @@
-"""Exports of the ledger in formats other tools read (FOCUS for FinOps tools)."""

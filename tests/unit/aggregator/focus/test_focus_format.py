@@ -1,0 +1,73 @@
+"""FOCUS value formats, as the spec and its validator read them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from exporter.aggregator.focus.format import Scalar, decimal_text, json_object, money, month_bounds, utc_text
+from exporter.aggregator.focus.rows import allocation_ratios
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (Decimal("2"), "2.0"), (Decimal("2.000"), "2.0"), (Decimal("0"), "0.0"), (Decimal("0.00"), "0.0"),
+    (Decimal("1E+2"), "100.0"), (Decimal("0.25"), "0.25"), (Decimal("1e-7"), "0.0000001"),
+    (money(1e16), "10000000000000000.0"), (money(0.1), "0.1"), (money(8.000000000000002), "8.000000000000002"),
+])
+def test_decimals_always_have_a_point_and_no_exponent(value: Decimal, text: str) -> None:
+    assert decimal_text(value) == text
+
+
+def test_money_rejects_what_is_not_a_number() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        money(float("nan"))
+
+
+def test_utc_times_whole_seconds_with_z() -> None:
+    ts = datetime(2026, 11, 3, 14, 0, 0, tzinfo=UTC).timestamp()
+    assert utc_text(ts) == "2026-11-03T14:00:00Z"
+    assert utc_text(ts + 0.9) == "2026-11-03T14:00:00Z"
+
+
+def test_billing_period_is_the_calendar_month_and_december_rolls_over() -> None:
+    start, end = month_bounds(datetime(2026, 12, 31, 23, tzinfo=UTC).timestamp())
+    assert (utc_text(start), utc_text(end)) == ("2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")
+
+
+def test_json_objects_write_decimals_from_decimal() -> None:
+    assert json_object({"a": Decimal("0.250"), "b": "x\"y", "c": None, "d": [{"e": Decimal(6)}]}) == (
+        '{"a":0.25,"b":"x\\"y","c":null,"d":[{"e":6.0}]}')
+
+
+def test_ratios_sum_to_exactly_one() -> None:
+    """Three equal shares: 1/3 each rounds to 0.333333333333; the largest absorbs 1e-12 so the sum is 1."""
+    ratios = allocation_ratios([Decimal(1)] * 3, [Decimal(1)] * 3)
+    assert sum(ratios) == 1 and ratios[0] == Decimal("0.333333333334")
+
+
+def test_ratios_fall_back_to_seconds_then_equal_shares() -> None:
+    """Free GPUs (price 0): 3600 s and 10800 s -> 0.25 / 0.75. Nothing at all: 0.5 / 0.5."""
+    assert allocation_ratios([Decimal(0)] * 2, [Decimal(3600), Decimal(10800)]) == [Decimal("0.25"), Decimal("0.75")]
+    assert allocation_ratios([Decimal(0)] * 2, [Decimal(0)] * 2) == [Decimal("0.5"), Decimal("0.5")]
+
+
+def test_allocation_details_is_the_json_object_of_that_shape() -> None:
+    """Written directly for speed; it must stay the text ``json_object`` gives the same elements."""
+    from exporter.aggregator.focus.format import allocation_details
+
+    for ratio, qty in ((Decimal("0.25"), Decimal("2")), (Decimal("0E-12"), Decimal("0.000277777778")),
+                       (Decimal("1"), Decimal("7200.5"))):
+        element: dict[str, Scalar] = {"AllocatedRatio": ratio, "UsageUnit": "GPU-Hours", "UsageQuantity": qty}
+        expected = json_object({"Elements": [element]})
+        assert allocation_details(ratio, "GPU-Hours", quantity=qty) == expected
+    assert allocation_details(Decimal("0.25"), "GPU-Hours", quantity=Decimal("2")) == (
+        '{"Elements":[{"AllocatedRatio":0.25,"UsageUnit":"GPU-Hours","UsageQuantity":2.0}]}')
+
+
+def test_cached_decimal_text_of_equal_values_is_the_same() -> None:
+    """decimal_text is cached by value: equal decimals written differently must give one text."""
+    assert decimal_text(Decimal("2.50")) == decimal_text(Decimal("2.5")) == "2.5"
+    assert decimal_text(Decimal("4")) == decimal_text(Decimal("4.000")) == "4.0"
+    assert decimal_text(Decimal("0E-12")) == decimal_text(Decimal("-0.0")) == "0.0"
