@@ -22,9 +22,9 @@ with atheris.instrument_imports():
 
     from exporter.agent.dcgm_devices import build_devices
     from exporter.agent.state import StateError, load_meter
-    from exporter.aggregator.report import ReportError, build_report, parse_time
+    from exporter.aggregator.ledger.report import ReportError, build_report, parse_time
     from exporter.clients.exposition import parse_exposition
-    from exporter.model.pricing import PricingError, parse_pricing
+    from exporter.model.pricing.document import PricingError, parse_pricing
     from exporter.model.usage import parse_snapshot
     from exporter.sim.scenario import ScenarioError, parse_scenario
 
