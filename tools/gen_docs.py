@@ -46,10 +46,11 @@ def cell(text: str) -> str:
 
 
 def code(text: str) -> str:
-    """Inline code for a table cell; empty stays visibly empty."""
+    """Inline code for a table cell; empty stays visibly empty. A pipe stays bare: the tables extension does not
+    split a cell inside backticks, and would show an escaping backslash there."""
     if text == "":
         return '`""`'
-    return "`" + text.replace("|", "\\|") + "`"
+    return "`" + text + "`"
 
 
 # --- settings -------------------------------------------------------------------------------------------
