@@ -92,7 +92,7 @@ def _constraints(field: FieldInfo) -> list[str]:
 def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "(required)"
-    value = field.default if field.default_factory is None else field.default_factory()  # type: ignore[call-arg]
+    value = field.get_default(call_default_factory=True, validated_data={})
     if value is None:
         return "(unset)"
     if _is_duration(field) and isinstance(value, int | float):
