@@ -75,7 +75,7 @@ def test_wire_types_are_built_by_keyword_only() -> None:
 
 def test_wire_types_are_frozen_and_without_a_per_instance_dict() -> None:
     """Slotted: 2.9 KB a snapshot of 8 holders where a model with its ``__dict__`` and set of given fields took
-    13.4 KB (README, Scale); frozen: what the books and gauges read cannot change under them."""
+    13.4 KB (docs/fleet.md, Memory); frozen: what the books and gauges read cannot change under them."""
     snap = parse_snapshot(json.dumps(BODY))
     for obj, name in ((snap, "node"), (snap.holders[0], "allocated_s"), (snap.unallocated[0], "seconds"),
                       (snap.capacity[0], "gpu_uuid")):

@@ -51,8 +51,10 @@ def test_every_alert_has_a_promtool_test_and_a_runbook() -> None:
     assert len(alerts) == 9
     for alert in alerts:
         assert f"alertname: {alert}" in tests, alert
-    for url in re.findall(r"runbooks/([\w-]+\.md)", rules):
-        assert (REPO / "docs" / "runbooks" / url).is_file(), url
+    urls = re.findall(r"runbooks/([\w-]+)/\"", rules)
+    assert len(urls) == len(alerts)
+    for url in urls:
+        assert (REPO / "docs" / "runbooks" / f"{url}.md").is_file(), url
 
 
 def test_amtool_check_config() -> None:

@@ -54,7 +54,7 @@ def test_network_policy_peers_and_egress_are_configurable() -> None:
     keda = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}},
             "podSelector": {"matchLabels": {"app": "keda-operator"}}}
     dns = [{"to": [{"namespaceSelector": {}}], "ports": [{"port": 53, "protocol": "UDP"}]}]
-    # Helm merges maps into the defaults; null drops a default (as the README says).
+    # Helm merges maps into the defaults; null drops a default (as docs/security.md says).
     prom_values = {"namespaceSelector": {"matchLabels": None, "matchExpressions": [
         {"key": "team", "operator": "In", "values": ["obs"]}]},
         "podSelector": {"matchLabels": {"app.kubernetes.io/name": None, "app": "vmagent"}}}
