@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from exporter.aggregator.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource, parse_budget
+from exporter.aggregator.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource
 from exporter.aggregator.forecasts import MonthForecasts, as_dict, forecasts, render
 from exporter.aggregator.ledger import Ledger, TickWrite
 from exporter.aggregator.metrics import budget_families
 from exporter.aggregator.status_budgets import budgets_section
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
+from exporter.model.budget_values import parse_budget
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
