@@ -97,10 +97,13 @@ class _FileSource(PydanticBaseSettingsSource):
 
 
 class DaemonSettings(BaseSettings):
-    """Fields and sources both daemons share; each daemon's own module adds its fields."""
+    """Fields and sources both daemons share; each daemon's own module adds its fields.
+
+    Validators are built on first use (``defer_build``): a process builds only its own daemon's, not
+    this base's nor the other daemon's, which keeps the agent's memory within its budget."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, case_sensitive=False, extra="ignore",
-                                      validate_default=True, enable_decoding=False)
+                                      validate_default=True, enable_decoding=False, defer_build=True)
 
     listen: str = Field(description="host:port the HTTP server listens on")
     tick: Duration = Field(default=15.0, description="interval between ticks (e.g. 15s)")
