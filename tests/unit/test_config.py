@@ -171,3 +171,13 @@ def test_help_documents_the_settings_file(capsys: pytest.CaptureFixture[str]) ->
     out = " ".join(capsys.readouterr().out.split())
     assert "--config-file FILE, --config FILE settings file read at start: a YAML mapping" in out, out
     assert "[env GPUCOST_CONFIG_FILE, default None]" in out
+
+
+@pytest.mark.parametrize("model", [AgentSettings, AggregatorSettings])
+def test_secrets_are_files_never_values(model: type[AgentSettings] | type[AggregatorSettings]) -> None:
+    """A token or password is never itself a setting (it would sit in the environment or a file of
+    settings): the setting names the file the chart mounts it as."""
+    secret = [n for n in model.model_fields if any(w in n for w in ("token", "password", "secret", "key"))]
+    assert secret, model
+    for name in secret:
+        assert name.endswith("_file") and model.model_fields[name].annotation == Path | None, name
