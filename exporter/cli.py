@@ -11,7 +11,7 @@ import asyncio
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import ValidationError
 
@@ -19,9 +19,11 @@ from exporter import __version__
 from exporter.cli_common import UsageError, duration_arg, pricing_check
 from exporter.cli_ledger import focus_command, recommend_command, report_command
 from exporter.config import AgentSettings, AggregatorSettings
+from exporter.settings.common import CONFIG_FILE, DaemonSettings, SettingsFileError, error_line
 
 EXIT_USAGE = 2
 DEFAULT_SCENARIO = Path(__file__).parent / "sim" / "scenarios" / "default.yaml"
+SettingsT = TypeVar("SettingsT", bound=DaemonSettings)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,22 +32,23 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _add_settings_flags(parser: argparse.ArgumentParser, model: type[Any]) -> None:
-    group = parser.add_argument_group("settings (flag, or environment variable GPUCOST_<NAME>)")
+def _add_settings_flags(parser: argparse.ArgumentParser, model: type[DaemonSettings]) -> None:
+    group = parser.add_argument_group("settings (flag, else environment variable GPUCOST_<NAME>, else the "
+                                      "settings file --config-file, else the default)")
     for name, fld in model.model_fields.items():
         default = fld.default if fld.default_factory is None else "[]"
-        group.add_argument(f"--{name.replace('_', '-')}", dest=f"setting_{name}", default=None, metavar="VALUE",
+        flags = [f"--{name.replace('_', '-')}", *(["--config"] if name == CONFIG_FILE else [])]
+        group.add_argument(*flags, dest=f"setting_{name}", default=None,
+                           metavar="FILE" if name == CONFIG_FILE else "VALUE",
                            help=f"{fld.description or ''} [env GPUCOST_{name.upper()}, default {default}]")
 
 
-def _settings(model: type[Any], args: argparse.Namespace) -> Any:
+def _settings(model: type[SettingsT], args: argparse.Namespace) -> SettingsT:
     overrides = {k[len("setting_"):]: v for k, v in vars(args).items() if k.startswith("setting_") and v is not None}
     try:
         return model(**overrides)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"setting {field} (GPUCOST_{field.upper()}): {err['msg']}") from None
+    except (ValidationError, SettingsFileError) as exc:
+        raise UsageError(error_line(model, exc, init=overrides)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,16 +183,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         asyncio.run(Agent(settings, mig_resolver=resolver).run())
         return 0
     if cmd == "aggregator":
-        settings = _settings(AggregatorSettings, args)
-        if settings.is_postgres() and not settings.cluster:
+        conf = _settings(AggregatorSettings, args)
+        if conf.is_postgres() and not conf.cluster:
             raise UsageError("setting cluster (GPUCOST_CLUSTER): required with a PostgreSQL ledger")
-        pricing_check(settings.pricing_file)
-        configure_logging(settings.log_level, settings.log_format)
+        pricing_check(conf.pricing_file)
+        configure_logging(conf.log_level, conf.log_format)
         from exporter.aggregator.ledger.store import LedgerError
         from exporter.aggregator.service import Aggregator
 
         try:
-            asyncio.run(Aggregator(settings).run())
+            asyncio.run(Aggregator(conf).run())
         except LedgerError as exc:
             raise UsageError(f"setting ledger (GPUCOST_LEDGER): {exc}") from None
         return 0

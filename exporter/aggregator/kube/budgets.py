@@ -8,36 +8,21 @@ books, nor flood the log every tick.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from exporter.logs import get_logger
+from exporter.model.budget_values import parse_budget
 
 BUDGET_ANNOTATION = "gpu.platform/monthly-budget"
 MAX_ANNOTATION_CHARS = 64  # what the API cache keeps of the annotation's value
 MAX_REPORTED = 10_000  # (namespace, bad value) pairs remembered so each is logged once
 
 log = get_logger("aggregator.budgets")
-
-
-def parse_budget(text: object) -> float | None:
-    """A budget amount, or None when ``text`` is not a positive finite decimal (no units, no separators)."""
-    if isinstance(text, bool) or not isinstance(text, str | int | float):
-        return None
-    try:
-        amount = Decimal(str(text).strip())
-    except InvalidOperation:
-        return None
-    if not amount.is_finite() or amount <= 0:
-        return None
-    value = float(amount)
-    return value if math.isfinite(value) else None
 
 
 @dataclass(slots=True)

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from exporter.aggregator.advice.forecasts import MonthForecasts, as_dict, forecasts, render
-from exporter.aggregator.kube.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource, parse_budget
+from exporter.aggregator.kube.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.aggregator.web.metrics import budget_families
 from exporter.aggregator.web.status_budgets import budgets_section
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
+from exporter.model.budget_values import parse_budget
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name

@@ -1,0 +1,57 @@
+"""The node agent's settings (``GPUCOST_*``, the settings file, ``gpu-cost-exporter agent --flags``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from exporter.settings.common import CommaList, DaemonSettings, Duration
+
+
+class AgentSettings(DaemonSettings):
+    """The node agent (one per GPU node)."""
+
+    node_name: str = Field(default="", description="this node's Kubernetes name (downward API)")
+    dcgm_url: str = Field(default="http://localhost:9400/metrics", description="DCGM Exporter /metrics URL")
+    dcgm_timeout: Duration = Field(default=5.0, description="DCGM scrape timeout")
+    dcgm_max_bytes: int = Field(default=16 << 20, ge=4096, description="largest DCGM body accepted")
+    dcgm_metric_names: str = Field(
+        default="",
+        description="extra metric-name table entries, 'NAME=quantity:scale,...' "
+        "(quantity: util, gr_engine, fb_used, fb_free, power, energy)",
+    )
+    podresources_socket: Path = Field(
+        default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        description="kubelet pod-resources unix socket",
+    )
+    podresources_timeout: Duration = Field(default=5.0, description="pod-resources call timeout")
+    podresources_qps: float = Field(
+        default=5.0, gt=0, description="this agent's own budget of kubelet calls per second (the kubelet allows "
+        "100/s shared by all clients on the node)")
+    resource_names: CommaList = Field(
+        default_factory=list, description="extra device-plugin resource names to account (other vendors)"
+    )
+    listen: str = Field(default="0.0.0.0:9500", description="host:port the HTTP server listens on")
+    state_dir: Path = Field(
+        default=Path("/var/lib/gpu-cost-exporter"), description="where counters survive restarts"
+    )
+    watch_pods: bool = Field(
+        default=False, description="watch this node's pods in the API: holders are charged from startTime to "
+        "finishedAt to the second (else to the tick), pods shorter than a tick are charged, and finished pods "
+        "that kubelets before 1.34 still list are ignored (needs get/list/watch on pods)")
+    kubeconfig: Path | None = Field(default=None, description="kubeconfig for watch_pods; unset = in-cluster")
+    nvml: bool = Field(default=True, description="resolve MIG instances through NVML when the library loads")
+    state_fsync: bool = Field(default=True, description="fsync the state file every tick (off only for simulations)")
+    max_charge_interval: Duration = Field(
+        default=0.0, description="longest interval one tick may charge (default 4 x tick)"
+    )
+    retention: Duration = Field(default=3600.0, description="keep counters of gone pods this long after ack")
+    safety_retention: Duration = Field(default=86400.0, description="drop gone pods' counters after this")
+    usage_token_file: Path | None = Field(
+        default=None, description="when set, /v1/usage requires 'Authorization: Bearer <token in this file>'")
+    max_holder_series: int = Field(default=5000, ge=1, description="per-holder series on /metrics before folding")
+
+    def charge_cap(self) -> float:
+        """Seconds one tick may charge at most: ``max_charge_interval``, or 4 ticks when it is unset (0)."""
+        return self.max_charge_interval or 4.0 * self.tick
