@@ -116,8 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
     exp.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
     exp.add_argument("--format", required=True, choices=["focus-csv", "focus-parquet"])
-    exp.add_argument("--since", required=True, help="RFC3339 time or a duration back from now (720h)")
-    exp.add_argument("--until", required=True, help="RFC3339 time, a duration back from now, or now")
+    exp.add_argument("--since", default=None, help="RFC3339 time or a duration back from now (720h); default: "
+                     "the start of --until's UTC month (with neither: the current month to date)")
+    exp.add_argument("--until", default=None, help="RFC3339 time, a duration back from now, or now (default: now)")
+    exp.add_argument("--all", action="store_true", dest="whole",
+                     help="export the whole ledger (not with --since or --until)")
     exp.add_argument("--focus-version", default="1.3", choices=["1.3", "1.2"])
     exp.add_argument("--output", default="-", help="file (metadata beside it in FILE.metadata.json), - = stdout")
     exp.add_argument("--billed-cost", default="effective", choices=["effective", "zero"],

@@ -127,8 +127,9 @@ def focus_command(args: argparse.Namespace) -> int:
             return 0
         settings = FocusSettings(version=args.focus_version, cluster=args.cluster, billed_cost=args.billed_cost,
                                  host_provider=args.host_provider)
-        run_export(ledger=args.ledger, fmt=args.format, window=export_window(args.since, args.until, now=time.time()),
-                   settings=settings, output=args.output, password_file=args.ledger_password_file)
+        window = export_window(args.since, args.until, now=time.time(), whole=args.whole)
+        run_export(ledger=args.ledger, fmt=args.format, window=window, settings=settings, output=args.output,
+                   password_file=args.ledger_password_file)
     except CommandError as exc:
         raise UsageError(str(exc)) from None
     return 0

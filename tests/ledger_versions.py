@@ -18,9 +18,11 @@ _V4_LIST_COST = ("unallocated", "unobserved", "totals", "unallocated_totals", "u
 
 
 def back_to(version: int) -> list[str]:
-    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 10 on a fresh ledger, then
+    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 12 on a fresh ledger, then
     marking it ``version``."""
     out: list[str] = []
+    if version < 12:
+        out.append("DROP TABLE node_devices")
     if version < 9:
         out.append("DROP TABLE fleet")
     if version < 8:

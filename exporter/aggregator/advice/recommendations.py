@@ -6,7 +6,8 @@ is taken over the time actually covered. An explicit ``since`` / ``until`` (``--
 ``report``: the hour buckets that start in [since, until)) overrides either end: ``since`` widened to the
 start of its hour, ``until`` to the end of the hour it falls in, capped at the latest booked snapshot.
 What the cluster "offers" is what some workload held in the window, priced at the higher of what booking
-charged and the list price per device-hour for it. A workload seen on several device kinds is judged on
+charged and the list price per device-hour for it, and what it had free in the window (``free_offers``),
+priced at its own effective rate. A workload seen on several device kinds is judged on
 the one it spent most on. A pod's GPU count is the most devices it held in any one hour. Hours observed
 are measured seconds, not clock hours touched: per hour the most any one device of the workload's placement
 (model, profile and device kind: a whole GPU's hours are not a shared one's) was measured (pods side by side
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from exporter.aggregator.advice.free_offers import free_offers, with_free
 from exporter.aggregator.ledger.evidence import BUCKET_COLUMNS
 from exporter.aggregator.ledger.report import ReportError, parse_time
 from exporter.logs import get_logger
@@ -194,7 +196,8 @@ def recommendations(query: Query, *, cluster: str, window_s: float = DEFAULT_WIN
         return []
     start, end = span
     by_workload = _read(query, cluster, start=start, end=end)
-    offers = _offers(g for gs in by_workload.values() for g in gs)
+    offers = with_free(_offers(g for gs in by_workload.values() for g in gs),
+                       free_offers(query, cluster, start=start, end=end))
     uses = [_use(ns, wl, g=max(gs, key=lambda g: g.cost)) for (ns, wl), gs in sorted(by_workload.items())]
     return recommend_all(uses, offers, window_hours=(end - start) / 3600.0, settings=settings)
 

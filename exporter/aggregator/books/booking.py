@@ -22,6 +22,7 @@ from functools import partial
 
 from exporter.aggregator.books.commitments import book_unused
 from exporter.aggregator.books.evidence import book_evidence
+from exporter.aggregator.books.free_devices import book_devices
 from exporter.aggregator.books.node_prices import NodeModel, NodePrice, node_prices
 from exporter.aggregator.books.priced_rows import (
     UNKNOWN,
@@ -252,7 +253,9 @@ class _NodeBooking:
                 book_unobserved(w, node=node, kube=self.kube, rates=self.rates,
                                 gpus_by_model=gpus or (old.gpus_by_model if old else {}),
                                 start=old.mark.booked_ts, end=snap.started_at)
-        self._book(deltas, parts=slices(snap.timestamp if start is None else start, snap.timestamp))
+        parts = slices(snap.timestamp if start is None else start, snap.timestamp)
+        self._book(deltas, parts=parts)
+        book_devices(w, self.kube, node=node, models=gpus, hours=(p.hour for p in parts), at=snap.timestamp)
         for key, cur in counters.items():
             if key in deltas:
                 w.hwm.append(NodeCounterMark(node, key, cur))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -36,17 +37,34 @@ class CommandError(ValueError):
     """Bad input to an export command."""
 
 
-def export_window(since: str | None, until: str | None, *, now: float) -> Window:
-    """The window of ``--since`` / ``--until`` (absolute or relative to ``now``); CommandError if unusable."""
+def export_window(since: str | None, until: str | None, *, now: float, whole: bool = False) -> Window:
+    """The window of ``--since`` / ``--until`` (absolute or relative to ``now``); CommandError if unusable.
+
+    A finance export is a month's books, so ``--until`` defaults to now and ``--since`` to the start of
+    ``--until``'s UTC month (the month to date); ``whole`` (``--all``) is the whole ledger instead."""
     from exporter.aggregator.ledger.report import ReportError, parse_time
 
+    if whole:
+        if since is not None or until is not None:
+            raise CommandError("--all exports the whole ledger: leave out --since and --until")
+        return Window(None, None)
     try:
         start, end = parse_time(since, now), parse_time(until, now)
     except ReportError as exc:
         raise CommandError(str(exc)) from None
-    if start is not None and end is not None and end < start:
+    if end is None:
+        end = now
+    if start is None:
+        start = month_start(end)
+    if end < start:
         raise CommandError("--until is before --since")
     return Window(start, end)
+
+
+def month_start(t: float) -> float:
+    """The start of the UTC calendar month that holds ``t`` (a FOCUS billing period's start)."""
+    day = datetime.fromtimestamp(t, tz=UTC)
+    return datetime(day.year, day.month, 1, tzinfo=UTC).timestamp()
 
 
 def _open(ledger: str, password_file: Path | None) -> LedgerReader:

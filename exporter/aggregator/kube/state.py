@@ -15,6 +15,7 @@ from typing import Any
 
 from exporter.aggregator.kube.budgets import BudgetAnnotations
 from exporter.aggregator.kube.dra_claims import DRA_KIND_NAMES, DraState, pod_claim_names
+from exporter.aggregator.kube.node_devices import keep_devices
 from exporter.aggregator.kube.objects import (
     GPU_RESOURCE_RE,
     PENDING_REASONS,
@@ -71,6 +72,7 @@ class KubeState:
     pods: dict[tuple[str, str], PodInfo] = field(default_factory=dict)
     tombstones: OrderedDict[tuple[str, str], PodInfo] = field(default_factory=OrderedDict)
     nodes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> labels
+    node_devices: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> allocatable NVIDIA devices
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     budget_annotations: BudgetAnnotations = field(default_factory=BudgetAnnotations)  # namespace -> raw value
     quotas: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # (ns, name) -> hard, used
@@ -254,6 +256,7 @@ class KubeState:
             stamp = parse_timestamp(meta.get("deletionTimestamp") or "")
             self._node_gone(meta.get("name", ""), stamp)
         self._keep_labels(self.nodes, etype, obj=obj)
+        keep_devices(self.node_devices, etype, obj=obj)
 
     def _node_gone(self, name: str, deleted_at: float | None) -> None:
         if name in self.nodes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from exporter.aggregator.ledger.devices import DeviceKey
 from exporter.aggregator.ledger.evidence import EvidenceKey, EvidenceRow
 from exporter.model.books import (
     AgentMark,
@@ -80,6 +81,7 @@ class TickWrite:
     namespace_teams: dict[tuple[int, str], str] = field(default_factory=dict)  # (hour, namespace) -> team label
     unmeasured_energy: dict[NodeKey, UnmeasuredEnergy] = field(default_factory=dict)  # GPU-seconds, per node
     fleet: dict[str, FleetFacts] = field(default_factory=dict)  # nodes whose GPUs or held MIG instances changed
+    node_devices: dict[DeviceKey, int] = field(default_factory=dict)  # devices each node advertised per hour
 
     def empty(self) -> bool:
         """Whether the tick has nothing to write (no transaction is needed)."""

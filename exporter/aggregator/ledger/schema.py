@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 DEFAULT_CLUSTER = "default"
 
 
@@ -135,7 +135,13 @@ TABLES_V9: tuple[Table, ...] = tuple(
 ) + _V8_TABLES + _V9_TABLES
 #: Schema 10: how the GPU was shared, last in the usage key (after ``claim``).
 _V10_KEYS: dict[str, tuple[tuple[str, str], ...]] = {"usage": (("sharing", "text"),)}
-TABLES: tuple[Table, ...] = tuple(Table(t.name, t.key + _V10_KEYS.get(t.name, ()), t.values) for t in TABLES_V9)
+#: Schema 12: the devices each node advertised per hour (MIG instances by profile, whole GPUs, replicas).
+_V12_TABLES: tuple[Table, ...] = (
+    Table("node_devices", (("hour", "int"), ("node", "text"), ("gpu_model", "text"), ("mig_profile", "text"),
+                           ("replicas", "int")), (("devices", "int"),)),
+)
+TABLES: tuple[Table, ...] = tuple(
+    Table(t.name, t.key + _V10_KEYS.get(t.name, ()), t.values) for t in TABLES_V9) + _V12_TABLES
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -310,4 +316,4 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             5: lambda: [create_table(d, t) for t in _V5_TABLES],
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
             9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
-            11: lambda: room_for_updates(d)}
+            11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES]}

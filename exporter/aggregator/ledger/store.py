@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from exporter.aggregator.ledger.backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
+from exporter.aggregator.ledger.devices import write_devices
 from exporter.aggregator.ledger.evidence import write_evidence
 from exporter.aggregator.ledger.nodes import (
     NodeBooks,
@@ -230,6 +231,7 @@ class Ledger:
         _accumulate(tx, "unallocated", keys=CapacityKey._fields, rows=w.unallocated, cluster=cl)
         _accumulate(tx, "unobserved", keys=CapacityKey._fields, rows=w.unobserved, cluster=cl)
         write_evidence(tx, w.evidence, cluster=cl)
+        write_devices(tx, w.node_devices, cluster=cl)
         for node in w.hwm_reset_nodes:
             tx.execute("DELETE FROM hwm WHERE cluster = ? AND node = ?", (cl, node))
         if w.hwm_deleted:
@@ -297,7 +299,8 @@ class Ledger:
         def body(tx: Tx) -> int:
             self._check_term(tx)
             n = self.backend.drop_usage_before(tx, hour=before_hour, cluster=cl)
-            for table in ("unallocated", "unobserved", "unused_commitment", "evidence", "namespace_team"):
+            for table in ("unallocated", "unobserved", "unused_commitment", "evidence", "namespace_team",
+                          "node_devices"):
                 n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
             if quota_events_before is not None:
                 tx.execute(

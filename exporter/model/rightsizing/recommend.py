@@ -5,7 +5,8 @@ Money: ``now = booked cost / window hours x 730`` (what the workload costs at it
 Compute is compared in "TFLOPS actually used": ``p95 x share of the GPU x dense FP16 TFLOPS of the
 model`` (``recommend_gpus``); a target fits when that is at most ``headroom`` (80 %) of the target's
 ``share x TFLOPS``, and its memory holds ``framebuffer peak x 1.2``. Only offers the cluster already
-provides are targets; of all candidate actions the one saving most wins, and none that saves nothing.
+provides are targets (held by a workload or free in the window); of all candidate actions the one saving most
+wins (within a cent, a free one), and none that saves nothing.
 A time-sliced replica's utilisation is its GPU's (shared with others), so only ``scale_to_zero`` is
 proposed for it.
 """
@@ -38,6 +39,7 @@ class _Candidate:
     target: Placement
     hourly_price: float
     reason: str
+    free: bool = False  # a device the cluster had free: wins a tie
 
 
 def _pooled(use: WorkloadUse) -> UtilHistogram:
@@ -146,18 +148,18 @@ def _resized(use: WorkloadUse, offers: Sequence[Offer], *, ev: Evidence, setting
         if target.mig_profile and current.gpus == 1:
             out.append(_Candidate(Action.MIG, Placement(target.gpu_model, target.mig_profile, 1), offer.hourly_price,
                                   f"p95 {worst:.0%} and a {_gib(fb)} framebuffer peak fit a {target.mig_profile} "
-                                  "MIG instance with 20 % headroom"))
+                                  "MIG instance with 20 % headroom", offer.free))
         elif target.replicas and current.gpus == 1:
             out.append(_Candidate(Action.TIME_SLICE, Placement(target.gpu_model, None, 1, target.replicas),
                                   offer.hourly_price,
                                   f"p95 {worst:.0%} fits a 1/{target.replicas} time-sliced share and "
                                   + ("its memory was not measured" if fb is None else
-                                     f"its {_gib(fb)} framebuffer peak fits its share of the memory")))
+                                     f"its {_gib(fb)} framebuffer peak fits its share of the memory"), offer.free))
         elif not target.mig_profile and not target.replicas:
             out.append(_Candidate(Action.SMALLER_GPU, Placement(target.gpu_model, None, current.gpus),
                                   offer.hourly_price,
                                   f"p95 {worst:.0%} rescaled by FP16 throughput and a {_gib(fb)} framebuffer peak "
-                                  f"fit {target.gpu_model} with 20 % headroom"))
+                                  f"fit {target.gpu_model} with 20 % headroom", offer.free))
     return out
 
 
@@ -184,14 +186,26 @@ def recommend(use: WorkloadUse, offers: Sequence[Offer], *, window_hours: float,
         candidates += _fewer_gpus(use, current_price, settings=rules) + _resized(use, offers, ev=ev, settings=rules)
     now = use.booked_cost / window_hours * HOURS_PER_MONTH
     best: Recommendation | None = None
+    best_free = False
     for candidate in candidates:
         after = _monthly_after(use, window_hours, candidate=candidate)
-        if now - after <= 0.005 or (best is not None and now - after <= best.monthly_savings):
+        if now - after <= 0.005 or (best is not None and not _better(now - after, best.monthly_savings,
+                                                                     free=(candidate.free, best_free))):
             continue
+        reason = candidate.reason + ("; the cluster has it free" if candidate.free else "")
         best = Recommendation(namespace=use.namespace, workload=use.workload, action=candidate.action,
                               current=use.placement, target=candidate.target, evidence=ev, monthly_cost_now=now,
-                              monthly_cost_after=after, currency=use.currency, reason=candidate.reason)
+                              monthly_cost_after=after, currency=use.currency, reason=reason)
+        best_free = candidate.free
     return best
+
+
+def _better(savings: float, best: float, *, free: tuple[bool, bool]) -> bool:
+    """More savings wins; within a cent, capacity the cluster has free wins (``free``: the candidate's, the
+    best's), since it is already paid for and needs no new device."""
+    if abs(savings - best) <= 0.005 and free[0] != free[1]:
+        return free[0]
+    return savings > best
 
 
 def recommend_all(uses: Iterable[WorkloadUse], offers: Sequence[Offer], *, window_hours: float,

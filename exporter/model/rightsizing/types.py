@@ -43,10 +43,12 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """A device kind the cluster provides, with its price per device-hour (what booking charged for it)."""
+    """A device kind the cluster provides, with its price per device-hour (what booking charged for it, or for
+    a free one its node's effective rate)."""
 
     placement: Placement  # gpus is ignored: an offer is one device
     hourly_price: float
+    free: bool = False  # the cluster had it free (advertised, nobody held it): wins a tie
 
 
 @dataclass(frozen=True, slots=True)

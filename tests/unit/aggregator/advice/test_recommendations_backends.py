@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import pytest
 
 from exporter.aggregator.advice.recommendations import Query, as_dict, recommendations
+from exporter.aggregator.ledger.devices import DeviceKey
 from exporter.aggregator.ledger.evidence import EvidenceKey, EvidenceRow
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
@@ -139,6 +140,7 @@ async def test_rows_read_do_not_grow_with_the_hours_in_the_window(ledger_target:
     for i in range(48):
         _hold(w, hour=H0 + i * H, ns="lab", pod="notebook-0", workload="notebook", model=H100, price=4.00, util=0.0,
               fb=2 * GIB)
+        w.node_devices[DeviceKey(H0 + i * H, "n1", H100, "", 0)] = 1  # the GPU n1 advertised, every hour
     sizes: list[int] = []
 
     def counted(query: Query, cluster: str) -> list[Recommendation]:
@@ -149,7 +151,8 @@ async def test_rows_read_do_not_grow_with_the_hours_in_the_window(ledger_target:
         return recommendations(q, cluster=cluster, settings=ONE_HOUR)
 
     (row,) = await _read_after(ledger_target, w, hours=48, read=counted)
-    assert max(sizes) == 1 and len(sizes) == 6  # window (2), evidence, GPUs held, hours observed, usage
+    # window (2), evidence, GPUs held, hours observed, usage; free capacity: advertised, held, unallocated
+    assert max(sizes) == 1 and len(sizes) == 9
     assert (row.evidence.hours_observed, row.current.gpus, str(row.action)) == (48.0, 1, "scale_to_zero")
 
 
@@ -173,9 +176,12 @@ async def test_each_read_is_folded_and_freed_before_the_next_is_fetched(ledger_t
             return rows
         return recommendations(q, cluster=cluster, settings=ONE_HOUR)
 
-    rows = await _read_after(ledger_target, _books(), hours=2, read=watched)
+    books = _books()
+    books.node_devices[DeviceKey(H0, "n1", A100, "", 0)] = 3  # all held: free capacity is read, none found
+    rows = await _read_after(ledger_target, books, hours=2, read=watched)
     assert {r.workload for r in rows} == {"notebook", "serve"}
-    assert alive_at_read == [0, 0, 0, 0, 0, 0]  # window (2), evidence, GPUs held, hours observed, usage
+    # window (2), evidence, GPUs held, hours observed, usage; free capacity: advertised, held, unallocated
+    assert alive_at_read == [0] * 9
 
 
 async def test_each_placement_counts_only_its_own_devices_hours(ledger_target: LedgerTarget) -> None:

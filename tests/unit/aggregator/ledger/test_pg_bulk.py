@@ -18,6 +18,7 @@ from exporter.aggregator.ledger.postgres import PgTx
 from exporter.aggregator.ledger.schema import SCHEMA_VERSION, UPDATE_FILLFACTOR, UPDATED_EVERY_TICK
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.model.books import NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from tests.ledger_versions import back_to
 from tests.pg import PASSWORD, LedgerTarget, PgServer, ledger_target_fixture, postgres_fixture, raw_execute
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -153,7 +154,7 @@ def _fillfactors(url: str) -> dict[str, list[str] | None]:
 
 async def test_pages_of_tables_updated_every_tick_keep_room_fresh_and_migrated(ledger_target: LedgerTarget) -> None:
     """A fresh ledger, a ledger set back to schema 10, and a usage partition made by a commit: on PostgreSQL the
-    tables every tick updates carry ``fillfactor=70``; SQLite (no such setting) just moves to schema 11."""
+    tables every tick updates carry ``fillfactor=70``; SQLite (no such setting) just moves to the current schema."""
     t = ledger_target
     ledger = Ledger(t.target, cluster="ff", password_file=t.password_file)
     await ledger.open()
@@ -163,14 +164,13 @@ async def test_pages_of_tables_updated_every_tick_keep_room_fresh_and_migrated(l
     if t.backend == "postgres":
         assert {n: o for n, o in _fillfactors(t.target).items() if n in UPDATED_EVERY_TICK} == dict.fromkeys(
             UPDATED_EVERY_TICK, want)
-    raw_execute(t, *(resets if t.backend == "postgres" else []),
-                "UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+    raw_execute(t, *(resets if t.backend == "postgres" else []), *back_to(10))
     ledger = Ledger(t.target, cluster="ff", password_file=t.password_file)
     await ledger.open()
     await ledger.commit(_many(2))
     assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     await ledger.close()
-    assert SCHEMA_VERSION == 11
+    assert SCHEMA_VERSION == 12
     if t.backend == "postgres":
         found = _fillfactors(t.target)
         assert {n: found[n] for n in UPDATED_EVERY_TICK} == dict.fromkeys(UPDATED_EVERY_TICK, want)
