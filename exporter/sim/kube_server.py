@@ -19,6 +19,7 @@ from aiohttp import web
 
 from exporter.sim import kube_discovery, kube_tables
 from exporter.sim.kube_discovery import Resource
+from exporter.sim.kube_reviews import KubeReviews, UserSpec
 from exporter.sim.kube_store import KubeStore
 
 
@@ -73,7 +74,8 @@ class _Filter:
 class KubeApiServer:
     """aiohttp application over a ``KubeStore``."""
 
-    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0, *, crds: frozenset[str] = frozenset()) -> None:
+    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0, *, crds: frozenset[str] = frozenset(),
+                 users: list[UserSpec] | None = None) -> None:
         self.store = store
         self.bookmark_interval = bookmark_interval
         self.active_watches = 0
@@ -104,6 +106,8 @@ class KubeApiServer:
         leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         r.add_post(leases, self.create_lease)
         r.add_put(leases + "/{name}", self.replace_lease)
+        self.reviews = KubeReviews(users or [])  # TokenReview and SubjectAccessReview
+        self.reviews.add_routes(r)
 
     async def _not_found(self, _req: web.Request) -> web.Response:
         return self._status(404, "NotFound", message="the server could not find the requested resource")
