@@ -217,6 +217,12 @@ class AggregatorSettings(_Base):
         default=86400.0, description="booked time the month-end forecast's burn rate is averaged over (24h)")
     forecast_refresh: Duration = Field(
         default=300.0, description="how often (at most) budgets' forecasts are recomputed after a commit")
+    auth: Literal["none", "kubernetes"] = Field(
+        default="none", description="kubernetes: every route but /healthz and /readyz needs a bearer token, "
+        "authenticated by TokenReview and authorised by SubjectAccessReview (the chart's default)")
+    auth_cache_ttl: Duration = Field(
+        default=10.0, description="how long a token's review and an access decision are reused")
+    auth_review_timeout: Duration = Field(default=5.0, description="timeout of one review by the API server")
     shards: int = Field(
         default=1, ge=1, le=1024, description="aggregators sharing one cluster's nodes (rendezvous hashing of node "
         "names); more than 1 needs a PostgreSQL ledger")

@@ -9,53 +9,16 @@ listed is not authenticated; RBAC is modelled as SCENARIO.md says: ``namespaces`
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from exporter.sim.scenario_ctx import Ctx
+from exporter.sim.scenario_ctx import Ctx
+from exporter.sim.users import COST_GROUP, COST_RESOURCE, UserSpec
 
-COST_GROUP = "gpu-cost-exporter.io"
-COST_RESOURCE = "costs"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-
-
-@dataclass(frozen=True, slots=True)
-class UserSpec:
-    """One caller of the aggregator: its token, identity, and what RBAC lets it ``get``."""
-
-    name: str
-    token: str
-    groups: tuple[str, ...] = ()
-    namespaces: tuple[str, ...] = ()
-    cluster: bool = False
-    service_account: str = ""  # "<namespace>/<name>": the user is that ServiceAccount
-    metrics: bool = False
-
-    @property
-    def username(self) -> str:
-        """The name TokenReview reports: ``system:serviceaccount:<ns>:<name>`` for a ServiceAccount."""
-        if self.service_account:
-            ns, sa = self.service_account.split("/", 1)
-            return f"system:serviceaccount:{ns}:{sa}"
-        return self.name
-
-    @property
-    def all_groups(self) -> list[str]:
-        """Groups as the API server reports them: a ServiceAccount's implicit groups, then everyone's."""
-        implicit = []
-        if self.service_account:
-            ns = self.service_account.split("/", 1)[0]
-            implicit = ["system:serviceaccounts", f"system:serviceaccounts:{ns}"]
-        return [*self.groups, *implicit, "system:authenticated"]
-
-    def may_get_costs(self, namespace: str) -> bool:
-        """RBAC's answer for ``get costs.gpu-cost-exporter.io`` in ``namespace`` ("" = cluster-wide)."""
-        return self.cluster or (bool(namespace) and namespace in self.namespaces)
 
 
 def parse_users(ctx: Ctx, raw: object) -> list[UserSpec]:

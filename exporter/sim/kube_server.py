@@ -19,8 +19,9 @@ from aiohttp import web
 
 from exporter.sim import kube_discovery, kube_tables
 from exporter.sim.kube_discovery import Resource
-from exporter.sim.kube_reviews import KubeReviews, UserSpec
+from exporter.sim.kube_reviews import KubeReviews
 from exporter.sim.kube_store import KubeStore
+from exporter.sim.users import UserSpec
 
 
 def _parse_selector(text: str) -> list[tuple[str, str, str]]:

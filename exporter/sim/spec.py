@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from exporter.sim.kube_reviews import UserSpec
+from exporter.sim.users import UserSpec
 
 EVENT_TYPES = {
     "dcgm_down": ("node", "from", "to"),
