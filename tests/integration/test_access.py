@@ -10,6 +10,7 @@ idle GPU (nb-a); research holds 1 idle GPU (nb-r); nobody holds the 5th GPU, so 
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 from collections.abc import AsyncIterator
@@ -191,3 +192,17 @@ async def test_a_review_the_api_server_cannot_answer_is_503_never_open(world: Wo
             assert "ai-training" not in await resp.text()
     finally:
         await http.close()
+
+
+async def test_200_concurrent_callers_cost_one_review_per_token_and_question(world: World) -> None:
+    """100 scrapes (prom) and 100 report calls (alice) at once: one TokenReview per token, and one
+    SubjectAccessReview per question (prom's /metrics; alice's cluster-wide, then each namespace the watch
+    knows), not one per request; every request answered 200."""
+    before = world.reviews
+    answers = await asyncio.gather(*(world.get("/metrics", "t-prom") for _ in range(100)),
+                                   *(world.get("/api/v1/report", "t-alice") for _ in range(100)))
+    assert [status for status, _body in answers] == [200] * 200
+    assert all(_namespaces(body) == {"ai-training"} for _status, body in answers[100:])
+    after = world.reviews
+    assert after["token"] - before["token"] == 2
+    assert after["access"] - before["access"] == 1 + 1 + len(world.agg.kube.namespaces)

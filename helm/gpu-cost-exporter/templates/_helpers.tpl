@@ -185,6 +185,10 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
             {{- end }}
             - name: GPUCOST_LOG_FORMAT
               value: json
+            - name: GPUCOST_AUTH
+              value: {{ .root.Values.auth.mode | quote }}
+            - name: GPUCOST_AUTH_CACHE_TTL
+              value: {{ .root.Values.auth.cacheTTL | quote }}
             {{- if .ha }}
             - name: GPUCOST_LEADER_ELECTION
               value: "true"
