@@ -78,3 +78,13 @@ def test_turning_auth_off_warns_in_the_notes() -> None:
     notes = render({}).notes
     assert "WARNING: auth.mode" not in notes
     assert "Authorization: Bearer" in notes and "gce-cost-viewer" in notes
+
+
+def test_oidc_issuer_reaches_the_aggregator_only_when_set() -> None:
+    (agg,) = render({"auth": {"oidc": {"issuer": "https://login.example.com", "audience": "gce"}}}).pod(
+        "Deployment")["containers"]
+    env = env_of(agg)
+    assert env["GPUCOST_OIDC_ISSUER"] == "https://login.example.com" and env["GPUCOST_OIDC_AUDIENCE"] == "gce"
+    assert env["GPUCOST_OIDC_USERNAME_CLAIM"] == "sub" and env["GPUCOST_OIDC_GROUPS_CLAIM"] == "groups"
+    (plain,) = render({}).pod("Deployment")["containers"]
+    assert not any(k.startswith("GPUCOST_OIDC") for k in env_of(plain))
