@@ -3,7 +3,8 @@
 Served: discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>/<version>``), get by name, list and
 watch (``?watch=1``: JSON lines, ``resourceVersion``, ``allowWatchBookmarks``, ``timeoutSeconds``,
 ``410 Gone`` as an ERROR event for expired versions) of every kind in ``kube_discovery.RESOURCES``,
-cluster-wide and per namespace, with label and field selectors, as ``Table`` when kubectl asks for one.
+cluster-wide and per namespace, with label and field selectors, as ``Table`` when kubectl asks for one;
+Leases for leader election; TokenReview and SubjectAccessReview from the scenario's users (``kube_reviews``).
 """
 
 from __future__ import annotations
