@@ -44,11 +44,11 @@ class OidcSettings:
 
 def unverified_claims(token: str) -> dict[str, Any] | None:
     """The payload of a compact JWS, not verified (only to route the token); None when it is not one."""
-    parts = token.split(".")
-    if len(parts) != 3:
+    if token.count(".") != 2:
         return None
+    _header, payload, _signature = token.split(".")
     try:
-        raw = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
         doc = json.loads(raw)
     except ValueError:
         return None

@@ -58,7 +58,7 @@ async def test_values_expire_after_the_ttl() -> None:
 
 async def test_a_failure_is_not_kept() -> None:
     """The API server was down: every waiter gets the failure, and the next request asks again."""
-    outcomes = [ReviewUnavailable("down"), "alice"]
+    outcomes: list[str | Exception] = [ReviewUnavailable("down"), "alice"]
 
     async def compute() -> str:
         out = outcomes.pop(0)
