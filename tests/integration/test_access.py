@@ -176,8 +176,10 @@ async def test_reviews_are_cached_by_token_and_decision(world: World) -> None:
     assert after["access"] - before["access"] == 2  # ops cluster-wide; prom /metrics
 
 
-async def test_a_review_the_api_server_cannot_answer_is_503_never_open(world: World, tmp_path: Path) -> None:
-    """With the API server unreachable, a token nobody reviewed yet gets 503 on every route, not the data."""
+async def test_a_review_the_api_server_cannot_answer_is_503_never_open(world: World, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """With the API server unreachable, a token nobody reviewed yet gets 503 on every route, not the data; the
+    failure is logged, the token never."""
     dead = tmp_path / "dead-kubeconfig"
     doc = yaml.safe_load(world.pipe.peers.kubeconfig.read_text())
     doc["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{free_port()}"  # nothing listens there
@@ -192,6 +194,9 @@ async def test_a_review_the_api_server_cannot_answer_is_503_never_open(world: Wo
             assert "ai-training" not in await resp.text()
     finally:
         await http.close()
+    logged = capsys.readouterr()
+    assert "review_unavailable" in logged.out + logged.err
+    assert "t-ops" not in logged.out + logged.err
 
 
 async def test_200_concurrent_callers_cost_one_review_per_token_and_question(world: World) -> None:
