@@ -24,6 +24,7 @@ from exporter.clock import Clock, RealClock, VirtualClock
 from exporter.config import AgentSettings, AggregatorSettings
 from exporter.logs import get_logger
 from exporter.sim.cluster import Happening
+from exporter.sim.kube.reviews import calling_as_users
 from exporter.sim.kube.store import KINDS
 from exporter.sim.runner import SimPeers, realtime_loop
 from exporter.sim.scenario import Scenario
@@ -65,7 +66,8 @@ class Pipeline:
                                   pricing_file=self.peers.pricing_file, agents=self.peers.agent_urls(),
                                   kubeconfig=self.peers.kubeconfig, tick=self.scenario.tick,
                                   agent_token_file=self.peers.token_file,
-                                  pool_label=self.scenario.pool_label, **self.aggregator_extra)
+                                  pool_label=self.scenario.pool_label,
+                                  **{"auth": "kubernetes" if self.scenario.users else "none", **self.aggregator_extra})
 
     async def start(self, serve_aggregator: bool = True) -> None:
         """Bring up the peers, every node's agent and the aggregator (HTTP only if ``serve_aggregator``)."""
@@ -216,6 +218,7 @@ async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: 
     for node, agent in pipe.agents.items():
         print(f"  agent {node:<14} http://{agent.settings.listen}/metrics  /v1/usage", file=out)
     print(f"  {agg_url}/api/v1/recommendations  {agg_url}/api/v1/report?view=budgets", file=out)
+    print(calling_as_users(scenario.users, workdir=workdir, listen=listen), end="", file=out)
     print(f"  ticks every {scenario.tick:g}s; right-sizing and budget forecasts from the first minutes' evidence "
           "(window 1h, at least 1m); Ctrl-C to stop\n", file=out)
     out.flush()

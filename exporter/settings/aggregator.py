@@ -105,6 +105,18 @@ class AggregatorSettings(DaemonSettings):
         default=86400.0, description="booked time the month-end forecast's burn rate is averaged over (24h)")
     forecast_refresh: Duration = Field(
         default=300.0, description="how often (at most) budgets' forecasts are recomputed after a commit")
+    auth: Literal["none", "kubernetes"] = Field(
+        default="none", description="kubernetes: every route but /healthz and /readyz needs a bearer token, "
+        "authenticated by TokenReview and authorised by SubjectAccessReview (the chart's default)")
+    auth_cache_ttl: Duration = Field(
+        default=10.0, description="how long a token's review and an access decision are reused")
+    auth_review_timeout: Duration = Field(default=5.0, description="timeout of one review by the API server")
+    oidc_issuer: str = Field(
+        default="", description="also accept this OIDC issuer's ID tokens, verified against its discovery document "
+        "and JWKS (https URL, exactly as the tokens' iss); needs oidc_audience")
+    oidc_audience: str = Field(default="", description="the aud OIDC ID tokens must carry (the client ID)")
+    oidc_username_claim: str = Field(default="sub", description="the ID token's claim RBAC knows the user by")
+    oidc_groups_claim: str = Field(default="groups", description="the ID token's claim listing the user's groups")
     shards: int = Field(
         default=1, ge=1, le=1024, description="aggregators sharing one cluster's nodes (rendezvous hashing of node "
         "names); more than 1 needs a PostgreSQL ledger")

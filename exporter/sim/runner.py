@@ -26,6 +26,7 @@ import yaml
 from aiohttp import web
 
 from exporter.sim.cluster import Happening, SimCluster
+from exporter.sim.kube.reviews import calling_as_users, write_tokens
 from exporter.sim.kube.server import KubeApiServer
 from exporter.sim.peers import DcgmEndpoint, PodResourcesServer
 from exporter.sim.scenario import Scenario
@@ -94,7 +95,8 @@ class SimPeers:
 
     def __post_init__(self) -> None:
         self.cluster = SimCluster(self.scenario, self.wall_start)
-        self.api = KubeApiServer(self.cluster.store, crds=frozenset(q.kind for q in self.scenario.queues))
+        self.api = KubeApiServer(self.cluster.store, crds=frozenset(q.kind for q in self.scenario.queues),
+                                 users=self.scenario.users)
 
     @property
     def kubeconfig(self) -> Path:
@@ -150,6 +152,7 @@ class SimPeers:
             fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(32))
+        write_tokens(self.workdir / "users", self.scenario.users)  # users/<name>.token: call as that user
         agents_dir = self.workdir / "agents"
         agents_dir.mkdir(exist_ok=True)
         for name, _n in self.nodes.items():
@@ -172,7 +175,8 @@ class SimPeers:
                 "GPUCOST_PRICING_FILE": str(self.pricing_file), "GPUCOST_AGENTS": ",".join(self.agent_urls()),
                 "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
                 "GPUCOST_AGENT_TOKEN_FILE": str(self.token_file),
-                "GPUCOST_POOL_LABEL": self.scenario.pool_label}
+                "GPUCOST_POOL_LABEL": self.scenario.pool_label,
+                **({"GPUCOST_AUTH": "kubernetes"} if self.scenario.users else {})}  # users: every route asks
 
     def _socket_dir(self) -> Path:
         """Unix socket paths are limited to 107 bytes: fall back to a short private dir under /tmp."""
@@ -257,6 +261,7 @@ async def serve_sim_cluster(scenario: Scenario, workdir: Path, *, out: TextIO = 
         print("".join(f"  {k}={v}\n" for k, v in peers.agent_env(name).items()), end="", file=out)
     print("  # aggregator", file=out)
     print("".join(f"  {k}={v}\n" for k, v in peers.aggregator_env().items()), end="", file=out)
+    print(calling_as_users(peers.scenario.users, workdir=workdir, listen=peers.aggregator_listen), end="", file=out)
     out.flush()
     try:
         await realtime_loop(peers, stop)

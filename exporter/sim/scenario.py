@@ -14,6 +14,7 @@ import yaml
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.pricing.document import PricingError
 from exporter.sim.dra_allocate import allocate_claims
+from exporter.sim.kube.reviews import parse_users
 from exporter.sim.layout import node_layout, place_pods
 from exporter.sim.scenario_claims import PodClaim, pod_claims, resource_claims
 from exporter.sim.scenario_ctx import Ctx
@@ -122,7 +123,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
                          "nodes", "namespaces", "pods", "events", "queues", "pricing",
-                         "resource_claims"}, where="")
+                         "resource_claims", "users"}, where="")
     pricing = _pricing(ctx, raw)
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
@@ -285,7 +286,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
                                 ctx.integer(q.get("gpus"), f"{where}.gpus"), qns))
 
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
-                        namespaces, pods, events, queues, pricing)
+                        namespaces, pods, events, queues, pricing, parse_users(ctx, raw.get("users")))
     allocate_claims(source, pods=pods, requested=requested, shared=shared,
                     nodes={n.name: node_layout(n) for n in nodes if n.dra})
     # Device placement is part of validation: a scenario that cannot be placed is an error now.

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from exporter.sim.users import UserSpec
+
 EVENT_TYPES = {
     "dcgm_down": ("node", "from", "to"),
     "podresources_down": ("node", "from", "to"),
@@ -188,6 +190,7 @@ class Scenario:
     events: list[EventSpec]
     queues: list[QueueSpec] = field(default_factory=list)
     pricing: dict[str, Any] | None = None  # a whole pricing document (``pricing:``), else built from ``prices``
+    users: list[UserSpec] = field(default_factory=list)  # callers of the aggregator (kube.reviews)
 
     def node(self, name: str) -> NodeSpec:
         """The node named ``name``; StopIteration when the scenario has none."""

@@ -61,8 +61,10 @@ def parse_request(query: dict[str, str], now: float, *, cluster: str = "default"
 
 
 async def stream_focus(req: web.Request, *, ledger: str, now: float, cluster: str = "default",
-                       password_file: Path | None = None) -> web.StreamResponse:
-    """``ledger``: the aggregator's ledger, a SQLite file or a ``postgresql://`` URL."""
+                       password_file: Path | None = None,
+                       sees: Callable[[str], bool] | None = None) -> web.StreamResponse:
+    """``ledger``: the aggregator's ledger, a SQLite file or a ``postgresql://`` URL. ``sees``: the namespaces a
+    caller may read (rows of others, and the cluster's own rows, are left out); None: every row."""
     try:
         settings, window = parse_request(dict(req.query), now, cluster=cluster)
     except FocusRequestError as exc:
@@ -92,7 +94,8 @@ async def stream_focus(req: web.Request, *, ledger: str, now: float, cluster: st
         return text
 
     def render(hour: int) -> str:
-        sink.write(rows_of_hour(query, layout, hour=hour, settings=settings))
+        rows = rows_of_hour(query, layout, hour=hour, settings=settings)
+        sink.write(rows if sees is None else [r for r in rows if sees(str(r.get("x_Namespace") or ""))])
         return take()
 
     try:

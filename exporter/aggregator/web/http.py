@@ -9,6 +9,8 @@ from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from exporter.aggregator.ledger.report import ReportError, parse_time
+from exporter.aggregator.web.access.gate import SCOPE
+from exporter.aggregator.web.access.wiring import guard_for
 from exporter.aggregator.web.exposition import ExpositionRenderer
 from exporter.aggregator.web.status_page import render_status
 from exporter.aggregator.web.view import AggregatorView
@@ -19,6 +21,8 @@ MAX_PARAM = 253
 def build_app(agg: AggregatorView) -> web.Application:
     """The aggregator's HTTP API: status page, metrics, report, KEDA, recommendations, FOCUS export, health."""
     app = web.Application(client_max_size=agg.settings.max_request_bytes)
+    guard = guard_for(agg, app)  # who may read which namespaces' costs (access/)
+    app.middlewares.append(guard.middleware)
 
     def bad(msg: str, status: int = 400) -> web.Response:
         return web.json_response({"error": msg}, status=status)
@@ -26,11 +30,11 @@ def build_app(agg: AggregatorView) -> web.Application:
     renderer = ExpositionRenderer()
 
     async def metrics(_req: web.Request) -> web.Response:
-        body = renderer.render(list(agg.collector.collect()))
+        body = renderer.render([*agg.collector.collect(), *guard.families()])
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def report(req: web.Request) -> web.Response:
-        q = req.query
+        q, scope = req.query, req[SCOPE]
         if any(len(v) > MAX_PARAM for v in q.values()):
             return bad("query parameter too long")
         if q.get("view", "usage") not in ("usage", "budgets"):
@@ -40,16 +44,19 @@ def build_app(agg: AggregatorView) -> web.Application:
 
             found = await agg.forecasts.compute(agg.ledger, budgets=agg.budgets(),
                                                 currency=agg.pricing.current.currency)
-            return web.json_response([as_dict(f) for f in found], dumps=lambda o: json.dumps(o, allow_nan=False))
+            return web.json_response(scope.rows(as_dict(f) for f in found),
+                                     dumps=lambda o: json.dumps(o, allow_nan=False))
         try:
             now = agg.clock.now()
             by = q.get("by", "namespace")  # one key or several: by=cluster,namespace
+            if not scope.may_group(by):
+                return bad(f"by={by} sums namespaces together: it needs cluster-wide access", status=403)
             cluster = q.get("cluster") or (None if "cluster" in by.split(",") else "")  # "" = this cluster
             rows = await agg.ledger.run_report(by, since=parse_time(q.get("since"), now),
                                                until=parse_time(q.get("until"), now), cluster=cluster)
         except ReportError as exc:
             return bad(str(exc))
-        return web.json_response(rows, dumps=lambda o: json.dumps(o, allow_nan=False))
+        return web.json_response(scope.rows(rows), dumps=lambda o: json.dumps(o, allow_nan=False))
 
     async def recommendations(req: web.Request) -> web.Response:
         from exporter.aggregator.advice.recommendations import as_dict, explicit_window
@@ -71,12 +78,15 @@ def build_app(agg: AggregatorView) -> web.Application:
         rules = RuleSettings(idle_threshold=advice.settings.idle_threshold, min_evidence_hours=evidence / 3600.0)
         rows = await agg.advice.compute(agg.ledger, window_s=window, settings=rules, remember=False,
                                                since=since, until=until)
-        return web.json_response([as_dict(r) for r in rows], dumps=lambda o: json.dumps(o, allow_nan=False))
+        return web.json_response(req[SCOPE].rows(as_dict(r) for r in rows),
+                                 dumps=lambda o: json.dumps(o, allow_nan=False))
 
     async def keda(req: web.Request) -> web.Response:
         ns, wl = req.query.get("namespace", ""), req.query.get("workload", "")
         if not ns or len(ns) > MAX_PARAM or len(wl) > MAX_PARAM:
             return bad("namespace is required (and workload optional), each at most 253 characters")
+        if not req[SCOPE].sees(ns):
+            return bad(f"no access to namespace {ns}", status=403)
         value = agg.gauges.workload_utilization.get((ns, wl)) if wl else agg.gauges.ns_utilization.get(ns)
         if value is None or not math.isfinite(value):
             return bad(f"no utilisation known for {ns}/{wl}".rstrip("/"), status=404)
@@ -86,7 +96,8 @@ def build_app(agg: AggregatorView) -> web.Application:
         from exporter.aggregator.web.focus_http import stream_focus
 
         return await stream_focus(req, ledger=str(agg.settings.ledger), now=agg.clock.now(),
-                                  cluster=agg.settings.cluster_name(), password_file=agg.settings.ledger_password_file)
+                                  cluster=agg.settings.cluster_name(), password_file=agg.settings.ledger_password_file,
+                                  sees=None if req[SCOPE].cluster else req[SCOPE].sees)
 
     async def healthz(_req: web.Request) -> web.Response:
         return web.json_response(agg.health_report())
@@ -95,8 +106,8 @@ def build_app(agg: AggregatorView) -> web.Application:
         report = agg.health_report()
         return web.json_response(report, status=200 if report["ready"] else 503)
 
-    async def status(_req: web.Request) -> web.Response:
-        return web.Response(text=await render_status(agg), content_type="text/html", charset="utf-8")
+    async def status(req: web.Request) -> web.Response:
+        return web.Response(text=await render_status(agg, scope=req[SCOPE]), content_type="text/html", charset="utf-8")
 
     app.router.add_get("/", status)
     app.router.add_get("/metrics", metrics)

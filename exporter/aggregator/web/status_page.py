@@ -10,6 +10,7 @@ from html import escape
 from typing import Any
 
 from exporter.aggregator.ledger.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED, UNUSED_COMMITMENT
+from exporter.aggregator.web.access.scope import EVERYTHING, Scope
 from exporter.aggregator.web.status_budgets import budgets_section
 from exporter.aggregator.web.status_charts import render_trends
 from exporter.aggregator.web.status_pools import HEAD as POOL_HEAD
@@ -25,6 +26,7 @@ table{border-collapse:collapse;background:#fff;min-width:60%}th,td{padding:.3em 
 text-align:right}th{background:#f0f2f7}td:first-child,th:first-child{text-align:left}.muted{color:#778}
 .bar{vertical-align:middle}.warn{color:#b3261e;font-weight:600}.tag{background:#eef;border-radius:3px;padding:0 .3em}
 """
+ONLY_CLUSTER = "Shown to readers of the whole cluster only."
 
 
 def _money(v: float, currency: str) -> str:
@@ -32,26 +34,27 @@ def _money(v: float, currency: str) -> str:
     return f"{v:,.2f} {escape(currency)}" if abs(v) >= 10 else f"{v:.4f} {escape(currency)}"
 
 
-async def render_status(agg: AggregatorView) -> str:
+async def render_status(agg: AggregatorView, *, scope: Scope = EVERYTHING) -> str:
     """The status page: cost per namespace today and this month, pools, capacity, holders by pool and priority
-    class, idle pods, trends, quota rejections."""
-    now = agg.clock.now()
+    class, idle pods, trends, quota rejections. A caller who sees some namespaces (``scope``) gets their rows and
+    their share of each pool only: no pool totals, capacity, trends or energy gap, which mix in everyone's."""
+    now, sees, whole = agg.clock.now(), scope.sees, scope.cluster
     day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     month = day.replace(day=1)
-    today_rows = await agg.ledger.run_report("namespace", since=day.timestamp(), until=None)
+    today_rows = scope.rows(await agg.ledger.run_report("namespace", since=day.timestamp(), until=None))
     today = {r["namespace"]: r for r in today_rows if r["namespace"] != UNUSED_COMMITMENT}
     today_unused = {r["commitment"]: r for r in today_rows if r["namespace"] == UNUSED_COMMITMENT}
-    month_rows = await agg.ledger.run_report("namespace", since=month.timestamp(), until=None)
+    month_rows = scope.rows(await agg.ledger.run_report("namespace", since=month.timestamp(), until=None))
     this_month = {r["namespace"]: r for r in month_rows if r["namespace"] != UNUSED_COMMITMENT}
     currency = agg.pricing.current.currency
     g, kube = agg.gauges, agg.kube
-    quotas = kube.quota_by_namespace()
+    quotas = {ns: q for ns, q in kube.quota_by_namespace().items() if sees(ns)}
     pending: dict[str, list[str]] = {}
-    for pod in kube.pending_gpu_pods():
+    for pod in (p for p in kube.pending_gpu_pods() if sees(p.namespace)):
         reasons = ", ".join(kube.pending_reasons(pod))
         pending.setdefault(pod.namespace, []).append(f"{escape(pod.name)} <span class=tag>{escape(reasons)}</span>")
-    namespaces = sorted((set(g.allocated_gpus) | set(quotas) | set(today) | set(pending) | set(this_month))
-                        - CAPACITY_ROWS)
+    namespaces = sorted((set(filter(sees, g.allocated_gpus)) | set(quotas) | set(today) | set(pending)
+                         | set(this_month)) - CAPACITY_ROWS)
     capacity_rows = [
         f"<tr><td>{'held by nobody' if name == UNALLOCATED else 'observed by no one'}</td>"
         f"<td>{today.get(name, {}).get('idle_gpu_hours', 0.0):.2f}</td>"
@@ -80,7 +83,7 @@ async def render_status(agg: AggregatorView) -> str:
             f"<td>{'<br>'.join(pending.get(ns, [])) or '<span class=muted>none</span>'}</td></tr>")
 
     pool_table = pool_rows(agg.latest, kube=kube, prices=agg.books.node_prices if agg.books else {},
-                           currency=currency)
+                           currency=currency) if whole else []
 
     # Who holds the GPUs: by pool x namespace, and by priority class.
     by_pool_ns: dict[tuple[str, str], float] = {}
@@ -88,7 +91,7 @@ async def render_status(agg: AggregatorView) -> str:
     for node, snap in agg.latest.items():
         pool = kube.pool_of(node) or "(no pool)"
         for h in snap.holders:
-            if not h.active:
+            if not h.active or not sees(h.namespace):
                 continue
             by_pool_ns[(pool, h.namespace)] = by_pool_ns.get((pool, h.namespace), 0.0) + h.fraction
             info = kube.pod(h.namespace, h.pod)
@@ -99,23 +102,25 @@ async def render_status(agg: AggregatorView) -> str:
     prio_rows = [f"<tr><td>{escape(p)}</td><td>{by_priority[p]:.2f}</td></tr>"
                  for p in sorted(by_priority, key=lambda p: -by_priority[p])]
 
-    idle_keys = sorted((k for k, p in g.pods.items() if p.idle_seconds > 0), key=lambda k: -g.pods[k].hourly_cost)
+    idle_keys = sorted((k for k, p in g.pods.items() if p.idle_seconds > 0 and sees(k[0])),
+                       key=lambda k: -g.pods[k].hourly_cost)
     idle = [(k, g.pods[k]) for k in idle_keys[:20]]
     idle_rows = [f"<tr><td>{escape(ns)}/{escape(pod)}</td><td>{escape(p.workload)}</td><td>{p.gpus:.2f} &times; "
                  f"{escape(p.gpu_model)}</td><td>{p.idle_seconds / 60:.0f} min</td>"
                  f"<td class=warn>{_money(p.hourly_cost, currency)}/h</td></tr>" for (ns, pod), p in idle]
     rejections = [f"<tr><td>{escape(ts)}</td><td>{escape(ns)}</td><td style='text-align:left'>{escape(msg)}</td></tr>"
-                  for ts, ns, msg in reversed(kube.recent_rejections[-10:])]
+                  for ts, ns, msg in reversed([r for r in kube.recent_rejections if sees(r[1])][-10:])]
     # Savings (as last computed for the metrics) and trends (the ledger's hourly rows): self-contained sections.
-    savings_html = render_savings(agg.advice.rows)
+    savings_html = render_savings([r for r in agg.advice.rows if sees(r.namespace)])
     trends_html = render_trends(await agg.ledger.read(
-        lambda q: read_trends(q, cluster=agg.ledger.cluster, now=now)))
+        lambda q: read_trends(q, cluster=agg.ledger.cluster, now=now))) if whole else ""
     agents_up = sum(1 for a in g.agents.values() if a.up)
     ((gap_s, gap_nodes),) = await agg.ledger.query(  # energy priced at nothing because nobody measured it
         "SELECT COALESCE(SUM(seconds), 0), COUNT(*) FROM unmeasured_energy_totals WHERE cluster = ?",
         [agg.ledger.cluster])
     energy_gap = (f'<p class="warn">Energy DCGM did not measure: {float(gap_s) / 3600:.2f} GPU-h on {gap_nodes} '
-                  "node(s) since the ledger began; its cost is not in these figures.</p>") if float(gap_s) > 0 else ""
+                  "node(s) since the ledger began; its cost is not in these figures.</p>"
+                  ) if float(gap_s) > 0 and whole else ""
     refresh = max(5, int(agg.settings.tick))
 
     def table(head: list[str], body: list[str], *, empty: str) -> str:
@@ -134,12 +139,13 @@ async def render_status(agg: AggregatorView) -> str:
         table(["namespace", "GPUs held", "quota used / hard", "utilisation", "cost today", "idle today",
                "cost this month", "idle this month", "saved by commitments and spot this month", "pending GPU pods"],
               rows, empty="No GPU usage booked yet."),
-        budgets_section(agg.forecasts.rows, budgets=agg.budgets(), currency=currency),
+        budgets_section(tuple(f for f in agg.forecasts.rows if sees(f.namespace)),
+                        budgets={ns: b for ns, b in agg.budgets().items() if sees(ns)}, currency=currency),
         "<h2>Pools</h2>",
-        table(POOL_HEAD, pool_table, empty="No agent reported yet."),
+        table(POOL_HEAD, pool_table, empty="No agent reported yet." if whole else ONLY_CLUSTER),
         "<h2>Capacity nobody used</h2>",
         table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
-              empty="None booked this month."),
+              empty="None booked this month." if whole else ONLY_CLUSTER),
         energy_gap,
         "<h2>Which pool serves whom</h2>",
         table(["pool", "namespace", "GPUs held"], serve_rows, empty="Nothing held."),

@@ -3,7 +3,8 @@
 Served: discovery (``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>/<version>``), get by name, list and
 watch (``?watch=1``: JSON lines, ``resourceVersion``, ``allowWatchBookmarks``, ``timeoutSeconds``,
 ``410 Gone`` as an ERROR event for expired versions) of every kind in ``kube_discovery.RESOURCES``,
-cluster-wide and per namespace, with label and field selectors, as ``Table`` when kubectl asks for one.
+cluster-wide and per namespace, with label and field selectors, as ``Table`` when kubectl asks for one;
+Leases for leader election; TokenReview and SubjectAccessReview from the scenario's users (``kube.reviews``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from aiohttp import web
 from exporter.sim.kube import discovery as kube_discovery
 from exporter.sim.kube import tables as kube_tables
 from exporter.sim.kube.discovery import Resource
+from exporter.sim.kube.reviews import KubeReviews
 from exporter.sim.kube.store import KubeStore
+from exporter.sim.users import UserSpec
 
 
 def _parse_selector(text: str) -> list[tuple[str, str, str]]:
@@ -74,7 +77,8 @@ class _Filter:
 class KubeApiServer:
     """aiohttp application over a ``KubeStore``."""
 
-    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0, *, crds: frozenset[str] = frozenset()) -> None:
+    def __init__(self, store: KubeStore, bookmark_interval: float = 1.0, *, crds: frozenset[str] = frozenset(),
+                 users: list[UserSpec] | None = None) -> None:
         self.store = store
         self.bookmark_interval = bookmark_interval
         self.active_watches = 0
@@ -105,6 +109,8 @@ class KubeApiServer:
         leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         r.add_post(leases, self.create_lease)
         r.add_put(leases + "/{name}", self.replace_lease)
+        self.reviews = KubeReviews(users or [])  # TokenReview and SubjectAccessReview
+        self.reviews.add_routes(r)
 
     async def _not_found(self, _req: web.Request) -> web.Response:
         return self._status(404, "NotFound", message="the server could not find the requested resource")

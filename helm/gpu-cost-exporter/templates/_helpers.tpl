@@ -185,6 +185,22 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
             {{- end }}
             - name: GPUCOST_LOG_FORMAT
               value: json
+            - name: GPUCOST_AUTH
+              value: {{ .root.Values.auth.mode | quote }}
+            - name: GPUCOST_AUTH_CACHE_TTL
+              value: {{ .root.Values.auth.cacheTTL | quote }}
+            {{- with .root.Values.auth.oidc }}
+            {{- if .issuer }}
+            - name: GPUCOST_OIDC_ISSUER
+              value: {{ .issuer | quote }}
+            - name: GPUCOST_OIDC_AUDIENCE
+              value: {{ required "auth.oidc.audience is required with auth.oidc.issuer" .audience | quote }}
+            - name: GPUCOST_OIDC_USERNAME_CLAIM
+              value: {{ .usernameClaim | quote }}
+            - name: GPUCOST_OIDC_GROUPS_CLAIM
+              value: {{ .groupsClaim | quote }}
+            {{- end }}
+            {{- end }}
             {{- if .ha }}
             - name: GPUCOST_LEADER_ELECTION
               value: "true"

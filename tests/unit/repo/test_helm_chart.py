@@ -100,7 +100,8 @@ def test_metric_names_in_chart_exist() -> None:
 
 def test_secure_by_default() -> None:
     """Non-root, read-only root filesystem, no privilege escalation, all capabilities dropped, seccomp;
-    the pod-resources directory mounted read-only; RBAC is get/list/watch on five kinds only."""
+    the pod-resources directory mounted read-only; RBAC is get/list/watch on five kinds only, plus create on
+    token and access reviews (who may read costs)."""
     sc = _values()["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0 and sc["readOnlyRootFilesystem"] is True
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
@@ -111,11 +112,12 @@ def test_secure_by_default() -> None:
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
     # cluster reads; the Lease only for HA; the agent's reads each behind its value (watchPods, sharing, dra)
-    assert verbs == ["get, list, watch"] * 4 + ["get, create, update", "get, list, watch", "get", "get", "list",
-                                                "get"]
+    assert verbs == ["get, list, watch"] * 4 + ["create", "create", "get, create, update", "get, list, watch", "get",
+                                                "get", "list", "get"]
     assert re.findall(r"resources: \[(.*?)\]", rbac) == [
         "pods, nodes, namespaces, resourcequotas, events", "queues", "clusterqueues, localqueues",
-        "resourceclaims, resourceslices", "leases", "pods", "pods", "nodes", "resourceslices", "resourceclaims"]
+        "resourceclaims, resourceslices", "tokenreviews", "subjectaccessreviews", "leases", "pods", "pods", "nodes",
+        "resourceslices", "resourceclaims"]
     assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()
     assert "api_url_file" in am and "https://hooks" not in am

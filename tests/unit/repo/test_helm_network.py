@@ -117,15 +117,18 @@ def test_aggregator_may_read_every_kind_it_watches() -> None:
 
 
 def test_no_role_reads_secrets_or_writes_outside_the_lease() -> None:
-    """Every rule is get/list/watch, except get/create/update on Leases for HA; nothing grants Secrets
-    (Helm's lookup runs with the installer's credentials, not the daemons')."""
+    """Every rule is get/list/watch, except get/create/update on Leases for HA and create on token and access
+    reviews (who may read costs); nothing grants Secrets (Helm's lookup runs with the installer's credentials,
+    not the daemons')."""
     rendered = render(CERT_MANAGER | {"aggregator": {"replicas": 2}})
     roles = rendered.of_kind("ClusterRole") + rendered.of_kind("Role")
-    assert len(roles) == 3
+    assert len(roles) == 6  # aggregator, agent, lease; cost-viewer, cost-admin, metrics-reader
     for role in roles:
         for rule in role["rules"]:
-            assert "secrets" not in rule["resources"] and "*" not in rule["resources"] + rule["verbs"]
-            allowed = {"get", "create", "update"} if rule["resources"] == ["leases"] else {"get", "list", "watch"}
+            resources = rule.get("resources", rule.get("nonResourceURLs"))
+            assert "secrets" not in resources and "*" not in resources + rule["verbs"]
+            allowed = ({"get", "create", "update"} if resources == ["leases"] else {"create"}
+                       if resources in (["tokenreviews"], ["subjectaccessreviews"]) else {"get", "list", "watch"})
             assert set(rule["verbs"]) <= allowed, role["metadata"]["name"]
 
 
