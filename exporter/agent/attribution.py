@@ -22,6 +22,7 @@ from exporter.agent.dra import dra_holds
 from exporter.agent.dra_attribution import dra_assignments
 from exporter.agent.hami import hami_fraction
 from exporter.agent.sharing import ContainerKey, NodeContext
+from exporter.agent.vendors.amd_attribution import amd_assignments, is_amd_resource
 from exporter.model.devices import (
     DeviceKind,
     SharingMode,
@@ -135,7 +136,8 @@ def attribute(
     """Join pod-resources holdings with DCGM devices. Pure: no I/O, deterministic."""
     extra = tuple(extra_resources)
     ctx = context or NodeContext()
-    held = [cd for cd in held if accepted_resource(cd.resource, extra)]
+    amd_held = [cd for cd in held if is_amd_resource(cd.resource)]
+    held = [cd for cd in held if accepted_resource(cd.resource, extra) and not is_amd_resource(cd.resource)]
     hami_held = [cd for cd in held if _is_hami(cd, ctx)]
     held = [cd for cd in held if not _is_hami(cd, ctx)]
     result = Attribution()
@@ -226,6 +228,8 @@ def attribute(
     if holds:
         result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
                                                   model_of=model_of, result=result))
+    result.assignments.extend(amd_assignments(amd_held, dcgm, allocatable=allocatable, fallback_model=fallback_model,
+                                              unresolved=result.unresolved))
     result.sharing = sharing_modes(allocatable, result.assignments, context=ctx)
     return result
 

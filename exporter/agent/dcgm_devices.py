@@ -120,6 +120,8 @@ class DcgmDevice:
     temp: float | None = None
     pods: set[tuple[str, str, str]] = field(default_factory=set)
     bad_readings: int = 0
+    vendor: str = "nvidia"  # whose exporter reported it: nvidia, amd, gaudi (a label of the device metrics)
+    partitions: int = 1  # compute partitions its GPU is split into (AMD CPX 8, QPX 4, DPX 2); 1 = whole
 
     @property
     def key(self) -> tuple[str, str]:

@@ -25,6 +25,7 @@ from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
+from exporter.agent.vendors.amd import amd_devices, looks_like_amd
 from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
@@ -171,6 +172,8 @@ class Agent:
             self.health.dcgm_up = False
             self.health.last_error = str(exc)
             return None
+        if looks_like_amd(text):  # one URL setting for every vendor's exporter, told apart by what it serves
+            return self._read_amd(text)
         parsed = parse_exposition(text, only=self.name_table)
         added = extend_name_table(self.name_table, parsed.help)
         if added:  # renamed fields (an exporter upgrade): learn them once, then parse them every scrape
@@ -183,6 +186,16 @@ class Agent:
             log.info("dcgm_up", node=self.settings.node_name)
         self.health.dcgm_up = True
         return build_devices(parsed.samples, self.name_table)
+
+    def _read_amd(self, text: str) -> dict[tuple[str, str], DcgmDevice]:
+        parsed = parse_exposition(text)
+        scrape = amd_devices(parsed.samples)
+        if parsed.errors or scrape.refused:
+            self.health.parse_errors += parsed.errors + scrape.refused
+            log.warning("device_metrics_refused", malformed=parsed.errors, refused=scrape.refused,
+                        first=parsed.first_error)
+        self.health.dcgm_up = True
+        return scrape.devices
 
     async def _fetch_holders(self, now: float) -> list[ContainerDevices] | None:
         cap = self.settings.charge_cap()
