@@ -112,6 +112,8 @@ class AgentSettings(_Base):
     dcgm_url: str = Field(default="http://localhost:9400/metrics", description="DCGM Exporter /metrics URL")
     dcgm_timeout: Duration = Field(default=5.0, description="DCGM scrape timeout")
     dcgm_max_bytes: int = Field(default=16 << 20, ge=4096, description="largest DCGM body accepted")
+    hami_monitor_url: str = Field(default="", description="HAMi vGPU monitor /metrics URL (its port is 9394), for "
+                                  "measured per-pod use of HAMi-shared GPUs; empty: not read")
     dcgm_metric_names: str = Field(
         default="",
         description="extra metric-name table entries, 'NAME=quantity:scale,...' "

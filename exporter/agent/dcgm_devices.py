@@ -161,7 +161,7 @@ def build_devices(samples: list[Sample], table: dict[str, tuple[str, float]] | N
                 dev.pods.add((labels.get(ns_l, ""), pod, labels.get(ctr_l, "")))
                 break
         spec = names.get(s.name)
-        if spec is None:
+        if spec is None or "pod_uid" in labels:  # a pod's own series (per-process), not the device's reading
             continue
         quantity, scale = spec
         value = s.value

@@ -26,6 +26,7 @@ from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
 from exporter.agent.vendors.amd import amd_devices, looks_like_amd
+from exporter.agent.vendors.measured import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
 from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
@@ -57,6 +58,9 @@ class Agent:
         self.mig_resolver = mig_resolver
         self.name_table = {**DEFAULT_NAME_TABLE, **parse_name_table(settings.dcgm_metric_names)}
         self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
+        self.hami_monitor = (DcgmClient(settings.hami_monitor_url, settings.dcgm_timeout,
+                                        max_bytes=settings.dcgm_max_bytes) if settings.hami_monitor_url else None)
+        self.pod_use = PodUse()  # measured per-pod use of shared GPUs, from this tick's scrapes
         self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout,
                                                rate=settings.podresources_qps)
         self.health = Health()
@@ -185,7 +189,18 @@ class Agent:
         if not self.health.dcgm_up and self.health.ticks > 0:
             log.info("dcgm_up", node=self.settings.node_name)
         self.health.dcgm_up = True
+        self.pod_use = dcgm_pod_use(parsed.samples)
         return build_devices(parsed.samples, self.name_table)
+
+    async def _fetch_hami(self) -> PodUse:
+        """HAMi's per-container use; nothing (and a log line) when its monitor does not answer."""
+        if self.hami_monitor is None:
+            return PodUse()
+        try:
+            return hami_pod_use(parse_exposition(await self.hami_monitor.fetch(), only=HAMI_UTIL).samples)
+        except PeerError as exc:
+            log.warning("hami_monitor_down", node=self.settings.node_name, error=str(exc))
+            return PodUse()
 
     def _read_amd(self, text: str) -> dict[tuple[str, str], DcgmDevice]:
         parsed = parse_exposition(text)
@@ -230,7 +245,11 @@ class Agent:
         """Run one tick; never raises for a peer's fault."""
         async with self._tick_lock:
             started = time.perf_counter()
-            dcgm, held = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()))
+            self.pod_use = PodUse()
+            dcgm, held, hami_use = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()),
+                                                        self._fetch_hami())
+            self.pod_use.merge(hami_use)
+            self.meter.pod_use = self.pod_use.by_gpu
             now = self.clock.now()
             attribution = None
             if held is not None:
@@ -294,6 +313,8 @@ class Agent:
             await self._runner.cleanup()
             self._runner = None
         await self.dcgm.close()
+        if self.hami_monitor is not None:
+            await self.hami_monitor.close()
         await self.podresources.close()
 
     # -- the daemon ----------------------------------------------------------------------------------
