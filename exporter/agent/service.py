@@ -26,6 +26,7 @@ from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
 from exporter.agent.vendors.amd import amd_devices, looks_like_amd
+from exporter.agent.vendors.gaudi import gaudi_devices, looks_like_gaudi
 from exporter.agent.vendors.measured import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
 from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError, PeerRateLimited
@@ -60,6 +61,7 @@ class Agent:
         self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
         self.hami_monitor = (DcgmClient(settings.hami_monitor_url, settings.dcgm_timeout,
                                         max_bytes=settings.dcgm_max_bytes) if settings.hami_monitor_url else None)
+        self.exporter_vendor = "nvidia"  # whose exporter the device-metrics URL serves, as last seen
         self.pod_use = PodUse()  # measured per-pod use of shared GPUs, from this tick's scrapes
         self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout,
                                                rate=settings.podresources_qps)
@@ -176,8 +178,8 @@ class Agent:
             self.health.dcgm_up = False
             self.health.last_error = str(exc)
             return None
-        if looks_like_amd(text):  # one URL setting for every vendor's exporter, told apart by what it serves
-            return self._read_amd(text)
+        if self.exporter_vendor != "nvidia" or looks_like_amd(text) or looks_like_gaudi(text):
+            return self._read_vendor(text)  # one URL setting for every vendor's exporter, told apart by what it serves
         parsed = parse_exposition(text, only=self.name_table)
         added = extend_name_table(self.name_table, parsed.help)
         if added:  # renamed fields (an exporter upgrade): learn them once, then parse them every scrape
@@ -202,9 +204,18 @@ class Agent:
             log.warning("hami_monitor_down", node=self.settings.node_name, error=str(exc))
             return PodUse()
 
-    def _read_amd(self, text: str) -> dict[tuple[str, str], DcgmDevice]:
+    def _read_vendor(self, text: str) -> dict[tuple[str, str], DcgmDevice] | None:
+        """AMD's or Gaudi's exporter; None (down) when gaudi-metric-exporter serves no device series, which it
+        does for a whole scrape when its own pod-resources List failed: not idle cards."""
+        gaudi = looks_like_gaudi(text)
+        if not gaudi and self.exporter_vendor == "gaudi":
+            self.health.dcgm_up = False
+            self.health.last_error = "gaudi-metric-exporter served no device series"
+            log.warning("device_metrics_empty", node=self.settings.node_name, vendor="gaudi")
+            return None
         parsed = parse_exposition(text)
-        scrape = amd_devices(parsed.samples)
+        scrape = gaudi_devices(parsed.samples) if gaudi else amd_devices(parsed.samples)
+        self.exporter_vendor = "gaudi" if gaudi else "amd"
         if parsed.errors or scrape.refused:
             self.health.parse_errors += parsed.errors + scrape.refused
             log.warning("device_metrics_refused", malformed=parsed.errors, refused=scrape.refused,
