@@ -92,7 +92,7 @@ async def test_empty_scrape_is_the_exporter_down_not_idle_cards(tmp_path: Path) 
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    settings = AgentSettings(node_name="g", dcgm_url=f"http://127.0.0.1:{port}/metrics",  # type: ignore[call-arg]
+    settings = AgentSettings(node_name="g", dcgm_url=f"http://127.0.0.1:{port}/metrics",
                              podresources_socket=tmp_path / "none.sock", state_dir=tmp_path,
                              listen=f"127.0.0.1:{free_port()}")
     agent = Agent(settings)
