@@ -257,7 +257,7 @@ class Meter:
                 secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew, stats=stats)
                 rate = rates.get(a.holder_key, Usage())
                 usage = Usage(rate.allocated * secs, rate.used * secs, rate.unmeasured * secs,
-                              rate.energy_j * secs / window.seconds if window.seconds > 0 else 0.0)
+                              rate.energy_j * secs / window.seconds if window.seconds > 0 else 0.0, rate.split * secs)
                 state.usage.add(usage)
                 energy.charged[a.gpu_uuid] += usage.energy_j
                 state.used_ratio = rate.used / rate.allocated if util is not None and rate.allocated > 0 else None

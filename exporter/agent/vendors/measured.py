@@ -97,6 +97,13 @@ def hami_pod_use(samples: Iterable[Sample]) -> PodUse:
     return out
 
 
+def _as_split(rates: dict[str, Usage]) -> dict[str, Usage]:
+    """The split by fraction of a busy device, its seconds counted as split."""
+    for usage in rates.values():
+        usage.split = usage.allocated
+    return rates
+
+
 @dataclass(frozen=True, slots=True)
 class SharedHolder:
     """One holder of a shared GPU: its meter key, its pod and its fraction."""
@@ -113,15 +120,17 @@ def measured_rates(holders: Sequence[SharedHolder], *, reading: Reading,
     A pod's measured value is shared among its own holders on this GPU by their fractions."""
     by_fraction = charge_shared([Holding(h.key, h.fraction) for h in holders], 1.0, reading=reading)
     util = reading.utilization
-    if not measured or util is None or util <= 0 or any(h.pod not in measured for h in holders):
+    if util is None or util <= 0:
         return by_fraction, False
+    if not measured or any(h.pod not in measured for h in holders):
+        return _as_split(by_fraction), False
     pod_fraction: dict[PodKey, float] = {}
     for h in holders:
         pod_fraction[h.pod] = pod_fraction.get(h.pod, 0.0) + h.fraction
     share = {h.key: measured[h.pod] * h.fraction / pod_fraction[h.pod] for h in holders if pod_fraction[h.pod] > 0}
     total = sum(share.values())
     if total <= 0:
-        return by_fraction, False
+        return _as_split(by_fraction), False
     out: dict[str, Usage] = {}
     for h in holders:
         usage = by_fraction[h.key]

@@ -4,16 +4,21 @@ arithmetic by hand; the fallback to the split by fraction; deduplication and ref
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import build_devices
 from exporter.agent.hami import HamiDevice
 from exporter.agent.meter import Meter
+from exporter.agent.publish import snapshot_of
 from exporter.agent.sharing import ContainerKey, NodeContext
+from exporter.agent.state import dump_meter, load_meter
 from exporter.agent.vendors.measured import HAMI_UTIL, dcgm_pod_use, hami_pod_use
 from exporter.clients.exposition import parse_exposition
 from exporter.model.pod_resources import ContainerDevices
+from exporter.model.usage import parse_snapshot, snapshot_json
 
 L4 = "GPU-11111111-2222-3333-4444-555555555555"
 DEV = f'gpu="0",UUID="{L4}",pci_bus_id="00000000:00:03.0",device="nvidia0",modelName="NVIDIA L4",Hostname="n"'
@@ -129,3 +134,35 @@ def test_refused_samples_are_counted_and_never_reach_a_holder() -> None:
                      'hami_container_device_utilization_ratio{namespace="ml",pod="r",device_uuid=""} 3'])
     hami = hami_pod_use(parse_exposition(bad).samples)
     assert (hami.refused, hami.by_gpu) == (3, {HAMI_GPU: {("ml", "q"): 0.1}})
+
+
+def split_hours(meter: Meter) -> dict[str, float]:
+    return {h.pod: h.usage.split / 3600 for h in meter.holders.values()}
+
+
+def test_split_seconds_are_counted_only_where_the_split_by_fraction_applied() -> None:
+    """Measured: nothing split. Missing value on a busy GPU: each holder's 0.5 GPU-h counted as split.
+    An idle GPU (nothing to split) and an unmeasured one: nothing split."""
+    measured = l4_body(60, 10)
+    assert split_hours(hour(measured, L4_HELD, dcgm_pod_use(parse_exposition(measured).samples).by_gpu,
+                            allocatable=L4_ALLOC)) == {"a": 0.0, "b": 0.0}
+    missing = l4_body(60, None)
+    assert split_hours(hour(missing, L4_HELD, dcgm_pod_use(parse_exposition(missing).samples).by_gpu,
+                            allocatable=L4_ALLOC)) == {"a": pytest.approx(0.5), "b": pytest.approx(0.5)}
+    idle = f"DCGM_FI_DEV_GPU_UTIL{{{DEV}}} 0"
+    assert split_hours(hour(idle, L4_HELD, {}, allocatable=L4_ALLOC)) == {"a": 0.0, "b": 0.0}
+
+
+def test_split_seconds_survive_the_state_file_and_reach_the_wire() -> None:
+    """The agent's state keeps them across a restart; /v1/usage carries them as ``split_s``, and a snapshot from an
+    agent that does not send them reads 0."""
+    body = l4_body(60, None)
+    meter = hour(body, L4_HELD, {}, allocatable=L4_ALLOC)
+    again = load_meter(json.loads(json.dumps(dump_meter(meter))), "n")
+    assert split_hours(again) == {"a": pytest.approx(0.5), "b": pytest.approx(0.5)}
+    wire = snapshot_json(snapshot_of(again, 3600.0, dcgm_up=True, podresources_up=True))
+    assert sorted(h.split_s for h in parse_snapshot(wire).holders) == pytest.approx([1800.0, 1800.0])
+    old = json.loads(wire)
+    for h in old["holders"]:
+        del h["split_s"]
+    assert [h.split_s for h in parse_snapshot(json.dumps(old)).holders] == [0.0, 0.0]
