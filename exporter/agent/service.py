@@ -28,7 +28,7 @@ from exporter.agent.state import StateError, dump_meter, read_state, state_path,
 from exporter.agent.vendors.amd import amd_devices, looks_like_amd
 from exporter.agent.vendors.gaudi import gaudi_devices, looks_like_gaudi
 from exporter.agent.vendors.measured import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
-from exporter.clients.dcgm import DcgmClient
+from exporter.clients.device_metrics import DeviceMetricsClient, split_urls
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
 from exporter.clients.kube import Watcher, WatchSpec, make_api_client
@@ -58,8 +58,9 @@ class Agent:
         self.clock = clock or RealClock()
         self.mig_resolver = mig_resolver
         self.name_table = {**DEFAULT_NAME_TABLE, **parse_name_table(settings.dcgm_metric_names)}
-        self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
-        self.hami_monitor = (DcgmClient(settings.hami_monitor_url, settings.dcgm_timeout,
+        self.dcgm = DeviceMetricsClient(split_urls(settings.device_metrics_url or settings.dcgm_url),
+                                        settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
+        self.hami_monitor = (DeviceMetricsClient([settings.hami_monitor_url], settings.dcgm_timeout,
                                         max_bytes=settings.dcgm_max_bytes) if settings.hami_monitor_url else None)
         self.exporter_vendor = "nvidia"  # whose exporter the device-metrics URL serves, as last seen
         self.pod_use = PodUse()  # measured per-pod use of shared GPUs, from this tick's scrapes
