@@ -6,10 +6,14 @@ numbers are worked by hand in each docstring."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from exporter.aggregator.report import ReportError, build_report
+from exporter.aggregator.reprice import reprice
+from exporter.model.pricing import parse_pricing
 from exporter.sim.cluster import SimCluster
 from exporter.sim.scenario import ScenarioError, parse_scenario
 from tests.integration.test_golden import close, simulate
@@ -18,8 +22,9 @@ OAM = "AMD Instinct MI300X OAM"
 AMD = f"""
 tick: 15s
 duration: 1h
-prices: {{"{OAM}": 3.2, "Intel Gaudi": 5.0, "Intel Gaudi 3": 5.0}}
+prices: {{"{OAM}": 3.2, "Intel Gaudi": 5.0, "Intel Gaudi 3": 5.0, "NVIDIA L4": 0.8}}
 nodes:
+  - {{name: n-l4, model: "NVIDIA L4", gpus: 1}}
   - {{name: n-mi300, vendor: amd, model: "{OAM}", gpus: 2}}
   - {{name: n-mi300-cpx, vendor: amd, model: "{OAM}", gpus: 1, partition: cpx}}
   - {{name: n-gaudi, vendor: gaudi, model: "Intel Gaudi 3", gpus: 8}}
@@ -28,6 +33,7 @@ pods:
   - {{name: a, namespace: team-a, node: n-mi300-cpx, gpus: 1, utilization: 0.4}}
   - {{name: b, namespace: team-b, node: n-mi300-cpx, gpus: 2, utilization: 0.5}}
   - {{name: bert, namespace: nlp, node: n-gaudi, gpus: 2, utilization: 0.8}}
+  - {{name: serve, namespace: web, node: n-l4, gpus: 1, utilization: 0.5}}
 """
 
 
@@ -57,7 +63,10 @@ async def test_amd_and_gaudi_nodes_golden(tmp_path: Path) -> None:
     team-b: partitions 1 and 2 = 2/8: 0.25 allocated, unmeasured 0.25 (the exporter gives no activity there),
     used 0, cost 0.80.
     nlp/bert: 2 Gaudi cards at 80 %: 2 card-h, 1.6 used, cost 10.00.
-    Unallocated: MI300X 1 (n-mi300) + 0.625 (n-mi300-cpx) = 1.625 GPU-h -> 5.20; Gaudi 6 card-h -> 30.00."""
+    web/serve: the NVIDIA L4, 1 GPU-h, 0.5 used, 0.80.
+    Unallocated: MI300X 1 (n-mi300) + 0.625 (n-mi300-cpx) = 1.625 GPU-h -> 5.20; Gaudi 6 card-h -> 30.00.
+    --by vendor: amd 1.375 GPU-h allocated (4.40, unallocated 1.625 -> 5.20), gaudi 2 (10.00, unallocated 6 ->
+    30.00), nvidia 1 (0.80, none unallocated)."""
     r = await simulate(AMD, tmp_path)
     close(r["ml"]["allocated_gpu_hours"], 1.0)
     close(r["ml"]["used_gpu_hours"], 0.6)
@@ -74,8 +83,18 @@ async def test_amd_and_gaudi_nodes_golden(tmp_path: Path) -> None:
     close(r["nlp"]["cost"], 10.0)
     close(r["__unallocated__"]["idle_gpu_hours"], 1.625 + 6.0)
     close(r["__unallocated__"]["cost"], 5.2 + 30.0)
-    by_model = await simulate(AMD, tmp_path / "m", by="model")
-    assert set(by_model) == {OAM, "Intel Gaudi"}
+    conn = sqlite3.connect(tmp_path / "ledger.db")
+    try:
+        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "vendor", since=None, until=None)
+    finally:
+        conn.close()
+    vendor = {row["vendor"]: row for row in rows}
+    assert set(vendor) == {"amd", "gaudi", "nvidia"}
+    for name, allocated, cost, unallocated_cost in (("amd", 1.375, 4.4, 5.2), ("gaudi", 2.0, 10.0, 30.0),
+                                                    ("nvidia", 1.0, 0.8, 0.0)):
+        close(vendor[name]["allocated_gpu_hours"], allocated)
+        close(vendor[name]["cost"], cost)
+        close(vendor[name]["unallocated_cost"], unallocated_cost)
 
 
 SHARED = """
@@ -118,3 +137,10 @@ async def test_measured_shares_golden(tmp_path: Path) -> None:
 def test_vendor_fields_errors_name_the_field(node: str, error: str) -> None:
     with pytest.raises(ScenarioError, match=re.escape(error)):
         parse_scenario(f'default_price: 1\nnodes: [{node}]\n', "s.yaml")
+
+
+def test_reprice_refuses_the_derived_vendor_grouping() -> None:
+    """Repricing needs booked group columns; vendor is derived from the model, so it says to use --by model."""
+    with pytest.raises(ReportError, match="use --by model"):
+        reprice(lambda _sql, _p: [], [], by="vendor", since=None, until=None,
+                pricing=parse_pricing('{"currency": "USD", "default_price": 1.0}', "p"))
