@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from exporter.agent.attribution import attribute
 from exporter.agent.meter import Meter
@@ -101,6 +102,10 @@ async def test_empty_scrape_is_the_exporter_down_not_idle_cards(tmp_path: Path) 
         for _ in range(3):
             await agent.tick()
             seen.append((agent.health.dcgm_up, sorted(agent.meter.device_readings)))
+            if len(seen) == 1:  # the agent's device metric names the vendor
+                (line,) = [x for x in generate_latest(agent.registry).decode().splitlines()
+                           if x.startswith("gpucost_device_utilization_ratio{")]
+                assert f'gpu_uuid="{SERIALS[0]}"' in line and line.endswith('vendor="gaudi"} 0.5')
     finally:
         await agent.close()
         await runner.cleanup()
