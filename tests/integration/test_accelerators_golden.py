@@ -144,3 +144,17 @@ def test_reprice_refuses_the_derived_vendor_grouping() -> None:
     with pytest.raises(ReportError, match="use --by model"):
         reprice(lambda _sql, _p: [], [], by="vendor", since=None, until=None,
                 pricing=parse_pricing('{"currency": "USD", "default_price": 1.0}', "p"))
+
+
+def test_built_in_accelerators_scenario_serves_every_vendor() -> None:
+    """`demo --scenario exporter/sim/scenarios/accelerators.yaml`: each node serves its vendor's format, and the
+    per-pod nodes their per-pod series (dcgm-exporter's beside the device's; HAMi's on the monitor)."""
+    path = Path(__file__).resolve().parents[2] / "exporter" / "sim" / "scenarios" / "accelerators.yaml"
+    cluster = SimCluster(parse_scenario(path.read_text(), str(path)), 0.0)
+    cluster.advance(0.0)
+    assert "gpu_gfx_activity{" in cluster.render_dcgm("gpu-mi300-0")
+    assert 'gpu_compute_partition_type="cpx"' in cluster.render_dcgm("gpu-mi300-cpx-0")
+    assert "habanalabs_utilization{" in cluster.render_dcgm("gpu-gaudi-0")
+    assert cluster.render_dcgm("gpu-l4-ts-0").count("pod_uid=") == 2
+    assert cluster.render_hami("gpu-a10-hami-0").count("hami_container_device_utilization_ratio{") == 2
+    assert "DCGM_FI_DEV_GPU_UTIL{" in cluster.render_dcgm("gpu-h100-0")
