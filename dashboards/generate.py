@@ -182,7 +182,12 @@ DASHBOARDS: dict[str, dict[str, Any]] = {
     ], "What platform teams otherwise script by hand: quota, pending pods and why, rejections."),
     "gpu-device-health": dashboard("gpucost-devices", "GPU device health", [
         panel("Utilisation per device", "timeseries",
-              [("gpucost_device_utilization_ratio", "{{node}} {{gpu_uuid}} {{mig_profile}}")], unit="percentunit"),
+              [("gpucost_device_utilization_ratio", "{{vendor}} {{node}} {{gpu_uuid}} {{mig_profile}}")],
+              unit="percentunit"),
+        panel("Mean utilisation by vendor", "timeseries",
+              [("avg by (vendor, gpu_model) (gpucost_device_utilization_ratio)", "{{vendor}} {{gpu_model}}")],
+              unit="percentunit", description="NVIDIA (DCGM Exporter), AMD (device-metrics-exporter; compute "
+              "partitions other than 0 have no reading) and Intel Gaudi (gaudi-metric-exporter) devices."),
         panel("GPU temperature (DCGM, with holder)", "timeseries",
               [("DCGM_FI_DEV_GPU_TEMP", "{{Hostname}} gpu{{gpu}} {{namespace}}/{{pod}}")], unit="celsius"),
         panel("Power draw (DCGM)", "timeseries",

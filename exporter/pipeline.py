@@ -58,7 +58,8 @@ class Pipeline:
                              podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time,
                              # the own-node pod watch gives pods' start and end to the second
                              watch_pods=True, kubeconfig=Path(env["GPUCOST_KUBECONFIG"]),
-                             usage_token_file=Path(env["GPUCOST_USAGE_TOKEN_FILE"]))
+                             usage_token_file=Path(env["GPUCOST_USAGE_TOKEN_FILE"]),
+                             hami_monitor_url=env.get("GPUCOST_HAMI_MONITOR_URL", ""))
 
     def aggregator_settings(self) -> AggregatorSettings:
         """The aggregator's settings, pointed at every agent, the ledger and the simulated API server."""

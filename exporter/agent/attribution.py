@@ -22,6 +22,9 @@ from exporter.agent.dra import dra_holds
 from exporter.agent.dra_attribution import dra_assignments
 from exporter.agent.hami import hami_fraction
 from exporter.agent.sharing import ContainerKey, NodeContext
+from exporter.agent.vendors.amd_attribution import amd_assignments, is_amd_resource
+from exporter.agent.vendors.gaudi import RESOURCE as GAUDI_RESOURCE
+from exporter.agent.vendors.gaudi import gaudi_assignments
 from exporter.model.devices import (
     DeviceKind,
     SharingMode,
@@ -135,7 +138,10 @@ def attribute(
     """Join pod-resources holdings with DCGM devices. Pure: no I/O, deterministic."""
     extra = tuple(extra_resources)
     ctx = context or NodeContext()
-    held = [cd for cd in held if accepted_resource(cd.resource, extra)]
+    amd_held = [cd for cd in held if is_amd_resource(cd.resource)]
+    gaudi_held = [cd for cd in held if cd.resource == GAUDI_RESOURCE]
+    held = [cd for cd in held if accepted_resource(cd.resource, extra) and not is_amd_resource(cd.resource)
+            and cd.resource != GAUDI_RESOURCE]
     hami_held = [cd for cd in held if _is_hami(cd, ctx)]
     held = [cd for cd in held if not _is_hami(cd, ctx)]
     result = Attribution()
@@ -226,6 +232,9 @@ def attribute(
     if holds:
         result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
                                                   model_of=model_of, result=result))
+    result.assignments.extend(amd_assignments(amd_held, dcgm, allocatable=allocatable, fallback_model=fallback_model,
+                                              unresolved=result.unresolved))
+    result.assignments.extend(gaudi_assignments(gaudi_held, dcgm))
     result.sharing = sharing_modes(allocatable, result.assignments, context=ctx)
     return result
 

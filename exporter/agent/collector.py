@@ -76,8 +76,9 @@ class AgentCollector(Collector):
                                 "held devices that could not be matched to a DCGM device",
                                 value=health.unresolved)
         util = GaugeMetricFamily("gpucost_device_utilization_ratio",
-                                 "utilisation of each device DCGM reports (GR engine, else GPU_UTIL), 0..1",
-                                 labels=["node", "gpu_uuid", "gpu_model", "mig_profile", "gpu_i_id", "sharing"])
+                                 "utilisation of each device the node's exporter reports (DCGM: GR engine, else "
+                                 "GPU_UTIL), 0..1", labels=["node", "gpu_uuid", "gpu_model", "mig_profile", "gpu_i_id",
+                                                            "sharing", "vendor"])
 
         def sharing(uuid: str, gi: str) -> str:
             """mps | time-slicing | hami | dra | none; a MIG instance is shared only through a DRA claim."""
@@ -86,7 +87,9 @@ class AgentCollector(Collector):
 
         for (uuid, gi), (value, model, profile) in sorted(agent.meter.device_util.items()):
             if value is not None:
-                util.add_metric([node, uuid, model, profile or "", gi, sharing(uuid, gi)], value)
+                dev = agent.meter.device_readings.get((uuid, gi))
+                util.add_metric([node, uuid, model, profile or "", gi, sharing(uuid, gi),
+                                 dev.vendor if dev is not None else "nvidia"], value)
         yield util
         gauges = {
             "fb_used": GaugeMetricFamily("gpucost_device_framebuffer_used_bytes", "framebuffer in use (DCGM)",

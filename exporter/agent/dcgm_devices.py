@@ -120,6 +120,8 @@ class DcgmDevice:
     temp: float | None = None
     pods: set[tuple[str, str, str]] = field(default_factory=set)
     bad_readings: int = 0
+    vendor: str = "nvidia"  # whose exporter reported it: nvidia, amd, gaudi (a label of the device metrics)
+    partitions: int = 1  # compute partitions its GPU is split into (AMD CPX 8, QPX 4, DPX 2); 1 = whole
 
     @property
     def key(self) -> tuple[str, str]:
@@ -159,7 +161,7 @@ def build_devices(samples: list[Sample], table: dict[str, tuple[str, float]] | N
                 dev.pods.add((labels.get(ns_l, ""), pod, labels.get(ctr_l, "")))
                 break
         spec = names.get(s.name)
-        if spec is None:
+        if spec is None or "pod_uid" in labels:  # a pod's own series (per-process), not the device's reading
             continue
         quantity, scale = spec
         value = s.value

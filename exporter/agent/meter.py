@@ -10,14 +10,13 @@ own-node pod watch, holders are charged to the second between their pod's ``star
 ``state`` (same epoch), or restart from zero with a new epoch. Energy follows the same buckets, with the GPU-seconds
 DCGM did not measure counted (``energy``).
 
-Edge cases of the identity: a holder whose device could not be resolved (a MIG instance without a
-known parent) is charged at its profile's fraction under the node's model when the node has one
-model, else under "unknown", whose time is taken out of the free capacity of the node's models;
-when more is held than exists (replicas read as whole GPUs before GetAllocatableResources answered,
-a misread MIG layout) holders still pay what Kubernetes allocated them, unallocated is 0 and the
-excess is counted in ``oversubscribed_total`` (see ``holding.free_capacity``). Before any source
-(DCGM's inventory, else GetAllocatableResources) has said how many GPUs the node has, the epoch has
-not started: nothing is charged and ``started_at`` stays unset.
+Edge cases of the identity: a holder whose device could not be resolved (a MIG instance without a known parent) is
+charged at its profile's fraction under the node's model when the node has one model, else under "unknown", whose
+time is taken out of the free capacity of the node's models; when more is held than exists (replicas read as whole
+GPUs before GetAllocatableResources answered, a misread MIG layout) holders still pay what Kubernetes allocated
+them, unallocated is 0 and the excess is counted in ``oversubscribed_total`` (see ``holding.free_capacity``). Before
+any source (DCGM's inventory, else GetAllocatableResources) has said how many GPUs the node has, the epoch has not
+started: nothing is charged and ``started_at`` stays unset.
 """
 
 from __future__ import annotations
@@ -30,7 +29,8 @@ from dataclasses import dataclass, field
 from exporter.agent.attribution import Assignment, Attribution, MigLocation, node_model, replica_counts
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.energy import NodeEnergy, TickEnergy, read_deltas
-from exporter.model.accounting import Holding, Reading, Usage, charge_exclusive, charge_shared, clamp_utilization
+from exporter.agent.vendors.measured import shared_rates
+from exporter.model.accounting import Reading, Usage, charge_exclusive, clamp_utilization
 from exporter.model.devices import DeviceKind, mig_profile_from_resource, parse_device_id
 from exporter.model.holding import PodLifetime, Window, free_capacity, request_fraction
 
@@ -114,6 +114,7 @@ class Meter:
     device_util: dict[tuple[str, str], tuple[float | None, str, str | None]] = field(default_factory=dict)
     device_readings: dict[tuple[str, str], DcgmDevice] = field(default_factory=dict)
     unmeasured_devices: int = 0
+    pod_use: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)  # GPU -> pod -> measured, per tick
 
     # -- the tick -----------------------------------------------------------------------------------
     def tick(self, now: float, attribution: Attribution | None, *,
@@ -237,9 +238,8 @@ class Meter:
             stats.unmeasured_devices += int(util is None)
             gpu_energy = energy.deltas.get(first.gpu_uuid, 0.0)
             # Per-second rates: holders of one device may have held it for different parts of the window.
-            if first.kind is DeviceKind.REPLICA:
-                rates = charge_shared([Holding(a.holder_key, a.fraction) for a in members], 1.0,
-                                      reading=Reading(util, gpu_energy))
+            if first.kind is DeviceKind.REPLICA:  # busy time split by measured per-pod use where every holder has it
+                rates, _ = shared_rates(members, Reading(util, gpu_energy), measured=self.pod_use.get(first.gpu_uuid))
             else:
                 rates = {a.holder_key: charge_exclusive(a.fraction, 1.0, reading=Reading(util, gpu_energy * a.fraction))
                          for a in members}
@@ -257,7 +257,7 @@ class Meter:
                 secs = self._held_seconds(window, lives.get((a.namespace, a.pod)), new=new, skew=skew, stats=stats)
                 rate = rates.get(a.holder_key, Usage())
                 usage = Usage(rate.allocated * secs, rate.used * secs, rate.unmeasured * secs,
-                              rate.energy_j * secs / window.seconds if window.seconds > 0 else 0.0)
+                              rate.energy_j * secs / window.seconds if window.seconds > 0 else 0.0, rate.split * secs)
                 state.usage.add(usage)
                 energy.charged[a.gpu_uuid] += usage.energy_j
                 state.used_ratio = rate.used / rate.allocated if util is not None and rate.allocated > 0 else None

@@ -32,7 +32,7 @@ def snapshot_of(meter: Meter, now: float, *, dcgm_up: bool, podresources_up: boo
                 active=s.active, allocated_s=s.usage.allocated, used_s=s.usage.used,
                 unmeasured_s=s.usage.unmeasured, energy_j=s.usage.energy_j, utilization=s.utilization,
                 fb_peak_bytes=s.fb_peak_bytes, fb_peak_hour=s.fb_peak_hour, claim=s.claim,
-                sharing=s.sharing)
+                sharing=s.sharing, split_s=s.usage.split)
             for s in meter.holders.values()
         ],
         unallocated=_capacity_counters(meter.unallocated, meter.energy.unallocated),

@@ -25,7 +25,10 @@ from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
-from exporter.clients.dcgm import DcgmClient
+from exporter.agent.vendors.amd import amd_devices, looks_like_amd
+from exporter.agent.vendors.gaudi import gaudi_devices, looks_like_gaudi
+from exporter.agent.vendors.measured import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
+from exporter.clients.device_metrics import DeviceMetricsClient, split_urls
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
 from exporter.clients.kube import Watcher, WatchSpec, make_api_client
@@ -55,7 +58,12 @@ class Agent:
         self.clock = clock or RealClock()
         self.mig_resolver = mig_resolver
         self.name_table = {**DEFAULT_NAME_TABLE, **parse_name_table(settings.dcgm_metric_names)}
-        self.dcgm = DcgmClient(settings.dcgm_url, settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
+        self.dcgm = DeviceMetricsClient(split_urls(settings.device_metrics_url or settings.dcgm_url),
+                                        settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
+        self.hami_monitor = (DeviceMetricsClient([settings.hami_monitor_url], settings.dcgm_timeout,
+                                        max_bytes=settings.dcgm_max_bytes) if settings.hami_monitor_url else None)
+        self.exporter_vendor = "nvidia"  # whose exporter the device-metrics URL serves, as last seen
+        self.pod_use = PodUse()  # measured per-pod use of shared GPUs, from this tick's scrapes
         self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout,
                                                rate=settings.podresources_qps)
         self.health = Health()
@@ -171,6 +179,8 @@ class Agent:
             self.health.dcgm_up = False
             self.health.last_error = str(exc)
             return None
+        if self.exporter_vendor != "nvidia" or looks_like_amd(text) or looks_like_gaudi(text):
+            return self._read_vendor(text)  # one URL setting for every vendor's exporter, told apart by what it serves
         parsed = parse_exposition(text, only=self.name_table)
         added = extend_name_table(self.name_table, parsed.help)
         if added:  # renamed fields (an exporter upgrade): learn them once, then parse them every scrape
@@ -182,7 +192,37 @@ class Agent:
         if not self.health.dcgm_up and self.health.ticks > 0:
             log.info("dcgm_up", node=self.settings.node_name)
         self.health.dcgm_up = True
+        self.pod_use = dcgm_pod_use(parsed.samples)
         return build_devices(parsed.samples, self.name_table)
+
+    async def _fetch_hami(self) -> PodUse:
+        """HAMi's per-container use; nothing (and a log line) when its monitor does not answer."""
+        if self.hami_monitor is None:
+            return PodUse()
+        try:
+            return hami_pod_use(parse_exposition(await self.hami_monitor.fetch(), only=HAMI_UTIL).samples)
+        except PeerError as exc:
+            log.warning("hami_monitor_down", node=self.settings.node_name, error=str(exc))
+            return PodUse()
+
+    def _read_vendor(self, text: str) -> dict[tuple[str, str], DcgmDevice] | None:
+        """AMD's or Gaudi's exporter; None (down) when gaudi-metric-exporter serves no device series, which it
+        does for a whole scrape when its own pod-resources List failed: not idle cards."""
+        gaudi = looks_like_gaudi(text)
+        if not gaudi and self.exporter_vendor == "gaudi":
+            self.health.dcgm_up = False
+            self.health.last_error = "gaudi-metric-exporter served no device series"
+            log.warning("device_metrics_empty", node=self.settings.node_name, vendor="gaudi")
+            return None
+        parsed = parse_exposition(text)
+        scrape = gaudi_devices(parsed.samples) if gaudi else amd_devices(parsed.samples)
+        self.exporter_vendor = "gaudi" if gaudi else "amd"
+        if parsed.errors or scrape.refused:
+            self.health.parse_errors += parsed.errors + scrape.refused
+            log.warning("device_metrics_refused", malformed=parsed.errors, refused=scrape.refused,
+                        first=parsed.first_error)
+        self.health.dcgm_up = True
+        return scrape.devices
 
     async def _fetch_holders(self, now: float) -> list[ContainerDevices] | None:
         cap = self.settings.charge_cap()
@@ -217,7 +257,11 @@ class Agent:
         """Run one tick; never raises for a peer's fault."""
         async with self._tick_lock:
             started = time.perf_counter()
-            dcgm, held = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()))
+            self.pod_use = PodUse()
+            dcgm, held, hami_use = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()),
+                                                        self._fetch_hami())
+            self.pod_use.merge(hami_use)
+            self.meter.pod_use = self.pod_use.by_gpu
             now = self.clock.now()
             attribution = None
             if held is not None:
@@ -281,6 +325,8 @@ class Agent:
             await self._runner.cleanup()
             self._runner = None
         await self.dcgm.close()
+        if self.hami_monitor is not None:
+            await self.hami_monitor.close()
         await self.podresources.close()
 
     # -- the daemon ----------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def dump_meter(meter: Meter) -> dict[str, Any]:
             {"namespace": s.namespace, "pod": s.pod, "container": s.container, "device_id": s.device_id,
              "gpu_uuid": s.gpu_uuid, "model": s.model, "mig_profile": s.mig_profile, "fraction": s.fraction,
              "allocated": s.usage.allocated, "used": s.usage.used, "unmeasured": s.usage.unmeasured,
-             "energy_j": s.usage.energy_j, "active": s.active, "last_active": s.last_active,
+             "energy_j": s.usage.energy_j, "split": s.usage.split, "active": s.active, "last_active": s.last_active,
              "used_ratio": s.used_ratio, "fb_peak_bytes": s.fb_peak_bytes, "fb_peak_hour": s.fb_peak_hour,
              "claim": s.claim, "sharing": s.sharing}
             for s in meter.holders.values()
@@ -83,7 +83,8 @@ def _holder(row: dict[str, Any]) -> HolderState:
         model=None if model is None else str(model), mig_profile=None if profile is None else str(profile),
         fraction=float(row["fraction"]),
         usage=Usage(allocated=float(row["allocated"]), used=float(row["used"]),
-                    unmeasured=float(row["unmeasured"]), energy_j=float(row["energy_j"])),
+                    unmeasured=float(row["unmeasured"]), energy_j=float(row["energy_j"]),
+                    split=max(0.0, float(row.get("split") or 0.0))),
         active=bool(row["active"]), last_active=float(row["last_active"]),
         used_ratio=None if ratio is None else float(ratio),
         fb_peak_bytes=None if fb_peak is None else float(fb_peak),

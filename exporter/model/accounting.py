@@ -23,6 +23,9 @@ class Usage:
     used: float = 0.0
     unmeasured: float = 0.0
     energy_j: float = 0.0
+    #: Of ``allocated``, seconds on a busy shared GPU whose busy time was split by fraction because no measured
+    #: per-pod use was there (``agent/vendors/measured``): a count of how much of ``used`` is an estimate.
+    split: float = 0.0
 
     @property
     def idle(self) -> float:
@@ -35,6 +38,7 @@ class Usage:
         self.used += other.used
         self.unmeasured += other.unmeasured
         self.energy_j += other.energy_j
+        self.split += other.split
 
     def as_tuple(self) -> tuple[float, float, float, float]:
         """(allocated, used, unmeasured, energy_j), in this order."""

@@ -73,6 +73,9 @@ class HolderCounters:
     #: How the device's GPU is shared (one of ``SHARING_MODES``); "" from an agent that does not say. A label,
     #: not part of the identity either: a holder whose mode changes keeps its counters.
     sharing: str = ""
+    #: Of ``allocated_s``, the seconds on a busy shared GPU whose busy time was split by fraction for want of
+    #: measured per-pod use (0 from an agent that does not say; ignored by an aggregator that does not read it).
+    split_s: float = Field(default=0.0, ge=0)
 
     @field_validator("sharing", mode="before")
     @classmethod

@@ -13,7 +13,11 @@ class AgentSettings(DaemonSettings):
     """The node agent (one per GPU node)."""
 
     node_name: str = Field(default="", description="this node's Kubernetes name (downward API)")
-    dcgm_url: str = Field(default="http://localhost:9400/metrics", description="DCGM Exporter /metrics URL")
+    dcgm_url: str = Field(default="http://localhost:9400/metrics", description="DCGM Exporter /metrics URL, or "
+                          "AMD's or Gaudi's exporter; several comma-separated: the first that answers")
+    device_metrics_url: str = Field(default="", description="vendor-neutral alias of dcgm_url; wins when set")
+    hami_monitor_url: str = Field(default="", description="HAMi vGPU monitor /metrics URL (its port is 9394), for "
+                                  "measured per-pod use of HAMi-shared GPUs; empty: not read")
     dcgm_timeout: Duration = Field(default=5.0, description="DCGM scrape timeout")
     dcgm_max_bytes: int = Field(default=16 << 20, ge=4096, description="largest DCGM body accepted")
     dcgm_metric_names: str = Field(

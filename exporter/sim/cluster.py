@@ -20,6 +20,7 @@ from exporter.sim.kubelet_answers import PodDevices, list_answer
 from exporter.sim.layout import NodeLayout, place_pods
 from exporter.sim.power import EnergyMeter, gpu_power, gpu_utilization
 from exporter.sim.spec import EventSpec, Hold, PodSpec, Scenario
+from exporter.sim.vendors.text import amd_text, dcgm_per_pod_lines, gaudi_text, hami_monitor_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +240,19 @@ class SimCluster:
         readings = dcgm_text.NodeReadings(
             util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util=util) for g in layout.gpus},
             energy_mj=self.energy.mj, hostname=self.hostnames[node])
-        rows = dcgm_text.entities(layout, util=util, holders=self.device_holders(node), t=self.t,
-                                  pod_labels=layout.spec.dcgm_pod_labels)
-        return dcgm_text.render(layout, rows, readings=readings)
+        holders = self.device_holders(node)
+        if layout.spec.vendor != "nvidia":
+            render = amd_text if layout.spec.vendor == "amd" else gaudi_text
+            return render(layout, holders=holders, readings=readings)
+        per_pod = layout.spec.per_pod_metrics == "dcgm"  # the device series then carries no pod labels
+        rows = dcgm_text.entities(layout, util=util, holders=holders, t=self.t,
+                                  pod_labels=layout.spec.dcgm_pod_labels and not per_pod)
+        extra = dcgm_per_pod_lines(rows, holders=holders, readings=readings, t=self.t) if per_pod else []
+        return dcgm_text.render(layout, rows, readings=readings, per_pod=extra)
+
+    def render_hami(self, node: str) -> str:
+        """HAMi's vGPU monitor ``/metrics`` body for ``node`` now."""
+        return hami_monitor_text(self.layouts[node], holders=self.device_holders(node), t=self.t)
 
     def pod_resources(self, node: str) -> list[PodDevices]:
         """What the kubelet's List answers: running pods, plus finished ones on kubelets that list them."""

@@ -7,7 +7,7 @@ for every entity in the order and with the HELP texts the real exporter uses.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from exporter.model.devices import gpu_slices, profile_slices
@@ -93,8 +93,9 @@ def entities(layout: NodeLayout, *, util: dict[str, float], holders: dict[str, l
     return out
 
 
-def render(layout: NodeLayout, rows: list[DcgmEntity], *, readings: NodeReadings) -> str:
-    """The ``/metrics`` body for one node."""
+def render(layout: NodeLayout, rows: list[DcgmEntity], *, readings: NodeReadings,
+           per_pod: Sequence[str] = ()) -> str:
+    """The ``/metrics`` body for one node; ``per_pod``: per-pod GPU_UTIL lines after the device ones."""
     host = f'Hostname="{readings.hostname}",DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"'
     out: list[str] = []
 
@@ -125,6 +126,7 @@ def render(layout: NodeLayout, rows: list[DcgmEntity], *, readings: NodeReadings
     if whole:
         family("DCGM_FI_DEV_GPU_UTIL", "gauge", help_text="GPU utilization (in %).",
                value=lambda e: str(round(e.util * 100)), only=whole)
+        out.extend(per_pod)
         family("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", help_text="Memory utilization (in %).",
                value=lambda e: str(round(e.util * 40)), only=whole)
     family("DCGM_FI_DEV_ENC_UTIL", "gauge", help_text="Encoder utilization (in %).", value=lambda e: "0")

@@ -19,9 +19,14 @@ class PowerRange:
 
 
 #: As nvidia-smi reports the total (MiB); H200: 143771 MiB, its "141 GB" of HBM3e.
-_FB_MIB = {"H100": 81559, "H200": 143771, "A100-SXM4-80GB": 81920, "A100": 40960, "L4": 23034, "A30": 24576}
+#: AMD Instinct in MB as amd-smi reports them (192 GB MI300X, 256 GB MI325X); Gaudi 2 96 GB, Gaudi 3 128 GB.
+_FB_MIB = {"H100": 81559, "H200": 143771, "A100-SXM4-80GB": 81920, "A100": 40960, "L4": 23034, "A30": 24576,
+           "MI300X": 196592, "MI325X": 262128, "Gaudi": 98304, "Gaudi 3": 131072}
+#: AMD and Gaudi maxima are the boards' rated power (MI300X OAM 750 W, MI325X 1000 W, Gaudi 2 600 W, Gaudi 3
+#: 900 W); their idle figures are the simulator's assumption.
 _WATTS = {"H100": PowerRange(70.0, 700.0), "A100": PowerRange(55.0, 400.0), "L4": PowerRange(16.0, 72.0),
-          "A30": PowerRange(30.0, 165.0)}
+          "A30": PowerRange(30.0, 165.0), "MI300X": PowerRange(140.0, 750.0), "MI325X": PowerRange(160.0, 1000.0),
+          "Gaudi": PowerRange(90.0, 600.0), "Gaudi 3": PowerRange(110.0, 900.0)}
 
 
 def _best_key(keys: list[str], model: str) -> str | None:

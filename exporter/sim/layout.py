@@ -15,6 +15,7 @@ from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.durations import format_duration
 from exporter.sim.hardware import framebuffer_mib
 from exporter.sim.spec import ClaimSpec, HamiSpec, NodeSpec, PodSpec, Scenario, ScenarioError
+from exporter.sim.vendors.devices import vendor_devices
 
 _NS = uuidlib.UUID("6f1c1d3e-8d0b-4a43-9f43-0b8f2f1f7c11")
 
@@ -38,6 +39,7 @@ class GpuLayout:
     mig: list[MigInstance] = field(default_factory=list)
     replicas: int = 0
     hami: bool = False
+    partitions: list[str] = field(default_factory=list)  # AMD compute partitions' device IDs, partition 0 first
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,10 @@ def _gi_ids(profiles: list[str], slices: int) -> list[int]:
 
 def node_layout(spec: NodeSpec) -> NodeLayout:
     """The devices of ``spec``: stable uuids per node and GPU index, MIG instances, shared replicas."""
+    if spec.vendor != "nvidia":
+        vendor_gpus, vendor_ids = vendor_devices(spec)
+        return NodeLayout(spec, [GpuLayout(g.index, g.key, g.pci, partitions=list(g.partitions))
+                                 for g in vendor_gpus], vendor_ids)
     gpus: list[GpuLayout] = []
     resources: dict[str, list[str]] = {}
     shared_name = "nvidia.com/gpu.shared" if spec.time_slicing_rename else "nvidia.com/gpu"
@@ -232,14 +238,14 @@ def place_pods(scenario: Scenario) -> Placement:
             raise ScenarioError(f"{scenario.source}: pods[{i}].gpus: {pod.gpus} {pod.resource} requested, node "
                                 f"{pod.node} has {len(offered)}")
         end = pod.end if pod.end is not None else float("inf")
-        free = [d for d in offered
-                if all(e <= pod.start or s >= end for s, e in busy.get(d, []))]
+        free = [d for d in offered  # keyed by node: AMD's PCI addresses and partition names repeat across nodes
+                if all(e <= pod.start or s >= end for s, e in busy.get(f"{pod.node}/{d}", []))]
         if len(free) < pod.gpus:
             raise ScenarioError(f"{scenario.source}: pods[{i}].gpus: node {pod.node} has only {len(free)} free "
                                 f"{pod.resource} at {format_duration(pod.start)}")
         chosen = free[: pod.gpus]
         for d in chosen:
-            busy.setdefault(d, []).append((pod.start, end))
+            busy.setdefault(f"{pod.node}/{d}", []).append((pod.start, end))
         devices[(pod.namespace, pod.name)] = chosen
         if layout.spec.sharing == "hami":
             hami[(pod.namespace, pod.name)] = _hami_gpus(layout, pod, used=hami_used,

@@ -26,6 +26,10 @@ def gpu_utilization(layout: NodeLayout, holders: dict[str, list[Hold]], *, t: fl
             sharing = {(h.pod.namespace, h.pod.name): h.pod for k in range(gpu.replicas)
                        for h in holders.get(f"{gpu.uuid}::{k}", [])}
             out[gpu.uuid] = min(1.0, sum(p.util_at(t) for p in sharing.values()))
+        elif gpu.partitions:  # AMD compute partitions: each its holder's; the GPU the mean of its partitions
+            for pid in gpu.partitions:
+                out[pid] = min(1.0, sum(h.pod.util_at(t, h.device) for h in holders.get(pid, [])))
+            out[gpu.uuid] = sum(out[p] for p in gpu.partitions) / len(gpu.partitions)
         else:  # one holder, or HAMi pods sharing it: their sum, capped at 1
             out[gpu.uuid] = min(1.0, sum(h.pod.util_at(t, h.device) for h in holders.get(gpu.uuid, [])))
     return out

@@ -30,6 +30,7 @@ from exporter.sim.kube.reviews import calling_as_users, write_tokens
 from exporter.sim.kube.server import KubeApiServer
 from exporter.sim.peers import DcgmEndpoint, PodResourcesServer
 from exporter.sim.scenario import Scenario
+from exporter.sim.vendors.endpoint import HamiMonitorEndpoint
 
 HOST = "127.0.0.1"
 
@@ -75,6 +76,7 @@ class NodePorts:
     kubelet: PodResourcesServer
     agent_listen: str
     state_dir: Path
+    hami: HamiMonitorEndpoint | None = None  # HAMi's vGPU monitor, on nodes with per_pod_metrics: hami
 
 
 @dataclass
@@ -137,6 +139,9 @@ class SimPeers:
             kubelet = PodResourcesServer(self.cluster, name, socket_path=sock)
             await kubelet.start()
             self.nodes[name] = NodePorts(dcgm, kubelet, f"{HOST}:{free_port()}", self.workdir / "state" / name)
+            if self.cluster.layouts[name].spec.per_pod_metrics == "hami":
+                hami = self.nodes[name].hami = HamiMonitorEndpoint(self.cluster, name, host=HOST, port=free_port())
+                await hami.start()
         self.aggregator_listen = aggregator_listen or f"{HOST}:{free_port()}"
         self._write_files()
 
@@ -167,7 +172,8 @@ class SimPeers:
                 "GPUCOST_PODRESOURCES_SOCKET": str(n.kubelet.socket_path), "GPUCOST_LISTEN": n.agent_listen,
                 "GPUCOST_STATE_DIR": str(n.state_dir), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
                 "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_WATCH_PODS": "true",
-                "GPUCOST_USAGE_TOKEN_FILE": str(self.token_file)}
+                "GPUCOST_USAGE_TOKEN_FILE": str(self.token_file),
+                **({"GPUCOST_HAMI_MONITOR_URL": n.hami.url} if n.hami is not None else {})}
 
     def aggregator_env(self) -> dict[str, str]:
         """The environment the aggregator runs with: every agent, the ledger, prices and the API server."""
@@ -213,6 +219,8 @@ class SimPeers:
         for n in self.nodes.values():
             await n.dcgm.close()
             await n.kubelet.stop()
+            if n.hami is not None:
+                await n.hami.close()
         if self._api_runner is not None:
             await self._api_runner.cleanup()
         if self._own_sockdir and self._sockdir is not None:

@@ -34,6 +34,8 @@ from exporter.sim.spec import (
     Scenario,
     ScenarioError,
 )
+from exporter.sim.vendors.fields import KEYS as VENDOR_KEYS
+from exporter.sim.vendors.fields import default_resource, vendor_fields
 
 __all__ = ["EVENT_TYPES", "ClaimSpec", "EventSpec", "HamiSpec", "NamespaceSpec", "NodeSpec", "Owner", "PodSpec",
            "QueueSpec", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
@@ -147,7 +149,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
                            "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
-                           "dra", "dcgm_energy", "mps", "hami"}, where=where)
+                           "dra", "dcgm_energy", "mps", "hami", *VENDOR_KEYS}, where=where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -183,6 +185,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
             bool(n.get("kubelet_lists_terminated", False)), sharing,
             ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", lo=1), bool(n.get("dra", False))))
         nodes[-1].dcgm_energy = bool(n.get("dcgm_energy", True))
+        vendor_fields(ctx, n, node=nodes[-1], where=where)
         if nodes[-1].dra and sharing != "none":
             raise ctx.fail(f"{where}.dra", f"a DRA node has no device plugin to do {sharing}")
 
@@ -234,7 +237,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
             o = ctx.mapping(p["owner"], f"{where}.owner")
             owner = Owner(ctx.string(o.get("kind"), f"{where}.owner.kind"),
                           ctx.string(o.get("name"), f"{where}.owner.name"))
-        resource = ctx.string(p.get("resource", "nvidia.com/gpu"), f"{where}.resource")
+        resource = ctx.string(p.get("resource", default_resource(p, nodes)), f"{where}.resource")
         pods.append(PodSpec(
             name, namespace, node, ctx.integer(p.get("gpus", 1), f"{where}.gpus", lo=1), start, end, steps,
             resource, p.get("pending_reason"), owner, p.get("priority_class"),

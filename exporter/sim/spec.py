@@ -78,6 +78,9 @@ class NodeSpec:
     hami_split: int = 10  # HAMi deviceSplitCount: plugin IDs GPU-<uuid>-<k> per GPU
     dra: bool = False  # GPUs published as ResourceSlices by the NVIDIA DRA driver, no device plugin
     dcgm_energy: bool = True  # DCGM serves the total-energy counter (older GPUs do not measure it)
+    vendor: str = "nvidia"  # nvidia | amd | gaudi: whose device plugin IDs and exporter format the node serves
+    partition: str | None = None  # AMD compute partition mode: cpx | qpx | dpx | spx (8/4/2/1 per GPU)
+    per_pod_metrics: str | None = None  # dcgm | hami: per-pod utilisation series served beside the device's
 
 
 @dataclass(slots=True)

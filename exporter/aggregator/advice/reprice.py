@@ -18,9 +18,11 @@ from exporter.aggregator.ledger.report import (
     CAPACITY_GROUPS,
     CAPACITY_ROWS,
     CAPACITY_TABLES,
+    DERIVED,
     GROUPS,
     UNUSED_COMMITMENT,
     Query,
+    ReportError,
     blank_row,
     unused_key,
     window,
@@ -100,6 +102,8 @@ def reprice(query: Query, rows: list[dict[str, Any]], *, by: str, since: float |
             pricing: Pricing, cluster: str | None = None) -> list[dict[str, Any]]:
     """``rows`` (from ``build_report``) with ``reprice_cost`` and ``reprice_list_cost`` (and, grouped by
     node, pool or model, ``reprice_unallocated_cost`` / ``reprice_unobserved_cost``) under ``pricing``."""
+    if any(c in DERIVED for c in GROUPS[by]):
+        raise ReportError(f"--reprice does not group by {by} (derived from the model): use --by model")
     clause, params = window(by, since=since, until=until, cluster=cluster)
     cols = GROUPS[by]
     by_key = {tuple(r[c] for c in cols) + ((r["commitment"],) if "commitment" in r else ()) + (r["currency"],): r

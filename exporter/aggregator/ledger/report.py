@@ -26,8 +26,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "priority_class": ("priority_class",),
     "claim": ("namespace", "claim"),  # DRA ResourceClaim ``<namespace>/<name>``; "" for device-plugin holders
     "sharing": ("sharing",),  # none | time-slicing | mps | hami | dra; "" booked before the agent said
+    "vendor": ("vendor",),  # nvidia | amd | gaudi | unknown: derived from the model name (``DERIVED``)
 }
-CAPACITY_COLUMNS = frozenset({"cluster", "node", "pool", "gpu_model"})  # what capacity tables are keyed by
+#: Group columns computed from booked ones: the vendor from the model the agent reported (AMD: card_series, else
+#: the board number 102-G...; Gaudi: "Intel Gaudi"; DCGM's model names otherwise).
+DERIVED = {"vendor": "CASE WHEN gpu_model LIKE '%Gaudi%' THEN 'gaudi' WHEN gpu_model LIKE '%Instinct%' OR gpu_model "
+                     "LIKE 'AMD %' OR gpu_model LIKE '102-G%' THEN 'amd' WHEN gpu_model IN ('', 'unknown') THEN "
+                     "'unknown' ELSE 'nvidia' END"}
+CAPACITY_COLUMNS = frozenset({"cluster", "node", "pool", "gpu_model", "vendor"})  # what capacity tables are keyed by
 CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}  # single keys capacity is kept by
 UNALLOCATED = "__unallocated__"
 UNOBSERVED = "__unobserved__"
@@ -137,10 +143,11 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
     last."""
     cols = req.cols
     clause, params = req.where()
-    col_sql = ", ".join(cols)
     n = len(cols)
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    usage = Select.of((*cols, "currency", *_SUMS), **_SUMS)
+    derived = {c: DERIVED[c] for c in cols if c in DERIVED}
+    col_sql = ", ".join(derived.get(c, c) for c in cols)
+    usage = Select.of((*cols, "currency", *_SUMS), **_SUMS, **derived)
     key_of = usage.getter(*cols, "currency")
     for r in query(f"SELECT {usage.sql()} FROM usage {clause} GROUP BY {col_sql}, currency", params):
         m = usage.mapping(r)
@@ -152,10 +159,10 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
         rows[key_of(r)] = row
     as_columns = all(c in CAPACITY_COLUMNS for c in cols)
     cap_cols = tuple(c for c in cols if c in CAPACITY_COLUMNS)
-    capacity = Select.of((*cap_cols, "currency", *_CAPACITY_SUMS), **_CAPACITY_SUMS)
+    capacity = Select.of((*cap_cols, "currency", *_CAPACITY_SUMS), **_CAPACITY_SUMS, **derived)
     for table, name in CAPACITY_TABLES:
         found = query(f"SELECT {capacity.sql()} FROM {table} {clause} "
-                      f"GROUP BY {', '.join([*cap_cols, 'currency'])}", params)
+                      f"GROUP BY {', '.join([*(derived.get(c, c) for c in cap_cols), 'currency'])}", params)
         _add_capacity(rows, [capacity.mapping(r) for r in found], cols=cols, cap_cols=cap_cols,
                       as_columns=as_columns, name=name)
     unused = Select.of(("commitment", "currency", "seconds", "cost"), seconds="SUM(seconds)", cost="SUM(cost)")

@@ -19,7 +19,15 @@ L40                 181     48     NVIDIA L40 datasheet (362* sparse)
 L4                  121     24     NVIDIA L4 datasheet (242* sparse)
 A10                 125     24     NVIDIA A10 datasheet (250* sparse)
 T4                  65      16     NVIDIA T4 datasheet (FP16/FP32 mixed precision 65)
+MI325X              1307    256    AMD Instinct MI325X datasheet (peak FP16 1307.4 dense, 2614.9 sparse)
+MI300X              1307    192    AMD Instinct MI300X datasheet (peak FP16 1307.4 dense, 2614.9 sparse)
+MI250X              383     128    AMD Instinct MI250X datasheet (peak FP16 383)
+MI210               181     64     AMD Instinct MI210 datasheet (peak FP16 181)
 ==================  ======  =====  ====================================================================
+
+AMD models match device-metrics-exporter's ``card_series`` (``AMD Instinct MI300X OAM``, a VF's
+``Aqua Vanjaram [Instinct MI300X VF]``). A workload is only ever moved to a model of its own vendor: CUDA and
+ROCm builds are not interchangeable, whatever the throughput says.
 
 Memory is counted as GB x 10^9 bytes, a little less than the GiB the boards carry, and a MIG profile
 ``Ng.Mgb`` as M x 10^9 bytes (NVIDIA's MIG user guide lists e.g. 1g.10gb at 9.75 GiB): both err
@@ -41,11 +49,13 @@ class GpuSpec:
     name: str
     fp16_dense_tflops: float
     memory_bytes: int
+    vendor: str = "nvidia"
 
 
 #: Most specific pattern first (``H100 NVL`` before ``H100``, ``L40S`` before ``L40`` before ``L4``).
 _SPECS: tuple[tuple[re.Pattern[str], GpuSpec], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), GpuSpec(name, tflops, gb * GB)) for pattern, name, tflops, gb in (
+    (re.compile(pattern, re.IGNORECASE), GpuSpec(name, tflops, gb * GB, "amd" if name.startswith("MI") else "nvidia"))
+    for pattern, name, tflops, gb in (
         (r"H100\s*NVL", "H100 NVL", 835.0, 94),
         (r"H100.*PCIe", "H100 PCIe", 756.0, 80),
         (r"H100", "H100 SXM5", 989.0, 80),
@@ -58,6 +68,10 @@ _SPECS: tuple[tuple[re.Pattern[str], GpuSpec], ...] = tuple(
         (r"\bL4\b", "L4", 121.0, 24),
         (r"\bA10\b", "A10", 125.0, 24),
         (r"\bT4\b", "T4", 65.0, 16),
+        (r"MI325X", "MI325X", 1307.4, 256),
+        (r"MI300X", "MI300X", 1307.4, 192),
+        (r"MI250X", "MI250X", 383.0, 128),
+        (r"MI210\b", "MI210", 181.0, 64),
     ))
 
 _PROFILE_MEMORY_RE = re.compile(r"^\d+g\.(\d+)gb")

@@ -140,7 +140,9 @@ def _resized(use: WorkloadUse, offers: Sequence[Offer], *, ev: Evidence, setting
     fb = ev.framebuffer_peak_bytes
     for offer in offers:
         target = offer.placement
-        if target == Placement(current.gpu_model, current.mig_profile, 1, current.replicas):
+        target_spec = gpu_spec(target.gpu_model)
+        if target == Placement(current.gpu_model, current.mig_profile, 1, current.replicas) or (
+                target_spec is not None and target_spec.vendor != current_spec.vendor):  # no CUDA <-> ROCm moves
             continue
         fits = _fits(target, demand=demand, fb_peak=fb, settings=settings, memory_required=not target.replicas)
         if not fits:

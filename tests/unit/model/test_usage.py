@@ -40,7 +40,7 @@ def test_a_body_decodes_to_its_values_and_encodes_back_to_them() -> None:
     assert "from_a_newer_agent" not in wire and parse_snapshot(snapshot_json(snap)) == snap
     # Every field on the wire, defaults included: an aggregator of another version reads what it knows.
     assert wire["holders"] == [{**HOLDER, "mig_profile": None, "active": True, "fb_peak_bytes": None,
-                                "fb_peak_hour": None, "claim": "", "sharing": ""}]
+                                "fb_peak_hour": None, "claim": "", "sharing": "", "split_s": 0.0}]
     assert {k: v for k, v in wire.items() if k not in ("holders", "capacity")} == {
         "node": "n1", "epoch": "e1", "timestamp": 1800000030.0, "started_at": 1800000000.0, "seq": 3, "dcgm_up": True,
         "podresources_up": True, "unallocated": [{"gpu_model": H100, "seconds": 210.0, "energy_j": 0.0}],

@@ -68,3 +68,35 @@ def test_agent_and_aggregator_dra_roles_validate_as_kubernetes_objects() -> None
     rendered = render({})
     for role in rendered.of_kind("ClusterRole") + rendered.of_kind("ClusterRoleBinding"):
         kubernetes_validate.validate(role, "1.33", strict=True)
+
+
+def _agent_pod(values: dict[str, Any]) -> dict[str, Any]:
+    (ds,) = render(values).of_kind("DaemonSet")
+    return dict(ds["spec"]["template"]["spec"])
+
+
+def _env(values: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in _agent_pod(values)["containers"][0]["env"]}
+
+
+def test_agent_scrapes_every_vendors_exporter_port_and_runs_on_every_vendors_gpu_nodes() -> None:
+    """One DaemonSet for NVIDIA, AMD and Gaudi nodes: DCGM Exporter (9400), device-metrics-exporter (5000) and
+    gaudi-metric-exporter (41611) on the node's IP, tried in that order; node affinity selects a node labelled
+    as a GPU node by any vendor's discovery."""
+    assert _env({})["GPUCOST_DCGM_URL"] == ("http://$(HOST_IP):9400/metrics,http://$(HOST_IP):5000/metrics,"
+                                            "http://$(HOST_IP):41611/metrics")
+    terms = _agent_pod({})["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert [t["matchExpressions"] for t in terms] == [
+        [{"key": k, "operator": "In", "values": ["true"]}]
+        for k in ("nvidia.com/gpu.present", "feature.node.kubernetes.io/amd-gpu",
+                  "feature.node.kubernetes.io/pci-1da3.present")]
+    assert "nodeSelector" not in _agent_pod({})
+
+
+def test_vendor_ports_and_hami_monitor_are_values() -> None:
+    """A port of 0 is not tried; HAMi's monitor URL (port 9394) is set only when enabled."""
+    env = _env({"agent": {"vendorExporters": {"gaudiPort": 0, "amdPort": 5001}, "hamiMonitor": {"enabled": True}}})
+    assert env["GPUCOST_DCGM_URL"] == "http://$(HOST_IP):9400/metrics,http://$(HOST_IP):5001/metrics"
+    assert env["GPUCOST_HAMI_MONITOR_URL"] == "http://$(HOST_IP):9394/metrics"
+    assert "GPUCOST_HAMI_MONITOR_URL" not in _env({})
