@@ -10,6 +10,7 @@ from exporter.sim.runner import free_port
 from tests.integration.test_books_integrity import Rig, _rig
 
 _FIXTURES = (_rig,)  # used by name
+pytestmark = pytest.mark.timeout(60)  # in-process rigs, each test under 1 s
 
 
 @pytest.mark.parametrize("impostor_listed_first", [True, False])
