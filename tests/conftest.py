@@ -17,6 +17,20 @@ REPO = Path(__file__).resolve().parents[1]
 DCGM_FIXTURES = REPO / "tests" / "fixtures" / "dcgm"
 
 
+#: Integration and end-to-end tests run real daemons, servers and whole simulations, several times slower on a
+#: loaded machine: a test there gets this long unless it says otherwise (``@pytest.mark.timeout``); unit tests
+#: keep pyproject's 60 s. A hang still fails its test with a stack trace instead of stalling the run.
+INTEGRATION_TIMEOUT = 180
+_LONG_RUNNING = (REPO / "tests" / "integration", REPO / "tests" / "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give integration and end-to-end tests without a limit of their own the longer default."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None and any(d in item.path.parents for d in _LONG_RUNNING):
+            item.add_marker(pytest.mark.timeout(INTEGRATION_TIMEOUT))
+
+
 @pytest.fixture(autouse=True)
 def _reset_structlog() -> None:
     structlog.reset_defaults()

@@ -190,6 +190,7 @@ def _stack(sim_cluster: SimClusterFactory) -> Iterator[dict[str, Any]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # 53 s measured on a loaded 2-core machine
 def test_idle_pod_alert_reaches_slack_then_resolves(stack: dict[str, Any]) -> None:
     slack: SlackStandIn = stack["slack"]
     prom = stack["prom"]

@@ -51,6 +51,7 @@ def _aggregator_url(sim_cluster: SimClusterFactory) -> Iterator[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # 42 s measured (33 s of it starting the aggregator) on a loaded machine
 def test_status_page_in_chromium(aggregator_url: str, tmp_path: Path) -> None:
     assert CHROMIUM is not None
     profile = tmp_path / "profile"

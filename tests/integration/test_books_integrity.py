@@ -26,6 +26,7 @@ from exporter.sim.scenario import parse_scenario
 from tests.pg import PASSWORD, LedgerTarget, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
+pytestmark = pytest.mark.timeout(60)  # in-process rigs, each test well under 2 s
 
 START = 1_800_000_000.0
 SCENARIO = """

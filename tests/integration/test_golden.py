@@ -51,6 +51,7 @@ pods:
 """
 
 
+@pytest.mark.timeout(120)  # 37 s measured on a loaded 2-core machine (load 13)
 async def test_whole_gpus_with_step_utilisation(tmp_path: Path) -> None:
     """a: 1 GPU x 1 h = 1 GPU-h, used 0.5 h x 0.8 + 0.5 h x 0.2 = 0.5, cost 1 x 4 = 4, idle cost 2.
     b: 1 GPU x 0.5 h = 0.5 GPU-h, used 0.25, cost 2. Unallocated: 2 GPU-h - 1.5 = 0.5 -> 2.00."""
@@ -69,6 +70,7 @@ async def test_whole_gpus_with_step_utilisation(tmp_path: Path) -> None:
     assert un["allocated_gpu_hours"] == 0 and un["used_gpu_hours"] == 0
 
 
+@pytest.mark.timeout(180)  # 56 s measured on a loaded 2-core machine (load 13)
 async def test_restarts_lose_and_repeat_nothing(tmp_path: Path) -> None:
     """The same cluster with an agent restart at 20m and an aggregator restart at 40m books the same
     figures as without (the agent resumes its state file; the aggregator its ledger and marks)."""
@@ -83,6 +85,7 @@ events:
             assert restarted[ns][f] == pytest.approx(plain[ns][f], abs=1e-9), (ns, f)
 
 
+@pytest.mark.timeout(120)  # 39 s measured on a loaded 2-core machine (load 13)
 async def test_agent_state_loss_is_a_reset_not_a_double_count(tmp_path: Path) -> None:
     """The agent's state file is deleted at 20m: new epoch, counters from zero. The aggregator books
     the reset as new time: nothing double-counted, at most the restart tick lost (1 tick per pod)."""
@@ -145,6 +148,7 @@ async def test_time_slicing_splits_busy_time(tmp_path: Path) -> None:
     close(r["__unallocated__"]["idle_gpu_hours"], 0.25)
 
 
+@pytest.mark.timeout(120)  # 39 s measured on a loaded 2-core machine (load 13)
 async def test_dcgm_down_is_unmeasured_not_idle(tmp_path: Path) -> None:
     """1 GPU at 0.5 for 1 h, DCGM down 20m-30m: allocated 1, unmeasured 1/6, used 0.5 x 5/6 = 5/12,
     idle 1 - 5/12 - 1/6 = 5/12."""
@@ -173,6 +177,7 @@ pods: [{name: p, namespace: ns, node: x, gpus: 1, end: 1207s, utilization: 1.0}]
 """
 
 
+@pytest.mark.timeout(120)  # 44 s measured on a loaded 2-core machine (load 13)
 async def test_pod_deleted_mid_tick_and_unknown_model(tmp_path: Path) -> None:
     """A pod ending at 20m7s (mid-tick) is charged within one tick of 20m7s; an unlisted model is priced
     at default_price 1.5: 1 GPU x (1207/3600) h x 1.5 = 0.502917 (within one tick)."""
@@ -184,6 +189,7 @@ async def test_pod_deleted_mid_tick_and_unknown_model(tmp_path: Path) -> None:
     close(by_model["NVIDIA Mystery X"]["unallocated_gpu_hours"], 1 - 1207 / 3600, ticks=1)
 
 
+@pytest.mark.timeout(420)  # 156 s measured on a loaded 2-core machine (load 13)
 def test_cli_simulate_then_report_json(tmp_path: Path) -> None:
     """The documented commands: `simulate` then `report --by namespace --format json` (and csv, pool)."""
     scenario = tmp_path / "s.yaml"
@@ -236,6 +242,7 @@ async def _run_keeping_relists(text: str, workdir: Path) -> tuple[dict[str, dict
     return {r["pod"]: r for r in rows}, relists
 
 
+@pytest.mark.timeout(120)  # 29 s measured on a loaded 2-core machine (load 13)
 async def test_forced_410_mid_run_loses_no_pod(tmp_path: Path) -> None:
     """The API server compacts its history at 10m and 31m: the pods watch resuming gets 410 Gone and must
     relist (asserted: a relist of *pods* happened); pod b starts at 30m inside that window. Per pod, the
@@ -313,6 +320,7 @@ async def test_counters_restored_from_ledger_never_go_backwards(tmp_path: Path) 
         await pipe.close()
 
 
+@pytest.mark.timeout(420)  # 169 s measured on a loaded 2-core machine (load 13)
 async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     """The built-in scenario (2 h, 15 s ticks; every pod boundary falls on a tick), by hand:
     * ai-training: train-llm 4 GPUs x 2 h = 8, finetune 2 x 1 h (15m-75m) = 2, notebook 1 x 2 h = 2 -> 12 GPU-h,

@@ -16,7 +16,7 @@ from exporter.sim.scenario import parse_scenario
 from tests.pg import PgServer, postgres_fixture
 
 _FIXTURES = (postgres_fixture,)  # used by name
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]  # 81 s measured on a loaded 2-core machine
 
 EAST = """
 tick: 15s

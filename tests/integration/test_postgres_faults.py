@@ -119,6 +119,7 @@ async def test_stale_fencing_term_is_refused(postgres: PgServer) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(240)  # 79 s measured on a loaded 2-core machine
 async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer) -> None:
     """The server stops at 20 min for four ticks: each tick fails before anything is booked, no agent is
     acknowledged past what the ledger holds, /readyz says 503 and gpucost_ledger_up 0. It comes back
@@ -214,6 +215,7 @@ def _ledger_allocated(url: str) -> dict[str, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(420)  # 148 s measured on a loaded 2-core machine
 def test_server_stopped_30s_under_real_daemons_books_exactly_the_agents_counters(
         sim_cluster: SimClusterFactory, postgres: PgServer) -> None:
     """Real agents and aggregator (1 s ticks) on sim-cluster; the server is stopped (pg_ctl stop -m fast)

@@ -17,7 +17,7 @@ from tests.procs import Cluster, get, usage, wait
 from tests.sim_fixture import SimClusterFactory
 
 _FIXTURES = (postgres_fixture,)  # used by name
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]  # up to 97 s each measured on a loaded machine
 
 NODES = [f"n-{i}" for i in range(6)]
 SCENARIO = "tick: 1s\nduration: 2h\nprices: {\"NVIDIA L4\": 0.8}\nnodes:\n" + "".join(

@@ -55,6 +55,7 @@ def _ledger_totals(path: Path) -> dict[str, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # 16 s and more measured on a loaded 2-core machine
 def test_sigkill_aggregator_loses_and_repeats_nothing(cluster: Cluster) -> None:
     """SIGKILL the aggregator at random moments during 0.5 s ticks, restart it each time; at the end the
     ledger equals the agents' own counters to the microsecond: no GPU-second lost or booked twice."""
@@ -107,6 +108,7 @@ def test_sigkill_aggregator_loses_and_repeats_nothing(cluster: Cluster) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # 31 s measured on a loaded 2-core machine
 def test_real_scrape_passes_promtool_and_carries_the_contract(cluster: Cluster) -> None:
     """A real scrape of the aggregator has every contract series and `promtool check metrics` accepts it."""
     for n in ("n-h100", "n-a100"):

@@ -35,7 +35,8 @@ from tests.conftest import REPO
 from tests.svg_values import svg_values
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium"),
+              pytest.mark.timeout(120)]  # 28 s measured on a loaded 2-core machine
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
 H100 = "NVIDIA H100 80GB HBM3"

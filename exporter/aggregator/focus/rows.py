@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 from functools import lru_cache
 from itertools import groupby
 
@@ -90,7 +90,9 @@ def allocation_ratios(costs: Sequence[Decimal], seconds: Sequence[Decimal]) -> l
     total = sum(basis, Decimal(0))
     if total <= 0:
         basis, total = [Decimal(1)] * len(costs), Decimal(len(costs))
-    ratios = [(b / total).quantize(RATIO_QUANTUM) for b in basis]
+    # Rounded down, the remainder is never negative: the largest share grows by it and no ratio can drop below 0
+    # (rounded to nearest, 1,415,327 equal shares left the largest at -6.3E-10) or below a smaller share's.
+    ratios = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_DOWN) for b in basis]
     largest = max(range(len(ratios)), key=lambda i: ratios[i])
     ratios[largest] += Decimal(1) - sum(ratios, Decimal(0))
     return ratios

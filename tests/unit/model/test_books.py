@@ -11,6 +11,14 @@ AMOUNTS = [cls for cls in vars(books).values()
            if isinstance(cls, type) and issubclass(cls, books._Amounts) and cls is not books._Amounts]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The getters and field-wise functions are generated once per type and cached: every test here builds
+    them afresh, so a fault in building them fails these tests whatever ran earlier in the process."""
+    for cache in ("_GETTERS", "_NAMES", "_FIELDWISE", "_SUMS"):
+        monkeypatch.setattr(books, cache, {})
+
+
 def test_every_amount_type_is_found() -> None:
     assert {c.__name__ for c in AMOUNTS} == {"UsageAmounts", "NamespaceTotals", "CapacityAmounts",
                                              "BreakdownTotals", "UnmeasuredEnergy", "CounterMark"}

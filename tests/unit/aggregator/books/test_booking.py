@@ -121,7 +121,11 @@ def test_new_epoch_books_the_gap_nobody_observed() -> None:
     books.apply(p)
     assert books.unobserved_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds == pytest.approx(600.0)
     # conservation over [0, 430] on 2 GPUs: allocated 100 + 30, unallocated 100 + 30, unobserved 600 = 860
-    assert 130 + 130 + 600 == 2 * 430
+    allocated = books.totals[NamespaceKey("ns", "USD")].allocated_s
+    unallocated = books.unallocated_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds
+    assert allocated == pytest.approx(130.0) and unallocated == pytest.approx(130.0)
+    assert allocated + unallocated + books.unobserved_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds == (
+        pytest.approx(2 * 430.0))
 
 
 def test_agent_unobserved_counter_is_booked() -> None:

@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from exporter.aggregator.focus.format import Scalar, decimal_text, json_object, money, month_bounds, utc_text
 from exporter.aggregator.focus.rows import allocation_ratios
@@ -45,6 +47,35 @@ def test_ratios_sum_to_exactly_one() -> None:
     """Three equal shares: 1/3 each rounds to 0.333333333333; the largest absorbs 1e-12 so the sum is 1."""
     ratios = allocation_ratios([Decimal(1)] * 3, [Decimal(1)] * 3)
     assert sum(ratios) == 1 and ratios[0] == Decimal("0.333333333334")
+
+
+def test_the_largest_share_absorbs_the_rounding() -> None:
+    """Six equal shares and one that cost nothing: the nothing stays exactly 0 (it used to be handed the
+    rounding, -2E-12 then); the remainder goes to the largest share, which is never left below the others."""
+    ratios = allocation_ratios([Decimal(1)] * 6 + [Decimal(0)], [Decimal(1)] * 7)
+    assert ratios == [Decimal("0.166666666670")] + [Decimal("0.166666666666")] * 5 + [Decimal(0)]
+    assert allocation_ratios([Decimal(1), Decimal(1), Decimal(4)], [Decimal(1)] * 3) == [
+        Decimal("0.166666666666"), Decimal("0.166666666666"), Decimal("0.666666666668")]
+
+
+_AMOUNTS = st.decimals(min_value=0, max_value=10**6, places=6, allow_nan=False, allow_infinity=False)
+
+
+@given(st.lists(st.tuples(_AMOUNTS, _AMOUNTS), min_size=1, max_size=60))
+@example([(Decimal(1), Decimal(1))] * 6 + [(Decimal(0), Decimal(1))])
+@example([(Decimal(0), Decimal(0))] * 7)
+def test_ratios_are_shares_between_0_and_1_in_the_order_of_their_basis(shares: list[tuple[Decimal, Decimal]]) -> None:
+    """Whatever the costs and seconds (never negative): every ratio within [0, 1], exactly 1 in all, a larger
+    basis never with a smaller ratio, and a share that cost nothing at 0 when others cost something."""
+    costs, seconds = [c for c, _ in shares], [s for _, s in shares]
+    ratios = allocation_ratios(costs, seconds)
+    assert len(ratios) == len(shares)
+    assert sum(ratios) == 1
+    assert all(0 <= r <= 1 for r in ratios)
+    basis = costs if sum(costs) > 0 else seconds if sum(seconds) > 0 else [Decimal(1)] * len(shares)
+    order = sorted(range(len(shares)), key=lambda i: (basis[i], ratios[i]))
+    assert [ratios[i] for i in order] == sorted(ratios)
+    assert all(r == 0 for b, r in zip(basis, ratios, strict=True) if b == 0)
 
 
 def test_ratios_fall_back_to_seconds_then_equal_shares() -> None:
