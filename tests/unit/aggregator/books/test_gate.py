@@ -3,7 +3,7 @@ others are refused. Static agents (``expected=None``) pin a node to the URL that
 
 from __future__ import annotations
 
-from exporter.aggregator.gate import SnapshotGate
+from exporter.aggregator.books.gate import SnapshotGate
 from exporter.clients.agents import PullResult
 from exporter.model.usage import UsageSnapshot
 
