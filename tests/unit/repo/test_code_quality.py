@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO
 
-PATHS = ["exporter", "tests", "bench", "alerts", "dashboards", "fuzz"]
+PATHS = ["exporter", "tests", "bench", "alerts", "dashboards", "fuzz", "scripts"]
 
 
 def test_ruff() -> None:
