@@ -39,9 +39,12 @@ make_venv() {
   "$dir/bin/pip" uninstall -q -y pip setuptools
 }
 
-# pick_builder: "docker" when a Docker daemon answers, else "buildah" (the binary alone is not enough).
+# pick_builder: $BUILDER when set; else "docker" when a Docker daemon answers, else "buildah" (a docker
+# binary alone is not enough).
 pick_builder() {
-  if command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1; then
+  if [ -n "${BUILDER:-}" ]; then
+    echo "$BUILDER"
+  elif command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1; then
     echo docker
   elif command -v buildah >/dev/null; then
     echo buildah
