@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO
 
-PATHS = ["exporter", "tests", "bench", "alerts", "dashboards", "fuzz", "tools"]
+PATHS = ["exporter", "tests", "bench", "alerts", "dashboards", "fuzz", "tools", "scripts"]
 
 
 def test_ruff() -> None:

@@ -1,0 +1,1 @@
+"""Build, release and smoke-test tools run from a checkout (not part of the installed package)."""
