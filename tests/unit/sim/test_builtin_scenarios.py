@@ -10,7 +10,8 @@ from exporter.sim.cluster import SimCluster
 from exporter.sim.scenario import load_scenario
 
 #: The utilisation series each vendor's exporter serves (DCGM, device-metrics-exporter, gaudi-metric-exporter).
-VENDOR_UTILISATION = {"nvidia": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "amd": "gpu_gfx_activity", "gaudi": "habanalabs_utilization"}
+VENDOR_UTILISATION = {"nvidia": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "amd": "gpu_gfx_activity",
+                      "gaudi": "habanalabs_utilization"}
 SCENARIOS = sorted((Path(__file__).resolve().parents[3] / "exporter" / "sim" / "scenarios").glob("*.yaml"))
 
 
