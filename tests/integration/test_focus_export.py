@@ -24,6 +24,8 @@ from exporter.sim.runner import free_port
 from tests.integration.focus_validator_env import run_validator
 from tests.unit.aggregator.focus.focus_helpers import assert_focus13_rules, assert_formats, assert_reconciles, read_csv
 
+pytestmark = pytest.mark.timeout(400)  # the first test builds the FOCUS validator's environment: 133 s measured, loaded
+
 REPO = Path(__file__).resolve().parents[2]
 ALL = ("--since", "2000-01-01T00:00:00Z", "--until", "2100-01-01T00:00:00Z")
 # Validator 2.2.1 quirks (FOCUS 1.2 model), each a rule id with why it fails on a correct file:

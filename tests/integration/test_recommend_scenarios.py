@@ -42,6 +42,8 @@ import pytest
 from exporter.pipeline import run_simulation
 from exporter.sim.scenario import parse_scenario
 
+pytestmark = pytest.mark.timeout(300)  # up to 100 s a test (setup included) measured on a loaded machine
+
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
 L4 = "NVIDIA L4"
