@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -47,6 +48,7 @@ def test_usage_decoder_raw_bytes(body: bytes) -> None:
                                   st.sampled_from(["namespace", "pod", "container", "device_id", "fraction",
                                                    "allocated_s", "used_s", "unmeasured_s", "utilization"]),
                                   json_values), max_size=4)}))
+@pytest.mark.timeout(180)  # generated snapshots, 26 s on a loaded machine
 def test_usage_decoder_shaped_json(doc: dict[str, Any]) -> None:
     """Near-valid snapshots: decoded values respect every bound, or a ValidationError is raised."""
     try:

@@ -209,6 +209,7 @@ def _assert_same_as_prometheus_client(text: str) -> None:
             assert _same(mine.timestamp_ms / 1000, s.timestamp)
 
 
+@pytest.mark.timeout(300)  # 400 generated expositions, 39 s on a loaded machine
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(_expositions())
 def test_property_same_samples_as_prometheus_client(text: str) -> None:
@@ -243,6 +244,7 @@ def test_property_arbitrary_text_never_raises(text: str) -> None:
     _assert_same_as_prometheus_client(text)
 
 
+@pytest.mark.timeout(180)  # generated expositions
 @settings(max_examples=100, deadline=None)
 @given(_expositions())
 def test_property_name_filter_keeps_exactly_the_named_samples(text: str) -> None:

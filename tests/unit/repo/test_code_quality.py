@@ -13,6 +13,7 @@ from tests.conftest import REPO
 PATHS = ["exporter", "tests", "bench", "alerts", "dashboards", "fuzz", "tools", "scripts"]
 
 
+@pytest.mark.timeout(180)  # ruff over the whole tree
 def test_ruff() -> None:
     """`ruff check` finds nothing."""
     ruff = shutil.which("ruff")
@@ -22,6 +23,7 @@ def test_ruff() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.timeout(900)  # a cold mypy over the whole tree (a fresh clone has no cache)
 def test_mypy_strict() -> None:
     """`mypy --strict` (pyproject settings) finds nothing."""
     pytest.importorskip("mypy", reason="mypy not installed (dev extra)")
