@@ -130,6 +130,16 @@ async def test_a_namespace_reader_sees_only_its_rows(world: World) -> None:
     assert (await world.get("/metrics", "t-alice"))[0] == 403
 
 
+async def test_a_namespace_reader_sees_no_other_clusters_rows(world: World) -> None:
+    """A shared ledger holds other clusters' namespaces of the same name: this cluster's RBAC grants alice
+    ai-training here, not anywhere else, so naming another cluster or grouping by cluster is refused."""
+    for path in ("/api/v1/report?by=namespace&cluster=elsewhere", "/api/v1/report?by=cluster,namespace",
+                 "/api/v1/focus?since=1h&until=now&cluster=elsewhere"):
+        assert (await world.get(path, "t-alice"))[0] == 403, path
+    status, rows = await world.get("/api/v1/report?by=cluster,namespace", "t-ops")
+    assert status == 200 and {r["namespace"] for r in rows} >= {"ai-training"}
+
+
 async def test_the_cluster_reader_sees_every_row_and_the_cluster_rows(world: World) -> None:
     """ops: both namespaces and __unallocated__ in the report, every FOCUS row, both namespaces' advice and
     budgets, and groupings across namespaces."""

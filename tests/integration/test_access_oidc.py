@@ -103,7 +103,8 @@ async def test_an_oidc_user_reads_its_namespaces_rows(world: World, issuer: Issu
     assert issuer.jwks_hits == 1
 
 
-@pytest.mark.parametrize("bad", ["expired", "not_yet", "audience", "signature", "no_exp", "other_issuer"])
+@pytest.mark.parametrize("bad", ["expired", "not_yet", "audience", "signature", "no_exp", "other_issuer",
+                                 "system_user", "system_group"])
 async def test_a_bad_oidc_token_is_401(world: World, issuer: Issuer, bad: str) -> None:
     """Expired past the skew, not valid yet, for another audience, signed by a key the issuer never published
     (same kid), without exp, or from another issuer (then TokenReview, which does not know it): 401."""
@@ -116,6 +117,9 @@ async def test_a_bad_oidc_token_is_401(world: World, issuer: Issuer, bad: str) -
         "no_exp": lambda: jwt.encode({"alg": "RS256", "kid": "k1"}, {"iss": issuer.url, "aud": AUDIENCE,
                                                                       "sub": "alice"}, key),
         "other_issuer": lambda: issuer.token(key, iss="https://elsewhere.example"),
+        # a signed token may not name the API server's own users or groups (system:masters reads everything)
+        "system_user": lambda: issuer.token(key, sub="system:admin"),
+        "system_group": lambda: issuer.token(key, groups=["team-a", "system:masters"]),
     }[bad]()
     assert (await world.get("/api/v1/report", token))[0] == 401
     assert (await world.get("/api/v1/report", issuer.token(key)))[0] == 200  # the issuer's good token passes

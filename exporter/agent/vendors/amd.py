@@ -90,7 +90,7 @@ def _where(labels: dict[str, str]) -> _Where | None:
     serial = labels.get("serial_number", "").strip()
     uuid = labels.get("gpu_uuid", "").strip()
     uuid = "" if _is_zero_uuid(uuid) else uuid
-    if count > 1 and raw_part.isascii() and raw_part.isdigit() and int(raw_part) < count:
+    if count > 1 and raw_part.isascii() and raw_part.isdigit() and len(raw_part) <= 3 and int(raw_part) < count:
         part = int(raw_part)
         first = int(gpu_id) - part  # the GPU's partitions have consecutive gpu_id, partition 0 first
         physical = f"amd:{serial}" if serial else f"amd:gpu{first}"

@@ -69,6 +69,8 @@ async def stream_focus(req: web.Request, *, ledger: str, now: float, cluster: st
         settings, window = parse_request(dict(req.query), now, cluster=cluster)
     except FocusRequestError as exc:
         return web.json_response({"error": str(exc)}, status=400)
+    if sees is not None and settings.cluster != cluster:  # this cluster's RBAC speaks for this cluster only
+        return web.json_response({"error": "another cluster's rows need cluster-wide access"}, status=403)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="focus-export")
     loop = asyncio.get_running_loop()
 

@@ -52,6 +52,9 @@ def build_app(agg: AggregatorView) -> web.Application:
             if not scope.may_group(by):
                 return bad(f"by={by} sums namespaces together: it needs cluster-wide access", status=403)
             cluster = q.get("cluster") or (None if "cluster" in by.split(",") else "")  # "" = this cluster
+            if not scope.cluster and (cluster is None or cluster not in ("", agg.ledger.cluster)):
+                # one cluster's RBAC speaks for that cluster: other clusters' rows of a shared ledger need more
+                return bad("another cluster's rows need cluster-wide access", status=403)
             rows = await agg.ledger.run_report(by, since=parse_time(q.get("since"), now),
                                                until=parse_time(q.get("until"), now), cluster=cluster)
         except ReportError as exc:

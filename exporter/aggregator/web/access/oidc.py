@@ -26,6 +26,7 @@ from exporter.aggregator.web.access.reviews import Ask, Identity, ReviewUnavaila
 from exporter.logs import get_logger
 
 log = get_logger("access")
+RESERVED_PREFIX = "system:"  # Kubernetes' own users and groups
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384"]  # asymmetric only: never "none" or HS*
 
 
@@ -142,7 +143,16 @@ class OidcVerifier:
         user, groups = decoded.claims.get(s.username_claim), decoded.claims.get(s.groups_claim) or []
         if not isinstance(user, str) or not user or not isinstance(groups, list):
             return None
+        if s.username_claim == "email" and decoded.claims.get("email_verified") is not True:
+            log.info("oidc_token_rejected", reason="email_not_verified")  # an address anyone could register
+            return None
+        if any(str(name).startswith(RESERVED_PREFIX) for name in (user, *groups)):
+            # system: names are the API server's own (system:masters, service accounts): an issuer's claim
+            # must not be read as one of them
+            log.info("oidc_token_rejected", reason="reserved_name")
+            return None
         return Identity(user=user, groups=(*(str(g) for g in groups), "system:authenticated"))
+
 
 
 class OidcOrKube:

@@ -105,7 +105,10 @@ class KubeReviewer:
         if status.get("authenticated") is not True:
             return None
         user = status.get("user") or {}
-        extra = user.get("extra") or {}
+        extra = user.get("extra") or {} if isinstance(user, dict) else None
+        if not isinstance(user, dict) or not isinstance(extra, dict) or not isinstance(user.get("groups") or [], list) \
+                or not all(isinstance(v, list) for v in extra.values()):
+            raise ReviewUnavailable("TokenReview: an authenticated user of an unexpected shape")  # 503, never 500
         return Identity(user=str(user.get("username", "")), groups=tuple(str(g) for g in user.get("groups") or ()),
                         uid=str(user.get("uid", "")),
                         extra=tuple(sorted((str(k), tuple(str(x) for x in v)) for k, v in extra.items())))

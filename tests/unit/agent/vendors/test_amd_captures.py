@@ -155,3 +155,14 @@ def test_sources_table_names_the_exporter_version() -> None:
     """The docs name device-metrics-exporter with the versions the captures come from."""
     readme = (Path(__file__).resolve().parents[4] / "docs" / "accelerators.md").read_text()
     assert "device-metrics-exporter" in readme and "v1.3.1" in readme
+
+
+def test_a_partition_id_past_pythons_digit_limit_is_refused_not_raised() -> None:
+    """int() of more than 4,300 digits raises ValueError: such a gpu_partition_id is refused like any bad
+    label and the rest of the scrape is read (the reader never raises)."""
+    long_id = ('gpu_gfx_activity{gpu_id="1",gpu_compute_partition_type="cpx",serial_number="S1",'
+               f'gpu_partition_id="{"1" * 5000}"}} 10')
+    good = 'gpu_gfx_activity{gpu_id="0",gpu_compute_partition_type="cpx",serial_number="S1",gpu_partition_id="0"} 40'
+    scrape = amd_devices(parse_exposition(f"{long_id}\n{good}\n").samples)
+    assert scrape.devices[("amd:S1", "0")].util == 0.4
+    assert ("amd:S1", "1" * 5000) not in scrape.devices
