@@ -14,6 +14,7 @@ import asyncio
 import csv
 import io
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,14 +76,15 @@ class World:
         return resp.status, text
 
 
-@pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
+@asynccontextmanager
+async def open_world(tmp_path: Path, *, extra: dict[str, Any], ticks: int) -> AsyncIterator[World]:
+    """The access scenario booked for ``ticks`` ticks (15 s each), its aggregator's routes on a test server."""
     pipe = Pipeline(parse_scenario(SCENARIO, "access.yaml"), tmp_path / "sim", clock=VirtualClock(1796860800.0),
-                    ledger=tmp_path / "ledger.db", aggregator_extra=DEMO_ADVICE)
+                    ledger=tmp_path / "ledger.db", aggregator_extra={**DEMO_ADVICE, **extra})
     await pipe.start(serve_aggregator=False)
     assert pipe.aggregator is not None and pipe.aggregator.settings.auth == "kubernetes"
     try:
-        for k in range(41):
+        for k in range(ticks):
             await pipe.step(k * 15)
         http: TestClient[Any, Any] = TestClient(TestServer(build_app(pipe.aggregator)))
         await http.start_server()
@@ -92,6 +94,12 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             await http.close()
     finally:
         await pipe.close()
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    async with open_world(tmp_path, extra={}, ticks=41) as found:
+        yield found
 
 
 def _namespaces(rows: list[dict[str, Any]]) -> set[str]:

@@ -13,15 +13,11 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from exporter.aggregator.web.http import build_app
-from exporter.clock import VirtualClock
-from exporter.pipeline import DEMO_ADVICE, Pipeline
-from exporter.sim.scenario import parse_scenario
-from tests.integration.test_access import SCENARIO, World
+from tests.integration.test_access import World, open_world
 
 AUDIENCE = "gpu-cost-exporter"
 
@@ -75,22 +71,8 @@ async def issuer() -> AsyncIterator[Issuer]:
 
 @pytest.fixture
 async def world(tmp_path: Path, issuer: Issuer) -> AsyncIterator[World]:
-    pipe = Pipeline(parse_scenario(SCENARIO, "access.yaml"), tmp_path / "sim", clock=VirtualClock(1796860800.0),
-                    ledger=tmp_path / "ledger.db",
-                    aggregator_extra={**DEMO_ADVICE, "oidc_issuer": issuer.url, "oidc_audience": AUDIENCE})
-    await pipe.start(serve_aggregator=False)
-    assert pipe.aggregator is not None
-    try:
-        for k in range(9):
-            await pipe.step(k * 15)
-        http: TestClient[Any, Any] = TestClient(TestServer(build_app(pipe.aggregator)))
-        await http.start_server()
-        try:
-            yield World(pipe, pipe.aggregator, http)
-        finally:
-            await http.close()
-    finally:
-        await pipe.close()
+    async with open_world(tmp_path, extra={"oidc_issuer": issuer.url, "oidc_audience": AUDIENCE}, ticks=9) as found:
+        yield found
 
 
 async def test_an_oidc_user_reads_its_namespaces_rows(world: World, issuer: Issuer) -> None:
