@@ -10,7 +10,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.agent.service import Agent
@@ -19,6 +18,7 @@ from exporter.clock import VirtualClock
 from exporter.config import AgentSettings
 from exporter.sim.runner import SimPeers, free_port
 from exporter.sim.scenario import parse_scenario
+from tests.metrics_peer import serve_metrics
 
 START = 1_800_000_000.0
 SCENARIO = """
@@ -197,16 +197,8 @@ async def test_socket_vanishes_and_returns(rig: Rig) -> None:
 async def _hostile() -> AsyncIterator[tuple[str, dict[str, str]]]:
     body = {"text": ""}
 
-    async def metrics(_r: web.Request) -> web.Response:
-        return web.Response(text=body["text"])
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    yield f"http://127.0.0.1:{port}/metrics", body
+    runner, url = await serve_metrics(lambda: body["text"])
+    yield url, body
     await runner.cleanup()
 
 

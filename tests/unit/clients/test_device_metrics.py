@@ -9,21 +9,15 @@ from aiohttp import web
 from exporter.clients.device_metrics import DeviceMetricsClient, split_urls
 from exporter.clients.errors import PeerError
 from exporter.sim.runner import free_port
+from tests.metrics_peer import serve_metrics
 
 
 async def serve(text: str, calls: list[int]) -> tuple[web.AppRunner, str]:
-
-    async def metrics(_request: web.Request) -> web.Response:
+    def body() -> str:
         calls.append(1)
-        return web.Response(text=text)
+        return text
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner, f"http://127.0.0.1:{port}/metrics"
+    return await serve_metrics(body)
 
 
 async def test_first_answering_url_is_kept() -> None:

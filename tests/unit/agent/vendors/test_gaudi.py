@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 from prometheus_client import generate_latest
 
 from exporter.agent.attribution import attribute
@@ -19,6 +18,7 @@ from exporter.config import AgentSettings
 from exporter.model.pod_resources import ContainerDevices
 from exporter.model.pricing.document import parse_pricing
 from exporter.sim.runner import free_port
+from tests.metrics_peer import serve_metrics
 
 SERIALS = [f"AM{n:02d}000{n}" for n in range(8)]
 
@@ -84,16 +84,8 @@ async def test_empty_scrape_is_the_exporter_down_not_idle_cards(tmp_path: Path) 
     bodies = [card(0, util=50), "# HELP go_goroutines x\n# TYPE go_goroutines gauge\ngo_goroutines 9\n",
               card(0, util=50)]
 
-    async def metrics(_request: web.Request) -> web.Response:
-        return web.Response(text=bodies.pop(0))
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    settings = AgentSettings(node_name="g", dcgm_url=f"http://127.0.0.1:{port}/metrics",
+    runner, url = await serve_metrics(lambda: bodies.pop(0))
+    settings = AgentSettings(node_name="g", dcgm_url=url,
                              podresources_socket=tmp_path / "none.sock", state_dir=tmp_path,
                              listen=f"127.0.0.1:{free_port()}")
     agent = Agent(settings)
