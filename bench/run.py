@@ -553,9 +553,9 @@ def bench_shards(nodes: int, rows: int, ticks: int) -> dict[str, Any]:
     rows per second committed to PostgreSQL with and without the per-node mark check sharded commits do."""
     from collections import Counter
 
-    from exporter.aggregator.fleet.shards import owner
     from exporter.aggregator.ledger.store import Ledger
     from exporter.model.books import AgentMark
+    from exporter.model.shard_spec import owner
 
     names = [f"gpu-node-{i:05d}" for i in range(nodes)]
     t0 = time.perf_counter()

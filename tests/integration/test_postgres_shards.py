@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.aggregator.fleet.shards import owner
+from exporter.model.shard_spec import owner
 from tests.pg import PASSWORD, PgServer, postgres_fixture
 from tests.procs import Cluster, get, usage, wait
 from tests.sim_fixture import SimClusterFactory

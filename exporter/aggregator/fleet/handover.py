@@ -16,9 +16,9 @@ from urllib.parse import urlparse
 
 from exporter.aggregator.books.booking import Books, NodeGone, NodeMarks, Prepared
 from exporter.aggregator.books.gate import Admitted, SnapshotGate
-from exporter.aggregator.fleet.shards import Shard
 from exporter.aggregator.ledger.store import Ledger, StaleMarks, TickWrite
 from exporter.logs import get_logger
+from exporter.model.shard_spec import Shard
 
 log = get_logger("handover")
 

@@ -66,7 +66,7 @@ def test_import_layers(layer: str) -> None:
 #: The build steps: pure functions of plain model types (no client, no network, no database, no event loop).
 PURE = ("agent/attribution.py", "agent/assignment.py", "agent/dcgm_devices.py", "agent/dra.py",
         "agent/dra_attribution.py", "agent/hami.py", "agent/sharing.py", "aggregator/books/gauges.py",
-        "aggregator/kube/objects.py", "aggregator/fleet/shards.py")
+        "aggregator/kube/objects.py", "model/shard_spec.py")
 IMPURE = ("exporter.clients", "aiohttp", "asyncio", "grpc", "h2", "kubernetes_asyncio", "psycopg", "sqlite3", "socket")
 
 

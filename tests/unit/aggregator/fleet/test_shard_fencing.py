@@ -10,10 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from exporter.aggregator.fleet.shards import Shard
 from exporter.aggregator.ledger.store import Ledger, StaleTerm, TickWrite
 from exporter.clock import VirtualClock
 from exporter.model.books import AgentMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.model.shard_spec import Shard
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario
 from tests.pg import PASSWORD, PgServer, postgres_fixture

@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from exporter.aggregator.fleet.shards import Shard, hostname_ordinal, owner
 from exporter.aggregator.ledger.store import Ledger, NodeCounterMark, StaleMarks, TickWrite
 from exporter.config import AggregatorSettings
 from exporter.model.books import AgentMark, CounterMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.model.shard_spec import Shard, hostname_ordinal, owner
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
