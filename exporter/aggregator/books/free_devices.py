@@ -51,6 +51,7 @@ def book_devices(w: TickWrite, kube: KubeState, *, node: str, models: Iterable[s
     model = known[0] if len(known) == 1 else kube.model_of_node(node)
     if not model or (known and model not in known):
         return
+    kinds = device_kinds(resources, kube.nodes[node])  # the same in every hour the snapshot covers
     for hour in set(hours) or {hour_of(at)}:
-        for (profile, replicas), count in device_kinds(resources, kube.nodes[node]).items():
+        for (profile, replicas), count in kinds.items():
             w.node_devices[DeviceKey(hour, node, model, profile, replicas)] = count
