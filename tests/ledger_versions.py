@@ -1,6 +1,7 @@
 """Make a fresh ledger look as an older build left it, for migration tests: the tables and columns each
 later schema added are dropped (the usage table itself, whose key gained ``claim`` in schema 7 and ``sharing``
-in schema 10 and whose ``list_cost`` came with schema 4, is left to the tests that rebuild it)."""
+in schema 10 and whose ``list_cost`` came with schema 4, is left to the tests that rebuild it after
+``back_to``)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ _V4_LIST_COST = ("unallocated", "unobserved", "totals", "unallocated_totals", "u
 
 
 def back_to(version: int) -> list[str]:
-    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 12 on a fresh ledger, then
-    marking it ``version``."""
+    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 13 on a fresh ledger, then
+    marking it ``version``. Usage's split column goes too: a test rebuilding usage does so after these."""
     out: list[str] = []
+    if version < 13:
+        out += [f"ALTER TABLE {t} DROP COLUMN split_s" for t in ("usage", "hwm", "totals")]
     if version < 12:
         out.append("DROP TABLE node_devices")
     if version < 9:

@@ -124,17 +124,19 @@ def counter_delta(previous: Usage | None, current: Usage, *, same_epoch: bool) -
     whole current value is new. Returns (delta, was_reset).
     """
     cur = current
-    whole = Usage(allocated=cur.allocated, used=cur.used, unmeasured=cur.unmeasured, energy_j=cur.energy_j)
+    whole = Usage(allocated=cur.allocated, used=cur.used, unmeasured=cur.unmeasured, energy_j=cur.energy_j,
+                  split=cur.split)
     if previous is None or not same_epoch:
         return whole, previous is not None
     prev = previous
     if (cur.allocated < prev.allocated - EPSILON or cur.used < prev.used - EPSILON
-            or cur.unmeasured < prev.unmeasured - EPSILON):
+            or cur.unmeasured < prev.unmeasured - EPSILON or cur.split < prev.split - EPSILON):
         return whole, True
     energy = (cur.energy_j if cur.energy_j < prev.energy_j - EPSILON  # energy alone reset (driver reload)
               else max(0.0, cur.energy_j - prev.energy_j))
     return Usage(allocated=max(0.0, cur.allocated - prev.allocated), used=max(0.0, cur.used - prev.used),
-                 unmeasured=max(0.0, cur.unmeasured - prev.unmeasured), energy_j=energy), False
+                 unmeasured=max(0.0, cur.unmeasured - prev.unmeasured), energy_j=energy,
+                 split=max(0.0, cur.split - prev.split)), False
 
 
 def cost_of(gpu_seconds: float, hourly_price: float) -> float:

@@ -44,6 +44,9 @@ def hour_shares(start: float, end: float) -> list[tuple[int, float]]:
     return out
 
 
+#: The split counter of a mark that predates it: its next advance is a baseline, not a delta (see ``CounterMark``).
+SPLIT_UNKNOWN = -1.0
+
 _GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 _NAMES: dict[type, tuple[str, ...]] = {}
 
@@ -124,6 +127,9 @@ class UsageAmounts(_Amounts):
     idle_cost: float = 0.0
     energy_j: float = 0.0
     list_cost: float = 0.0  # GPU-hours x the public list price, no discount and no energy
+    #: Of ``allocated_s``, seconds on a busy shared GPU whose busy time was split by fraction (no measured
+    #: per-pod use): how much of ``used_s`` is an estimate.
+    split_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +143,7 @@ class NamespaceTotals(_Amounts):
     idle_cost: float = 0.0
     list_cost: float = 0.0
     energy_j: float = 0.0
+    split_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +182,9 @@ class CounterMark(_Amounts):
     used_s: float = 0.0
     unmeasured_s: float = 0.0
     energy_j: float = 0.0
+    #: ``SPLIT_UNKNOWN`` on a mark booked before split seconds were (a ledger migrated to schema 13): the
+    #: agent's cumulative split is then taken as the new mark, not as seconds split in one interval.
+    split_s: float = 0.0
 
 
 class UsageKey(NamedTuple):

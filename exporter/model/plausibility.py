@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from exporter.model.books import CounterMark
+from exporter.model.books import SPLIT_UNKNOWN, CounterMark
 
 #: Headroom of the rate bound: clocks and tick jitter, never a whole extra GPU-hour.
 RATE_SLACK_RELATIVE = 1e-3
@@ -25,16 +25,22 @@ EPS = 1e-6
 
 
 def counter_advance(prev: CounterMark | None, cur: CounterMark) -> CounterMark | None:
-    """What a counter advanced since its mark; None when it went backwards (impossible within an epoch)."""
+    """What a counter advanced since its mark; None when it went backwards (impossible within an epoch).
+
+    A mark whose split is ``SPLIT_UNKNOWN`` (booked before split seconds were) advances no split: the agent's
+    cumulative split covers its whole epoch, not this interval, and becomes the next mark."""
     if prev is None:
         return cur
+    split_known = prev.split_s != SPLIT_UNKNOWN
     if (cur.allocated_s < prev.allocated_s - EPS or cur.used_s < prev.used_s - EPS
-            or cur.unmeasured_s < prev.unmeasured_s - EPS or cur.energy_j < prev.energy_j - EPS):
+            or cur.unmeasured_s < prev.unmeasured_s - EPS or cur.energy_j < prev.energy_j - EPS
+            or (split_known and cur.split_s < prev.split_s - EPS)):
         return None
     return CounterMark(allocated_s=max(0.0, cur.allocated_s - prev.allocated_s),
                        used_s=max(0.0, cur.used_s - prev.used_s),
                        unmeasured_s=max(0.0, cur.unmeasured_s - prev.unmeasured_s),
-                       energy_j=max(0.0, cur.energy_j - prev.energy_j))
+                       energy_j=max(0.0, cur.energy_j - prev.energy_j),
+                       split_s=max(0.0, cur.split_s - prev.split_s) if split_known else 0.0)
 
 
 def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int,
@@ -42,7 +48,7 @@ def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int,
     """Why these deltas over ``wall`` seconds on a node of ``gpus`` GPUs cannot be true, or "".
 
     No counter may advance faster than GPUs x wall time (nor the GPU-seconds whose energy was not
-    measured); all together not faster than twice that; used or unmeasured never above allocated; the
+    measured); all together not faster than twice that; used or unmeasured never above allocated, nor split; the
     energy of all of them together not above ``MAX_GPU_WATTS`` x GPUs x wall time. Without the wall time
     (an agent that does not say when its epoch began) or the GPU count (no inventory, no GPU-count
     label) only the per-counter checks apply."""
@@ -50,6 +56,8 @@ def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int,
     for d in deltas:
         if d.used_s > d.allocated_s + EPS or d.unmeasured_s > d.allocated_s + EPS:
             return "used_above_allocated"
+        if d.split_s > d.allocated_s + EPS:
+            return "split_above_allocated"
     if wall is None:
         return ""
     if wall < -EPS:

@@ -280,7 +280,7 @@ class _NodeBooking:
     def _counters(self) -> dict[str, CounterMark]:
         snap = self.snap
         out = {h.key(): CounterMark(allocated_s=h.allocated_s, used_s=h.used_s, unmeasured_s=h.unmeasured_s,
-                                        energy_j=h.energy_j) for h in snap.holders}
+                                        energy_j=h.energy_j, split_s=h.split_s) for h in snap.holders}
         for u in snap.unallocated:
             out[UNALLOCATED_PREFIX + u.gpu_model] = CounterMark(allocated_s=u.seconds, energy_j=u.energy_j)
         for u in snap.unobserved:

@@ -21,7 +21,7 @@ log = get_logger("aggregator.gate")
 
 #: Every reason a snapshot can be refused for (the label values of the rejection counter).
 REASONS = ("invalid", "unknown_node", "node_mismatch", "url_mismatch", "duplicate", "counter_decreased",
-           "used_above_allocated", "faster_than_wall_time", "time_went_backwards")
+           "used_above_allocated", "split_above_allocated", "faster_than_wall_time", "time_went_backwards")
 MAX_LOGGED = 10_000
 
 

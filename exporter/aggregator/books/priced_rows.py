@@ -101,11 +101,12 @@ def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate) ->
     return UsageAmounts(allocated_s=alloc, used_s=d.used_s * share, unmeasured_s=d.unmeasured_s * share,
                         idle_s=idle_s, cost=cost_of(alloc, rate.effective_per_gpu_hour) + energy_cost,
                         idle_cost=cost_of(idle_s, rate.effective_per_gpu_hour), energy_j=energy,
-                        list_cost=cost_of(alloc, rate.list_per_gpu_hour))
+                        list_cost=cost_of(alloc, rate.list_per_gpu_hour), split_s=d.split_s * share)
 
 
 def holder_totals(d: CounterMark, total: UsageAmounts) -> tuple[BreakdownTotals, NamespaceTotals]:
     """A holder's delta in the running totals: its time from its counters, its money from its priced rows."""
     return (BreakdownTotals(allocated_s=d.allocated_s, cost=total.cost),
             NamespaceTotals(allocated_s=d.allocated_s, used_s=d.used_s, unmeasured_s=d.unmeasured_s, cost=total.cost,
-                            idle_cost=total.idle_cost, list_cost=total.list_cost, energy_j=d.energy_j))
+                            idle_cost=total.idle_cost, list_cost=total.list_cost, energy_j=d.energy_j,
+                            split_s=d.split_s))

@@ -16,6 +16,9 @@ measured no such energy (0). Schema 9 added each node's GPUs by model and held M
 so aggregators that share a cluster's nodes (shards) blend commitments over the whole cluster's fleet.
 Schema 10 added how the GPU was shared to the usage key (``sharing``: ``none``, ``time-slicing``, ``mps``,
 ``hami``, ``dra``; "" when the agent did not say): booked rows get "", their key changing as in schema 7.
+Schema 13 added the GPU-seconds whose busy time was split by fraction for want of measured per-pod use
+(``split_s``) to the usage rows, the marks and the namespace totals: rows booked before it split nothing known
+(0); the marks it finds take the agents' next split counters as a baseline (``SPLIT_UNKNOWN``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 12
+from exporter.model.books import SPLIT_UNKNOWN
+
+SCHEMA_VERSION = 13
 DEFAULT_CLUSTER = "default"
 
 
@@ -140,8 +145,12 @@ _V12_TABLES: tuple[Table, ...] = (
     Table("node_devices", (("hour", "int"), ("node", "text"), ("gpu_model", "text"), ("mig_profile", "text"),
                            ("replicas", "int")), (("devices", "int"),)),
 )
-TABLES: tuple[Table, ...] = tuple(
+#: Schema 13: split GPU-seconds on the usage rows, the counters' marks and the namespace totals.
+_V13_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    name: (("split_s", "real0"),) for name in ("usage", "hwm", "totals")}
+TABLES_V12: tuple[Table, ...] = tuple(
     Table(t.name, t.key + _V10_KEYS.get(t.name, ()), t.values) for t in TABLES_V9) + _V12_TABLES
+TABLES: tuple[Table, ...] = tuple(Table(t.name, t.key, t.values + _V13_COLUMNS.get(t.name, ())) for t in TABLES_V12)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -300,13 +309,21 @@ def add_claim(d: Dialect) -> list[str]:
 
 def add_sharing(d: Dialect) -> list[str]:
     """Schema 9 -> 10: ``sharing`` joins the usage key; booked rows get "" (the mode was not booked)."""
-    return _add_usage_key(d, BY_NAME["usage"], column="sharing", version=10)
+    return _add_usage_key(d, {t.name: t for t in TABLES_V12}["usage"], column="sharing", version=10)
 
 
 def add_energy(d: Dialect) -> list[str]:
     """Schema 7 -> 8: capacity rows' energy (0 where booked before it was measured) and the new table."""
     return [f"ALTER TABLE {table} ADD COLUMN {name} {_type(d, word)}"
             for table, cols in _V8_COLUMNS.items() for name, word in cols] + [create_table(d, t) for t in _V8_TABLES]
+
+
+def add_split(d: Dialect) -> list[str]:
+    """Schema 12 -> 13: the split columns (0 on rows booked before them); the marks found say their split is
+    unknown, so an agent's split counter (cumulative over its epoch) is a baseline there, never one interval's."""
+    return [f"ALTER TABLE {table} ADD COLUMN {name} {_type(d, word)}"
+            for table, cols in _V13_COLUMNS.items() for name, word in cols] + [
+        f"UPDATE hwm SET split_s = {SPLIT_UNKNOWN}"]
 
 
 def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
@@ -316,4 +333,5 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             5: lambda: [create_table(d, t) for t in _V5_TABLES],
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
             9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
-            11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES]}
+            11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES],
+            13: lambda: add_split(d)}

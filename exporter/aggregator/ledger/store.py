@@ -240,7 +240,7 @@ class Ledger:
         if w.hwm:
             names = CounterMark.columns()
             tx.executemany(
-                f"INSERT INTO hwm (cluster, node, key, {', '.join(names)}) VALUES (?,?,?,?,?,?,?) "
+                f"INSERT INTO hwm (cluster, node, key, {', '.join(names)}) VALUES ({', '.join('?' * (3 + len(names)))}) "
                 f"ON CONFLICT (cluster, node, key) DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}",
                 ((cl, m.node, m.key, *m.mark.values()) for m in w.hwm))
         if w.agents:  # ``since``: when the node's books began; set once, kept by later ticks

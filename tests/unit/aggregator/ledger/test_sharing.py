@@ -25,13 +25,11 @@ def _ledger(t: LedgerTarget) -> Ledger:
 def _as_schema_9(t: LedgerTarget) -> None:
     """Put back the usage table as schema 9 made it (claim last in the key, no sharing) with one row:
     1 GPU-h (3600 s) at 4.00, half of it used, through claim ml/c1."""
-    stmts = usage_as_of(TABLES_V9, backend=t.backend, hour=HOUR)
-    stmts += [
+    stmts = [*back_to(9), *usage_as_of(TABLES_V9, backend=t.backend, hour=HOUR),
               "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
               "priority_class, currency, claim, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
               f"energy_j, list_cost) VALUES ('default', {HOUR}, 'ml', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
-              "'ml/c1', 3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)",
-              *back_to(9)]
+              "'ml/c1', 3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)"]
     raw_execute(t, *stmts)
 
 
@@ -48,7 +46,7 @@ async def test_schema_9_ledger_gains_the_sharing_key(ledger_target: LedgerTarget
     old = KEY._replace(claim="ml/c1")
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 12
+        assert SCHEMA_VERSION == 13
         assert await ledger.query("SELECT claim, sharing, allocated_s, cost FROM usage") == [
             ("ml/c1", "", 3600.0, 4.0)]
         await ledger.commit(idle_tick(old, seconds=900.0, price=4.0))
