@@ -239,8 +239,9 @@ class Ledger:
                            [(cl, node, key) for node, key in w.hwm_deleted])
         if w.hwm:
             names = CounterMark.columns()
+            marks = ", ".join("?" * (3 + len(names)))
             tx.executemany(
-                f"INSERT INTO hwm (cluster, node, key, {', '.join(names)}) VALUES ({', '.join('?' * (3 + len(names)))}) "
+                f"INSERT INTO hwm (cluster, node, key, {', '.join(names)}) VALUES ({marks}) "
                 f"ON CONFLICT (cluster, node, key) DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}",
                 ((cl, m.node, m.key, *m.mark.values()) for m in w.hwm))
         if w.agents:  # ``since``: when the node's books began; set once, kept by later ticks
