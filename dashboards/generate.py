@@ -144,7 +144,18 @@ DASHBOARDS: dict[str, dict[str, Any]] = {
                (f"sum by (namespace) (increase(gpucost_used_gpu_seconds_total{{{NS}}}[$__range])) / 3600",
                 "{{namespace}} used"),
                (f"sum by (namespace) (increase(gpucost_unmeasured_gpu_seconds_total{{{NS}}}[$__range])) / 3600",
-                "{{namespace}} unmeasured")], w=24),
+                "{{namespace}} unmeasured"),
+               (f"sum by (namespace) (increase(gpucost_split_gpu_seconds_total{{{NS}}}[$__range])) / 3600",
+                "{{namespace}} split by fraction")], w=24),
+        panel("Held GPU time: measured vs split by fraction", "timeseries",
+              [(f"sum by (namespace) (rate(gpucost_allocated_gpu_seconds_total{{{NS}}}[$__rate_interval]) - "
+                f"rate(gpucost_unmeasured_gpu_seconds_total{{{NS}}}[$__rate_interval]) - "
+                f"rate(gpucost_split_gpu_seconds_total{{{NS}}}[$__rate_interval]))", "{{namespace}} measured"),
+               (f"sum by (namespace) (rate(gpucost_split_gpu_seconds_total{{{NS}}}[$__rate_interval]))",
+                "{{namespace}} split by fraction")],
+              description="GPUs held whose use was measured, against those on busy shared GPUs whose busy time was "
+                          "split by fraction because per-pod use was missing, stale or all 0 (used is then an "
+                          "estimate).", w=24),
         panel("GPU utilisation by namespace", "timeseries",
               [(f"gpucost_gpu_utilization_ratio{{{NS}}}", "{{namespace}}")], unit="percentunit"),
         panel("GPUs held by namespace", "timeseries", [(f"gpucost_allocated_gpus{{{NS}}}", "{{namespace}}")]),

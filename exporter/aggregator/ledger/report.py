@@ -40,8 +40,8 @@ UNOBSERVED = "__unobserved__"
 UNUSED_COMMITMENT = "__unused_commitment__"
 CAPACITY_TABLES = (("unallocated", UNALLOCATED), ("unobserved", UNOBSERVED))
 CAPACITY_ROWS = frozenset([*(name for _table, name in CAPACITY_TABLES), UNUSED_COMMITMENT])
-FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost",
-          "list_cost")
+FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours", "split_gpu_hours", "cost",
+          "idle_cost", "list_cost")
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
 
@@ -133,8 +133,8 @@ def blank_row(by: str, name: str, *, currency: str) -> dict[str, Any]:
 
 
 _SUMS = {"allocated_s": "SUM(allocated_s)", "used_s": "SUM(used_s)", "idle_s": "SUM(idle_s)",
-         "unmeasured_s": "SUM(unmeasured_s)", "cost": "SUM(cost)", "idle_cost": "SUM(idle_cost)",
-         "list_cost": "SUM(list_cost)"}
+         "unmeasured_s": "SUM(unmeasured_s)", "split_s": "SUM(split_s)", "cost": "SUM(cost)",
+         "idle_cost": "SUM(idle_cost)", "list_cost": "SUM(list_cost)"}
 _CAPACITY_SUMS = {"seconds": "SUM(seconds)", "cost": "SUM(cost)", "list_cost": "SUM(list_cost)"}
 
 
@@ -154,6 +154,7 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
         row: dict[str, Any] = {c: m[c] for c in cols}
         row.update(allocated_gpu_hours=float(m["allocated_s"]) / 3600, used_gpu_hours=float(m["used_s"]) / 3600,
                    idle_gpu_hours=float(m["idle_s"]) / 3600, unmeasured_gpu_hours=float(m["unmeasured_s"]) / 3600,
+                   split_gpu_hours=float(m["split_s"]) / 3600,
                    cost=float(m["cost"]), idle_cost=float(m["idle_cost"]), list_cost=float(m["list_cost"]),
                    currency=m["currency"])
         rows[key_of(r)] = row

@@ -74,13 +74,17 @@ class AggregatorCollector(Collector):
 
 
 def namespace_counters(books: Books) -> Iterator[Family]:
-    """Per-namespace counters of the books: GPU-seconds held, used and unmeasured, cost, idle and list cost, energy."""
+    """Per-namespace counters of the books: GPU-seconds held, used, unmeasured and split by fraction (of the used,
+    how much is an estimate), cost, idle and list cost, energy."""
     alloc = CounterMetricFamily("gpucost_allocated_gpu_seconds_total",
                                 "GPU-seconds held by pods (fraction x seconds)", labels=["namespace"])
     used = CounterMetricFamily("gpucost_used_gpu_seconds_total", "GPU-seconds used (utilisation-weighted)",
                                labels=["namespace"])
     unmeasured = CounterMetricFamily("gpucost_unmeasured_gpu_seconds_total",
                                      "GPU-seconds held while no utilisation reading existed", labels=["namespace"])
+    split = CounterMetricFamily("gpucost_split_gpu_seconds_total",
+                                "GPU-seconds held on a busy shared GPU whose busy time was split by fraction, for want "
+                                "of measured per-pod use", labels=["namespace"])
     cost = CounterMetricFamily("gpucost_cost_total", "money for allocated GPU time", labels=["namespace", "currency"])
     idle_cost = CounterMetricFamily("gpucost_idle_cost_total", "money for allocated but idle GPU time",
                                     labels=["namespace", "currency"])
@@ -100,11 +104,12 @@ def namespace_counters(books: Books) -> Iterator[Family]:
         alloc.add_metric([ns], total.allocated_s)
         used.add_metric([ns], total.used_s)
         unmeasured.add_metric([ns], total.unmeasured_s)
+        split.add_metric([ns], total.split_s)
         energy.add_metric([ns], total.energy_j)
     for name, capacity in (("__unallocated__", books.unallocated_totals), ("__unobserved__", books.unobserved_totals)):
         if joules := sum(a.energy_j for a in capacity.values()):
             energy.add_metric([name], joules)
-    yield from (alloc, used, unmeasured, cost, idle_cost, list_cost, energy)
+    yield from (alloc, used, unmeasured, split, cost, idle_cost, list_cost, energy)
 
 
 def commitment_and_node_prices(books: Books) -> Iterator[Family]:
