@@ -130,7 +130,8 @@ class SimCluster:
         return [p for p in self.scenario.pods if p.node == node and p.running_at(self.t)]
 
     def in_window(self, etype: str, node: str) -> bool:
-        """Whether an outage event of ``etype`` (``dcgm_down``, ``podresources_down``) covers ``node`` now."""
+        """Whether an outage event of ``etype`` (``dcgm_down``, ``podresources_down``, ``per_pod_metrics_down``)
+        covers ``node`` now."""
         return any(e.type == etype and e.node == node and e.start is not None and e.end is not None
                    and e.start <= self.t < e.end for e in self.scenario.events)
 
@@ -247,12 +248,15 @@ class SimCluster:
         per_pod = layout.spec.per_pod_metrics == "dcgm"  # the device series then carries no pod labels
         rows = dcgm_text.entities(layout, util=util, holders=holders, t=self.t,
                                   pod_labels=layout.spec.dcgm_pod_labels and not per_pod)
-        extra = dcgm_per_pod_lines(rows, holders=holders, readings=readings, t=self.t) if per_pod else []
+        served = per_pod and not self.in_window("per_pod_metrics_down", node)
+        extra = dcgm_per_pod_lines(rows, holders=holders, readings=readings, t=self.t) if served else []
         return dcgm_text.render(layout, rows, readings=readings, per_pod=extra)
 
     def render_hami(self, node: str) -> str:
-        """HAMi's vGPU monitor ``/metrics`` body for ``node`` now."""
-        return hami_monitor_text(self.layouts[node], holders=self.device_holders(node), t=self.t)
+        """HAMi's vGPU monitor ``/metrics`` body for ``node`` now (no container's series in a
+        ``per_pod_metrics_down`` window: the monitor answers, but has lost its containers)."""
+        down = self.in_window("per_pod_metrics_down", node)
+        return hami_monitor_text(self.layouts[node], holders={} if down else self.device_holders(node), t=self.t)
 
     def pod_resources(self, node: str) -> list[PodDevices]:
         """What the kubelet's List answers: running pods, plus finished ones on kubelets that list them."""

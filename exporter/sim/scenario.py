@@ -262,6 +262,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         ev = EventSpec(etype, e.get("node"), e.get("namespace"))
         if ev.node is not None and ev.node not in node_names:
             raise ctx.fail(f"{where}.node", f"unknown node {ev.node!r}")
+        if etype == "per_pod_metrics_down" and not any(n.name == ev.node and n.per_pod_metrics for n in nodes):
+            raise ctx.fail(f"{where}.node", f"{ev.node!r} serves no per-pod metrics (per_pod_metrics: dcgm or hami)")
         if e.get("at") is not None:
             ev.at = ctx.duration(e["at"], f"{where}.at")
         if e.get("from") is not None:

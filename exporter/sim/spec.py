@@ -15,6 +15,7 @@ from exporter.sim.users import UserSpec
 EVENT_TYPES = {
     "dcgm_down": ("node", "from", "to"),
     "podresources_down": ("node", "from", "to"),
+    "per_pod_metrics_down": ("node", "from", "to"),
     "agent_restart": ("node", "at"),
     "agent_state_loss": ("node", "at"),
     "aggregator_restart": ("at",),

@@ -126,6 +126,53 @@ async def test_measured_shares_golden(tmp_path: Path) -> None:
     close(r["h-p"]["used_gpu_hours"], 0.2)
     close(r["h-q"]["allocated_gpu_hours"], 0.25)
     close(r["h-q"]["used_gpu_hours"], 0.25)
+    for ns in ("ts-a", "ts-b", "h-p", "h-q"):  # every value measured all along: nothing split by fraction
+        close(r[ns]["split_gpu_hours"], 0.0)
+
+
+SPLIT = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA L4": 0.8, "NVIDIA A10": 1.0}
+nodes:
+  - {name: n-ts, model: "NVIDIA L4", gpus: 1, time_slicing: 2, per_pod_metrics: dcgm}
+  - {name: n-h, model: "NVIDIA A10", gpus: 1, hami: true, per_pod_metrics: hami}
+pods:
+  - {name: a, namespace: ts-a, node: n-ts, gpus: 1, utilization: 0.6}
+  - {name: b, namespace: ts-b, node: n-ts, gpus: 1, utilization: 0.1}
+  - {name: p, namespace: h-p, node: n-h, gpus: 1, hami: {memory_mib: 1024, cores: 50}, utilization: 0.2}
+  - {name: q, namespace: h-q, node: n-h, gpus: 1, hami: {memory_mib: 1024, cores: 25}, utilization: 0.6}
+events:
+  - {type: per_pod_metrics_down, node: n-ts, from: 20m, to: 50m}
+  - {type: per_pod_metrics_down, node: n-h, from: 45m, to: 60m}
+"""
+
+
+async def test_split_hours_golden(tmp_path: Path) -> None:
+    """The scenario of test_measured_shares_golden, with each node's per-pod metrics gone for a while.
+    L4 (a 0.6, b 0.1, device 0.7 busy, 0.5 each): measured 30 min (a 0.5 capped, b 0.1), split by fraction 30 min
+    (0.7 x 0.5 / 1 = 0.35 each). a: used 0.5 x 0.5 + 0.35 x 0.5 = 0.425 GPU-h, split 0.5 x 0.5 = 0.25; b: used
+    0.1 x 0.5 + 0.35 x 0.5 = 0.225, split 0.25. Held 0.5 GPU-h each, cost 0.5 x 0.80 = 0.40 each.
+    HAMi A10 (p 0.5, q 0.25, device 0.8 busy): measured 45 min (p 0.2, q 0.25 capped), split 15 min (0.8 x 0.5 /
+    0.75 = 0.533 capped at 0.5; 0.8 x 0.25 / 0.75 = 0.267 capped at 0.25). p: used 0.2 x 0.75 + 0.5 x 0.25 = 0.275,
+    split 0.5 x 0.25 = 0.125; q: used 0.25 x 0.75 + 0.25 x 0.25 = 0.25, split 0.25 x 0.25 = 0.0625.
+    Each window edge may land a tick either way: one 15 s tick per edge, at the holder's fraction."""
+    r = await simulate(SPLIT, tmp_path)
+    for ns, used, split, fraction in (("ts-a", 0.425, 0.25, 0.5), ("ts-b", 0.225, 0.25, 0.5),
+                                      ("h-p", 0.275, 0.125, 0.5), ("h-q", 0.25, 0.0625, 0.25)):
+        close(r[ns]["allocated_gpu_hours"], fraction)
+        close(r[ns]["split_gpu_hours"], split, ticks=2, fraction=fraction)
+        close(r[ns]["used_gpu_hours"], used, ticks=2, fraction=fraction)
+    close(r["ts-a"]["cost"], 0.4)
+    close(r["__unallocated__"]["split_gpu_hours"], 0.0)
+
+
+def test_per_pod_metrics_down_needs_per_pod_metrics() -> None:
+    """The event takes per-pod series away; on a node that serves none it is a mistake, named by field."""
+    text = 'default_price: 1\nnodes: [{name: x, model: "M", gpus: 1}]\n' + \
+           "events: [{type: per_pod_metrics_down, node: x, from: 1m, to: 2m}]\n"
+    with pytest.raises(ScenarioError, match=re.escape("events[0].node: 'x' serves no per-pod metrics")):
+        parse_scenario(text, "s.yaml")
 
 
 @pytest.mark.parametrize(("node", "error"), [
