@@ -86,3 +86,13 @@ def test_energy_alone_going_back_counts_its_whole_value() -> None:
 def test_a_reset_counts_every_field_whole() -> None:
     d, reset = counter_delta(Usage(1.0, 1.0, 1.0, 1.0), Usage(7.0, 3.0, 2.0, 90.0), same_epoch=False)
     assert (d.as_tuple(), reset) == ((7.0, 3.0, 2.0, 90.0), True)
+
+
+def test_split_advances_and_resets_like_the_others() -> None:
+    """Split 4 -> 10 while held 100 -> 120: a delta of 6 split of 20 held; split 10 -> 9 is a reset (the whole 9)."""
+    d, reset = counter_delta(Usage(100.0, 40.0, 0.0, 0.0, split=4.0), Usage(120.0, 50.0, 0.0, 0.0, split=10.0),
+                             same_epoch=True)
+    assert (d.allocated, d.split, reset) == (20.0, 6.0, False)
+    d, reset = counter_delta(Usage(100.0, 40.0, 0.0, 0.0, split=10.0), Usage(120.0, 50.0, 0.0, 0.0, split=9.0),
+                             same_epoch=True)
+    assert (d.allocated, d.split, reset) == (120.0, 9.0, True)
