@@ -25,10 +25,13 @@ L4 = "NVIDIA L4"
 def holder(ns: str, *, alloc: float, used: float, split: float | None) -> HolderCounters:
     """One pod's half of a time-sliced L4 (replica ``::0`` for ns a, ``::1`` for the others); ``split`` None:
     an older agent that does not send the field."""
-    extra = {} if split is None else {"split_s": split}
-    return HolderCounters(namespace=ns, pod="p", container="c", device_id=f"GPU-1::{0 if ns == 'a' else 1}",
-                          gpu_uuid="GPU-1", gpu_model=L4, fraction=0.5, allocated_s=alloc, used_s=used,
-                          unmeasured_s=0.0, sharing="time-slicing", **extra)
+    device = f"GPU-1::{0 if ns == 'a' else 1}"
+    if split is None:
+        return HolderCounters(namespace=ns, pod="p", container="c", device_id=device, gpu_uuid="GPU-1", gpu_model=L4,
+                              fraction=0.5, allocated_s=alloc, used_s=used, unmeasured_s=0.0, sharing="time-slicing")
+    return HolderCounters(namespace=ns, pod="p", container="c", device_id=device, gpu_uuid="GPU-1", gpu_model=L4,
+                          fraction=0.5, allocated_s=alloc, used_s=used, unmeasured_s=0.0, sharing="time-slicing",
+                          split_s=split)
 
 
 def snap(seq: int, ts: float, *holders: HolderCounters, epoch: str = "e1",
