@@ -127,7 +127,7 @@ def test_real_scrape_passes_promtool_and_carries_the_contract(cluster: Cluster) 
                    "gpucost_unallocated_gpu_seconds_total", "gpucost_allocated_gpus", "gpucost_gpu_utilization_ratio",
                    "gpucost_workload_gpu_utilization_ratio", "gpucost_pod_idle_seconds", "gpucost_gpu_hourly_price",
                    "gpucost_quota_gpus", "gpucost_pending_gpu_pods", "gpucost_agent_up", "gpucost_dcgm_up",
-                   "gpucost_quota_rejections_total"):
+                   "gpucost_quota_rejections_total", "gpucost_split_gpu_seconds_total"):
         assert f"\n{series}{{" in text, series
     assert 'gpucost_allocated_gpus{namespace="team-a"} 4.0' in text
     assert 'gpucost_quota_gpus{namespace="team-a",type="hard",source="resourcequota"} 8.0' in text
