@@ -124,6 +124,9 @@ class UsageAmounts(_Amounts):
     idle_cost: float = 0.0
     energy_j: float = 0.0
     list_cost: float = 0.0  # GPU-hours x the public list price, no discount and no energy
+    co2e_g: float = 0.0  # grams CO2e of the measured energy (``emissions:`` in the pricing file)
+    co2e_s: float = 0.0  # the GPU-seconds whose CO2e is known (measured, under ``emissions:``); 0: unknown
+    unmeasured_energy_s: float = 0.0  # the GPU-seconds whose energy was not measured
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +140,9 @@ class NamespaceTotals(_Amounts):
     idle_cost: float = 0.0
     list_cost: float = 0.0
     energy_j: float = 0.0
+    co2e_g: float = 0.0
+    co2e_s: float = 0.0
+    unmeasured_energy_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +156,9 @@ class CapacityAmounts(_Amounts):
     cost: float = 0.0
     list_cost: float = 0.0
     energy_j: float = 0.0
+    co2e_g: float = 0.0
+    co2e_s: float = 0.0
+    unmeasured_energy_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,8 @@ measured no such energy (0). Schema 9 added each node's GPUs by model and held M
 so aggregators that share a cluster's nodes (shards) blend commitments over the whole cluster's fleet.
 Schema 10 added how the GPU was shared to the usage key (``sharing``: ``none``, ``time-slicing``, ``mps``,
 ``hami``, ``dra``; "" when the agent did not say): booked rows get "", their key changing as in schema 7.
+Schema 13 added CO2e (grams, and the GPU-seconds it is known for) and the GPU-seconds whose energy was not
+measured to the usage, capacity and namespace-total rows; rows booked before it read 0 (CO2e unknown).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 DEFAULT_CLUSTER = "default"
 
 
@@ -140,8 +142,13 @@ _V12_TABLES: tuple[Table, ...] = (
     Table("node_devices", (("hour", "int"), ("node", "text"), ("gpu_model", "text"), ("mig_profile", "text"),
                            ("replicas", "int")), (("devices", "int"),)),
 )
-TABLES: tuple[Table, ...] = tuple(
+TABLES_V12: tuple[Table, ...] = tuple(
     Table(t.name, t.key + _V10_KEYS.get(t.name, ()), t.values) for t in TABLES_V9) + _V12_TABLES
+#: Schema 13: CO2e of the measured energy, the GPU-seconds it is known for, and those whose energy was not measured.
+_V13_EMISSIONS = (("co2e_g", "real0"), ("co2e_s", "real0"), ("unmeasured_energy_s", "real0"))
+_V13_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    name: _V13_EMISSIONS for name in ("usage", "totals", *_V8_CAPACITY)}
+TABLES: tuple[Table, ...] = tuple(Table(t.name, t.key, t.values + _V13_COLUMNS.get(t.name, ())) for t in TABLES_V12)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -300,13 +307,21 @@ def add_claim(d: Dialect) -> list[str]:
 
 def add_sharing(d: Dialect) -> list[str]:
     """Schema 9 -> 10: ``sharing`` joins the usage key; booked rows get "" (the mode was not booked)."""
-    return _add_usage_key(d, BY_NAME["usage"], column="sharing", version=10)
+    return _add_usage_key(d, {t.name: t for t in TABLES_V12}["usage"], column="sharing", version=10)
 
 
 def add_energy(d: Dialect) -> list[str]:
     """Schema 7 -> 8: capacity rows' energy (0 where booked before it was measured) and the new table."""
     return [f"ALTER TABLE {table} ADD COLUMN {name} {_type(d, word)}"
             for table, cols in _V8_COLUMNS.items() for name, word in cols] + [create_table(d, t) for t in _V8_TABLES]
+
+
+def add_emissions(d: Dialect) -> list[str]:
+    """Schema 12 -> 13: the emissions columns, 0 on booked rows (their CO2e was never known). ``IF NOT EXISTS`` on
+    PostgreSQL (SQLite has no such clause), as in ``_add_usage_key``: a usage table set back by hand migrates the same."""
+    guard = " IF NOT EXISTS" if d.partition_usage else ""
+    return [f"ALTER TABLE {table} ADD COLUMN{guard} {name} {_type(d, word)}"
+            for table, cols in _V13_COLUMNS.items() for name, word in cols]
 
 
 def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
@@ -316,4 +331,5 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             5: lambda: [create_table(d, t) for t in _V5_TABLES],
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
             9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
-            11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES]}
+            11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES],
+            13: lambda: add_emissions(d)}
