@@ -318,7 +318,7 @@ def add_energy(d: Dialect) -> list[str]:
 
 def add_emissions(d: Dialect) -> list[str]:
     """Schema 12 -> 13: the emissions columns, 0 on booked rows (their CO2e was never known). ``IF NOT EXISTS`` on
-    PostgreSQL (SQLite has no such clause), as in ``_add_usage_key``: a usage table set back by hand migrates the same."""
+    PostgreSQL (SQLite has no such clause), as in ``_add_usage_key``: a usage table set back by hand migrates."""
     guard = " IF NOT EXISTS" if d.partition_usage else ""
     return [f"ALTER TABLE {table} ADD COLUMN{guard} {name} {_type(d, word)}"
             for table, cols in _V13_COLUMNS.items() for name, word in cols]
