@@ -88,8 +88,8 @@ def test_a_whole_gpu_at_half_load_emits_192_g_an_hour(booked: tuple[Path, str]) 
     PUE 1.2: 0.4 x 1.2 x 400 = 192 g an hour, 384 g = 0.384 kg over the 2 h run; all of its energy measured."""
     ledger, metrics = booked
     assert 100 + 0.5 * (700 - 100) == 400
-    assert 400 * 3600 / 3.6e6 == pytest.approx(0.4)
-    assert 0.4 * 1.2 * 400 == pytest.approx(192)
+    assert pytest.approx(0.4) == 400 * 3600 / 3.6e6
+    assert pytest.approx(192) == 0.4 * 1.2 * 400
     rows = {r["namespace"]: r for r in _report(ledger, "namespace")}
     assert rows["ml"]["co2e_kg"] == pytest.approx(0.384, rel=1e-9)
     assert rows["ml"]["unmeasured_energy_gpu_hours"] == 0.0
@@ -116,7 +116,7 @@ def _sample(metrics: str, namespace: str) -> float | None:
 def test_a_pool_intensity_overrides_the_grid(booked: tuple[Path, str]) -> None:
     """n-g is in pool green (25 g/kWh): the same 0.8 kWh x 1.2 x 25 = 24 g over the run."""
     ledger, metrics = booked
-    assert 0.8 * 1.2 * 25 == pytest.approx(24)
+    assert pytest.approx(24) == 0.8 * 1.2 * 25
     rows = {r["namespace"]: r for r in _report(ledger, "namespace")}
     assert rows["eco"]["co2e_kg"] == pytest.approx(0.024, rel=1e-9)
     assert _sample(metrics, "eco") == pytest.approx(24, rel=1e-9)
