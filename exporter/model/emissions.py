@@ -9,8 +9,11 @@ by their GPU time. Either way the rows' shares sum to the node's count, so nothi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,18 +24,18 @@ class RowEnergy:
     energy_j: float
 
 
-def split_unmeasured(gap_s: float, rows: Sequence[RowEnergy]) -> list[float]:
-    """The node's ``gap_s`` unmeasured GPU-seconds, per row (same order), each at most the row's seconds."""
-    if gap_s <= 0 or not rows:
-        return [0.0] * len(rows)
-    dark = [r.seconds if r.seconds > 0 and r.energy_j <= 0 else 0.0 for r in rows]
-    dark_total = sum(dark)
+def split_unmeasured(gap_s: float, rows: Mapping[K, RowEnergy]) -> dict[K, float]:
+    """The node's ``gap_s`` unmeasured GPU-seconds per row, each at most the row's seconds; rows given none are
+    left out."""
+    if gap_s <= 0:
+        return {}
+    dark = {k: r.seconds for k, r in rows.items() if r.seconds > 0 and r.energy_j <= 0}
+    lit = {k: r.seconds for k, r in rows.items() if r.seconds > 0 and r.energy_j > 0}
+    dark_total, lit_total = sum(dark.values()), sum(lit.values())
     take = min(1.0, gap_s / dark_total) if dark_total > 0 else 0.0
-    out = [s * take for s in dark]
-    rest = gap_s - sum(out)
-    lit = [r.seconds if r.seconds > 0 and r.energy_j > 0 else 0.0 for r in rows]
-    lit_total = sum(lit)
+    out = {k: s * take for k, s in dark.items()}
+    rest = gap_s - sum(out.values())
     if rest > 0 and lit_total > 0:
         spread = min(1.0, rest / lit_total)
-        out = [o + s * spread for o, s in zip(out, lit, strict=True)]
+        out.update({k: s * spread for k, s in lit.items()})
     return out

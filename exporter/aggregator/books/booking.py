@@ -305,9 +305,11 @@ class _NodeBooking:
         node, currency = snap.node, rates.pricing.currency
         pool = kube.pool_of(node)
         node_model = kube.model_of_node(node)
-        dark = self._unmeasured_energy(deltas)
+        gap = deltas.get(UNMEASURED_ENERGY)
+        dark = split_unmeasured(gap.allocated_s if gap else 0.0, {  # the node's count, per row (model.emissions)
+            k: RowEnergy(d.allocated_s, d.energy_j) for k, d in deltas.items() if k != UNMEASURED_ENERGY})
         for h in snap.holders:
-            d = deltas.get(h.key())
+            d = deltas.get(key := h.key())
             info = kube.pod(h.namespace, h.pod)
             workload = info.workload if info else h.pod
             model = h.gpu_model or node_model or UNKNOWN
@@ -322,8 +324,7 @@ class _NodeBooking:
                 rate = rates.rate(facts, mig_profile=h.mig_profile, at=part.start)
                 if not rate.known:
                     out.unpriced[model] += d.allocated_s * part.share
-                amount = usage_amount(d, idle=idle, share=part.share, rate=rate,
-                                      unmeasured_energy_s=dark.get(h.key(), 0.0))
+                amount = usage_amount(d, idle=idle, share=part.share, rate=rate, unmeasured_energy_s=dark.get(key, 0))
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
                                        h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
                 total = amount if total is None else total + amount
@@ -345,16 +346,5 @@ class _NodeBooking:
                               hourly=priced_capacity(rates, node_facts(kube, node, model=model), seconds=d.allocated_s,
                                                      energy_j=d.energy_j, parts=parts,
                                                      unmeasured_energy_s=dark.get(prefix + u.gpu_model, 0.0)))
-        gap = deltas.get(UNMEASURED_ENERGY)
         if gap is not None and gap.allocated_s > 0:
             add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=gap.allocated_s))
-
-    @staticmethod
-    def _unmeasured_energy(deltas: dict[str, CounterMark]) -> dict[str, float]:
-        """The node's unmeasured-energy GPU-seconds of this delta, per counter key (``emissions.split_unmeasured``)."""
-        gap = deltas.get(UNMEASURED_ENERGY)
-        if gap is None or gap.allocated_s <= 0:
-            return {}
-        keys = [k for k in deltas if k != UNMEASURED_ENERGY]
-        shares = split_unmeasured(gap.allocated_s, [RowEnergy(deltas[k].allocated_s, deltas[k].energy_j) for k in keys])
-        return {k: s for k, s in zip(keys, shares, strict=True) if s > 0}

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
+from exporter.aggregator.web.carbon_metrics import co2e_counter
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.forecast import Forecast
 from exporter.model.pricing.document import Pricing
@@ -106,23 +107,6 @@ def namespace_counters(books: Books) -> Iterator[Family]:
             energy.add_metric([name], joules)
     yield from (alloc, used, unmeasured, cost, idle_cost, list_cost, energy)
     yield from co2e_counter(books, namespaces=seconds)
-
-
-def co2e_counter(books: Books, *, namespaces: dict[str, NamespaceTotals]) -> Iterator[Family]:
-    """CO2e of the measured energy, by namespace (and capacity nobody held or observed); only where it is known,
-    so a pricing file without ``emissions:`` reports nothing rather than 0."""
-    co2e = CounterMetricFamily("gpucost_co2e_grams_total",
-                               "grams CO2e of the energy measured on the devices (pricing emissions: grid intensity x "
-                               "PUE), by the namespace that held them (__unallocated__, __unobserved__: nobody did)",
-                               labels=["namespace"])
-    for ns, total in sorted(namespaces.items()):
-        if total.co2e_s > 0:
-            co2e.add_metric([ns], total.co2e_g)
-    for name, capacity in (("__unallocated__", books.unallocated_totals), ("__unobserved__", books.unobserved_totals)):
-        if sum(a.co2e_s for a in capacity.values()) > 0:
-            co2e.add_metric([name], sum(a.co2e_g for a in capacity.values()))
-    if co2e.samples:
-        yield co2e
 
 
 def commitment_and_node_prices(books: Books) -> Iterator[Family]:
