@@ -136,7 +136,13 @@ DASHBOARDS: dict[str, dict[str, Any]] = {
         panel("Unallocated GPUs by pool and model", "timeseries",
               [('sum by (pool, gpu_model) (rate(gpucost_unallocated_gpu_seconds_total{pool=~"$pool",'
                 'gpu_model=~"$gpu_model"}[$__rate_interval]))', "{{pool}} {{gpu_model}}")]),
-    ], "Cost and idle cost per namespace, idle pods, and capacity nobody holds."),
+        panel("CO2e per namespace in range", "bargauge",
+              [(f"sum by (namespace) (increase(gpucost_co2e_grams_total{{{NS}}}[$__range]))", "{{namespace}}")],
+              unit="massg", w=24,
+              description="Grams CO2e of the energy DCGM measured: joules / 3.6e6 x PUE x grid (or pool) intensity, "
+                          "from the pricing file's emissions: section. Empty without it; energy not measured has "
+                          "no CO2e here (see gpucost_unmeasured_energy_seconds_total)."),
+    ], "Cost and idle cost per namespace, idle pods, capacity nobody holds, and the CO2e of the energy used."),
     "gpu-namespace-drilldown": dashboard("gpucost-namespace", "GPU namespace drill-down", [
         panel("Allocated vs used GPU-hours in range", "bargauge",
               [(f"sum by (namespace) (increase(gpucost_allocated_gpu_seconds_total{{{NS}}}[$__range])) / 3600",

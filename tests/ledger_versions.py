@@ -16,14 +16,19 @@ _ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved
                   "unused_commitment_totals")
 _V4_TABLES = ("unused_commitment", "unused_commitment_totals", "commitment_marks", "node_billing")
 _V4_LIST_COST = ("unallocated", "unobserved", "totals", "unallocated_totals", "unobserved_totals")
+_V13_COLUMNS = ("co2e_g", "co2e_s", "unmeasured_energy_s")
 
 
 def back_to(version: int) -> list[str]:
     """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 13 on a fresh ledger, then
-    marking it ``version``. Usage's split column goes too: a test rebuilding usage does so after these."""
+    marking it ``version``. Below 10 the usage table keeps schema 13's columns (SQLite's rebuilds of usage in
+    migrations 7 and 10 drop them; PostgreSQL's migration adds them only if missing)."""
     out: list[str] = []
     if version < 13:
-        out += [f"ALTER TABLE {t} DROP COLUMN split_s" for t in ("usage", "hwm", "totals")]
+        out += [f"ALTER TABLE {t} DROP COLUMN {c}" for t in ("totals", *_ENERGY_TABLES) for c in _V13_COLUMNS]
+        out += [f"ALTER TABLE {t} DROP COLUMN split_s" for t in ("hwm", "totals")]
+        if version >= 10:
+            out += [f"ALTER TABLE usage DROP COLUMN {c}" for c in ("split_s", *_V13_COLUMNS)]
     if version < 12:
         out.append("DROP TABLE node_devices")
     if version < 9:

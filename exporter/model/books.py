@@ -130,6 +130,9 @@ class UsageAmounts(_Amounts):
     #: Of ``allocated_s``, seconds on a busy shared GPU whose busy time was split by fraction (no measured
     #: per-pod use): how much of ``used_s`` is an estimate.
     split_s: float = 0.0
+    co2e_g: float = 0.0  # grams CO2e of the measured energy (``emissions:`` in the pricing file)
+    co2e_s: float = 0.0  # the GPU-seconds whose CO2e is known (measured, under ``emissions:``); 0: unknown
+    unmeasured_energy_s: float = 0.0  # the GPU-seconds whose energy was not measured
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +147,9 @@ class NamespaceTotals(_Amounts):
     list_cost: float = 0.0
     energy_j: float = 0.0
     split_s: float = 0.0
+    co2e_g: float = 0.0
+    co2e_s: float = 0.0
+    unmeasured_energy_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +163,9 @@ class CapacityAmounts(_Amounts):
     cost: float = 0.0
     list_cost: float = 0.0
     energy_j: float = 0.0
+    co2e_g: float = 0.0
+    co2e_s: float = 0.0
+    unmeasured_energy_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -239,7 +239,8 @@ class SimCluster:
         layout = self.layouts[node]
         util = self.gpu_utilization(node)
         readings = dcgm_text.NodeReadings(
-            util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util=util) for g in layout.gpus},
+            util=util, power_w={g.uuid: gpu_power(layout.spec.model, g, util=util, watts=layout.spec.power)
+                                  for g in layout.gpus},
             energy_mj=self.energy.mj, hostname=self.hostnames[node])
         holders = self.device_holders(node)
         if layout.spec.vendor != "nvidia":

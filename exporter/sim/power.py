@@ -6,10 +6,27 @@ holders' utilisation is what the device shows: a shared GPU reads their sum, cap
 
 from __future__ import annotations
 
+from typing import Any
+
 from exporter.model.devices import gpu_slices, profile_slices
-from exporter.sim.hardware import power_range
+from exporter.model.plausibility import MAX_GPU_WATTS
+from exporter.sim.hardware import PowerRange, power_range
 from exporter.sim.layout import GpuLayout, NodeLayout
+from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.spec import Hold
+
+
+def node_power(ctx: Ctx, raw: Any, *, where: str) -> PowerRange:
+    """A node's ``power: {idle_w, max_w}``: watts at idle and at full load, ``0 <= idle_w <= max_w``, at most the
+    board power booking believes (``MAX_GPU_WATTS``), so every joule the node serves can be booked."""
+    value = ctx.mapping(raw, where)
+    ctx.known_keys(value, {"idle_w", "max_w"}, where=where)
+    for key in ("idle_w", "max_w"):
+        if key not in value:
+            raise ctx.fail(f"{where}.{key}", "required (watts)")
+    max_w = ctx.number(value["max_w"], f"{where}.max_w", lo=0, hi=MAX_GPU_WATTS)
+    idle_w = ctx.number(value["idle_w"], f"{where}.idle_w", lo=0, hi=max_w)
+    return PowerRange(idle_w, max_w)
 
 
 def gpu_utilization(layout: NodeLayout, holders: dict[str, list[Hold]], *, t: float) -> dict[str, float]:
@@ -35,9 +52,10 @@ def gpu_utilization(layout: NodeLayout, holders: dict[str, list[Hold]], *, t: fl
     return out
 
 
-def gpu_power(model: str, gpu: GpuLayout, *, util: dict[str, float]) -> float:
-    """Board power in watts: a MIG GPU's busy share is its instances' utilisation weighted by slices."""
-    watts = power_range(model)
+def gpu_power(model: str, gpu: GpuLayout, *, util: dict[str, float], watts: PowerRange | None = None) -> float:
+    """Board power in watts (``watts``: the node's own, else the model's): a MIG GPU's busy share is its
+    instances' utilisation weighted by slices."""
+    watts = watts or power_range(model)
     if gpu.mig:
         slices = gpu_slices(model)
         busy = sum(util[i.uuid] * profile_slices(i.profile) / slices for i in gpu.mig)
@@ -56,4 +74,5 @@ class EnergyMeter:
     def add(self, layout: NodeLayout, util: dict[str, float], *, dt: float) -> None:
         """Add ``dt`` seconds of one node's GPUs drawing power at ``util``."""
         for gpu in layout.gpus:
-            self.mj[gpu.uuid] = self.mj.get(gpu.uuid, 0.0) + gpu_power(layout.spec.model, gpu, util=util) * dt * 1000.0
+            self.mj[gpu.uuid] = self.mj.get(gpu.uuid, 0.0) + gpu_power(layout.spec.model, gpu, util=util,
+                                                                          watts=layout.spec.power) * dt * 1000.0

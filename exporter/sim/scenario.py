@@ -16,6 +16,7 @@ from exporter.model.pricing.document import PricingError
 from exporter.sim.dra_allocate import allocate_claims
 from exporter.sim.kube.reviews import parse_users
 from exporter.sim.layout import node_layout, place_pods
+from exporter.sim.power import node_power
 from exporter.sim.scenario_claims import PodClaim, pod_claims, resource_claims
 from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
@@ -149,7 +150,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
                            "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
-                           "dra", "dcgm_energy", "mps", "hami", *VENDOR_KEYS}, where=where)
+                           "dra", "dcgm_energy", "mps", "hami", "power", *VENDOR_KEYS}, where=where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -185,6 +186,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             bool(n.get("kubelet_lists_terminated", False)), sharing,
             ctx.integer(n.get("hami_split", 10), f"{where}.hami_split", lo=1), bool(n.get("dra", False))))
         nodes[-1].dcgm_energy = bool(n.get("dcgm_energy", True))
+        if n.get("power") is not None:
+            nodes[-1].power = node_power(ctx, n["power"], where=f"{where}.power")
         vendor_fields(ctx, n, node=nodes[-1], where=where)
         if nodes[-1].dra and sharing != "none":
             raise ctx.fail(f"{where}.dra", f"a DRA node has no device plugin to do {sharing}")

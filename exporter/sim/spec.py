@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from exporter.sim.hardware import PowerRange
 from exporter.sim.users import UserSpec
 
 EVENT_TYPES = {
@@ -82,6 +83,7 @@ class NodeSpec:
     vendor: str = "nvidia"  # nvidia | amd | gaudi: whose device plugin IDs and exporter format the node serves
     partition: str | None = None  # AMD compute partition mode: cpx | qpx | dpx | spx (8/4/2/1 per GPU)
     per_pod_metrics: str | None = None  # dcgm | hami: per-pod utilisation series served beside the device's
+    power: PowerRange | None = None  # the node's GPUs' board power, overriding the model's (``hardware.power_range``)
 
 
 @dataclass(slots=True)

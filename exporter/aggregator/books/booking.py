@@ -51,6 +51,7 @@ from exporter.model.books import (
     UsageKey,
     hour_of,
 )
+from exporter.model.emissions import RowEnergy, split_unmeasured
 from exporter.model.plausibility import counter_advance, implausible
 from exporter.model.pricing.document import Pricing
 from exporter.model.usage import UsageSnapshot
@@ -304,8 +305,11 @@ class _NodeBooking:
         node, currency = snap.node, rates.pricing.currency
         pool = kube.pool_of(node)
         node_model = kube.model_of_node(node)
+        gap = deltas.get(UNMEASURED_ENERGY)
+        dark = split_unmeasured(gap.allocated_s if gap else 0.0, {  # the node's count, per row (model.emissions)
+            k: RowEnergy(d.allocated_s, d.energy_j) for k, d in deltas.items() if k != UNMEASURED_ENERGY})
         for h in snap.holders:
-            d = deltas.get(h.key())
+            d = deltas.get(key := h.key())
             info = kube.pod(h.namespace, h.pod)
             workload = info.workload if info else h.pod
             model = h.gpu_model or node_model or UNKNOWN
@@ -320,7 +324,7 @@ class _NodeBooking:
                 rate = rates.rate(facts, mig_profile=h.mig_profile, at=part.start)
                 if not rate.known:
                     out.unpriced[model] += d.allocated_s * part.share
-                amount = usage_amount(d, idle=idle, share=part.share, rate=rate)
+                amount = usage_amount(d, idle=idle, share=part.share, rate=rate, unmeasured_energy_s=dark.get(key, 0))
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
                                        h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
                 total = amount if total is None else total + amount
@@ -340,7 +344,7 @@ class _NodeBooking:
                 model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
                 book_capacity(w, unobserved=unobserved, key=CapacityTotalKey(node, pool, model, currency),
                               hourly=priced_capacity(rates, node_facts(kube, node, model=model), seconds=d.allocated_s,
-                                                     energy_j=d.energy_j, parts=parts))
-        gap = deltas.get(UNMEASURED_ENERGY)
+                                                     energy_j=d.energy_j, parts=parts,
+                                                     unmeasured_energy_s=dark.get(prefix + u.gpu_model, 0.0)))
         if gap is not None and gap.allocated_s > 0:
             add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=gap.allocated_s))

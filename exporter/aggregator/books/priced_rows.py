@@ -56,17 +56,29 @@ def gpus_by_model(snap: UsageSnapshot, kube: KubeState) -> dict[str, int]:
 
 
 def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts: list[Slice],
-                    energy_j: float = 0.0) -> list[tuple[int, CapacityAmounts]]:
+                    energy_j: float = 0.0, unmeasured_energy_s: float = 0.0) -> list[tuple[int, CapacityAmounts]]:
     """Capacity GPU-seconds (and the energy DCGM measured on them) spread over their hours, each hour priced
-    at the rate in force at its start: energy costs only where that rate prices it (owned hardware)."""
+    at the rate in force at its start: energy costs only where that rate prices it (owned hardware), and
+    emits CO2e where that document has an ``emissions:`` section."""
     out = []
     for part in parts:
         rate = rates.rate(facts, mig_profile=None, at=part.start)
         s, joules = seconds * part.share, energy_j * part.share
         energy_cost = rate.energy.cost(joules) if rate.energy is not None else 0.0
+        dark = unmeasured_energy_s * part.share
+        co2e_g, co2e_s = carbon_of(rate, joules=joules, seconds=s, unmeasured_s=dark)
         out.append((part.hour, CapacityAmounts(seconds=s, cost=cost_of(s, rate.effective_per_gpu_hour) + energy_cost,
-                                               list_cost=cost_of(s, rate.list_per_gpu_hour), energy_j=joules)))
+                                               list_cost=cost_of(s, rate.list_per_gpu_hour), energy_j=joules,
+                                               co2e_g=co2e_g, co2e_s=co2e_s, unmeasured_energy_s=dark)))
     return out
+
+
+def carbon_of(rate: GpuRate, *, joules: float, seconds: float, unmeasured_s: float) -> tuple[float, float]:
+    """(grams CO2e, GPU-seconds whose CO2e is known): both 0 without an ``emissions:`` section, so an
+    unknown amount is never mistaken for none."""
+    if rate.carbon is None:
+        return 0.0, 0.0
+    return rate.carbon.grams(joules), max(0.0, seconds - unmeasured_s)
 
 
 def book_capacity(w: TickWrite, *, unobserved: bool, key: CapacityTotalKey,
@@ -90,23 +102,28 @@ def book_unobserved(w: TickWrite, *, node: str, kube: KubeState, rates: TickRate
         if seconds > 0:
             book_capacity(w, unobserved=True, key=CapacityTotalKey(node, pool, model, rates.pricing.currency),
                           hourly=priced_capacity(rates, node_facts(kube, node, model=model), seconds=seconds,
-                                                 parts=parts))
+                                                 parts=parts, unmeasured_energy_s=seconds))
 
 
-def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate) -> UsageAmounts:
+def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate,
+                 unmeasured_energy_s: float = 0.0) -> UsageAmounts:
     """One hour's part of a holder's delta, priced: effective cost (plus energy on owned hardware), idle
-    cost at the same effective rate, and the list cost."""
+    cost at the same effective rate, the list cost, and the CO2e of its measured energy."""
     alloc, idle_s, energy = d.allocated_s * share, idle * share, d.energy_j * share
     energy_cost = rate.energy.cost(energy) if rate.energy is not None else 0.0
+    dark = unmeasured_energy_s * share
+    co2e_g, co2e_s = carbon_of(rate, joules=energy, seconds=alloc, unmeasured_s=dark)
     return UsageAmounts(allocated_s=alloc, used_s=d.used_s * share, unmeasured_s=d.unmeasured_s * share,
                         idle_s=idle_s, cost=cost_of(alloc, rate.effective_per_gpu_hour) + energy_cost,
                         idle_cost=cost_of(idle_s, rate.effective_per_gpu_hour), energy_j=energy,
-                        list_cost=cost_of(alloc, rate.list_per_gpu_hour), split_s=d.split_s * share)
+                        list_cost=cost_of(alloc, rate.list_per_gpu_hour), split_s=d.split_s * share,
+                        co2e_g=co2e_g, co2e_s=co2e_s, unmeasured_energy_s=dark)
 
 
 def holder_totals(d: CounterMark, total: UsageAmounts) -> tuple[BreakdownTotals, NamespaceTotals]:
-    """A holder's delta in the running totals: its time from its counters, its money from its priced rows."""
+    """A holder's delta in the running totals: its time from its counters, its money and CO2e from its priced rows."""
     return (BreakdownTotals(allocated_s=d.allocated_s, cost=total.cost),
             NamespaceTotals(allocated_s=d.allocated_s, used_s=d.used_s, unmeasured_s=d.unmeasured_s, cost=total.cost,
                             idle_cost=total.idle_cost, list_cost=total.list_cost, energy_j=d.energy_j,
-                            split_s=d.split_s))
+                            split_s=d.split_s, co2e_g=total.co2e_g, co2e_s=total.co2e_s,
+                            unmeasured_energy_s=total.unmeasured_energy_s))

@@ -116,6 +116,7 @@ CUSTOM_COLUMNS: tuple[Column, ...] = (
     Column("x_UnusedCommitmentGpuSeconds", D),
     Column("x_IdleCost", D),
     Column("x_EnergyJoules", D),
+    Column("x_Co2eKg", D),
 )
 
 

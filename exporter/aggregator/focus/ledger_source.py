@@ -54,6 +54,8 @@ class UsageRecord:
     list_cost: float
     idle_cost: float
     energy_j: float
+    co2e_g: float  # 0 on a ledger from before schema 13
+    co2e_s: float  # GPU-seconds whose CO2e is known; 0: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,8 @@ class CapacityRecord:
     seconds: float
     cost: float
     list_cost: float
+    co2e_g: float
+    co2e_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,7 @@ class LedgerLayout:
     cluster: str | None = None  # rows of this cluster only, in a ledger keyed by cluster
     commitments: bool = False  # the ledger has the ``unused_commitment`` table (schema 4 on)
     teams: bool = False  # the ledger has the ``namespace_team`` table (schema 6 on)
+    carbon: bool = False  # usage and capacity rows carry CO2e (schema 13 on)
 
     def hourly_tables(self) -> tuple[str, ...]:
         """Every table the export reads by hour."""
@@ -150,7 +155,8 @@ def inspect_ledger(query: Query, *, cluster: str | None = "default", dialect: st
                           if "list_cost" in _columns(query, t, dialect=dialect))
     keyed = "cluster" in _columns(query, "usage", dialect=dialect)
     return LedgerLayout(capacity, with_list, cluster if keyed else None,  # None: every cluster
-                        commitments="unused_commitment" in names, teams="namespace_team" in names)
+                        commitments="unused_commitment" in names, teams="namespace_team" in names,
+                        carbon="co2e_g" in _columns(query, "usage", dialect=dialect))
 
 
 def ledger_clusters(query: Query, *, dialect: str = "sqlite") -> list[str]:
@@ -184,16 +190,20 @@ _CAPACITY_ORDER = attrgetter("node", "pool", "gpu_model", "currency")
 _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
+_NO_CARBON = {"co2e_g": "0", "co2e_s": "0"}  # a ledger from before schema 13: CO2e unknown
+
+
 @lru_cache(maxsize=64)
-def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = ()) -> Select:
+def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = (), carbon: bool = True) -> Select:
     """One SELECT per record type and list-cost expression, built once: the export reads every hour alike."""
-    return Select.record(record, skip=skip) if list_cost is None else Select.record(record, skip=skip,
-                                                                                   list_cost=list_cost)
+    exprs = {} if carbon else dict(_NO_CARBON)
+    return Select.record(record, skip=skip, **exprs) if list_cost is None else Select.record(
+        record, skip=skip, list_cost=list_cost, **exprs)
 
 
 def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRecord]:
     """The usage rows of one hour, in a stable order."""
-    cols = _select(UsageRecord, list_cost_sql(layout, "usage"))
+    cols = _select(UsageRecord, list_cost_sql(layout, "usage"), carbon=layout.carbon)
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
     return sorted(cols.records(UsageRecord, rows), key=_USAGE_ORDER)
@@ -204,7 +214,7 @@ def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[Capa
     out: list[CapacityRecord] = []
     scope, scope_params = layout.scope()
     for cap in layout.capacity:
-        cols = _select(CapacityRecord, list_cost_sql(layout, cap.table), skip=("state",))
+        cols = _select(CapacityRecord, list_cost_sql(layout, cap.table), skip=("state",), carbon=layout.carbon)
         rows = query(f"SELECT {cols.sql()} FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
         out += sorted(cols.records(CapacityRecord, rows, state=cap.state), key=_CAPACITY_ORDER)
     return out

@@ -169,6 +169,7 @@ def _usage_row(u: UsageRecord, s: FocusSettings, *, team: str | None) -> Row:
         "x_AllocatedGpuSeconds": money(u.allocated_s), "x_UsedGpuSeconds": money(u.used_s),
         "x_IdleGpuSeconds": money(u.idle_s), "x_UnmeasuredGpuSeconds": money(u.unmeasured_s),
         "x_IdleCost": money(u.idle_cost), "x_EnergyJoules": money(u.energy_j),
+        "x_Co2eKg": co2e_kg(u.co2e_g, known_s=u.co2e_s),
     }
 
 
@@ -180,8 +181,13 @@ def _capacity_row(c: CapacityRecord) -> Row:
         "x_CapacityState": c.state, "x_Namespace": None, "x_WorkloadName": None, "x_PodName": None,
         "x_PriorityClass": None, "x_AllocatedGpuSeconds": zero, "x_UsedGpuSeconds": zero, "x_IdleGpuSeconds": zero,
         "x_UnmeasuredGpuSeconds": zero, f"x_{c.state}GpuSeconds": money(c.seconds), "x_IdleCost": zero,
-        "x_EnergyJoules": None,
+        "x_EnergyJoules": None, "x_Co2eKg": co2e_kg(c.co2e_g, known_s=c.co2e_s),
     }
+
+
+def co2e_kg(grams: float, *, known_s: float) -> Decimal | None:
+    """Kilograms CO2e, or None (empty) where none is known: no ``emissions:`` section, no energy measured."""
+    return money(grams) / 1000 if known_s > 0 else None
 
 
 def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSettings,

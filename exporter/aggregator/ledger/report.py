@@ -132,10 +132,26 @@ def blank_row(by: str, name: str, *, currency: str) -> dict[str, Any]:
     return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
 
 
+_CARBON_SUMS = {"co2e_g": "SUM(co2e_g)", "co2e_s": "SUM(co2e_s)", "unmeasured_energy_s": "SUM(unmeasured_energy_s)"}
 _SUMS = {"allocated_s": "SUM(allocated_s)", "used_s": "SUM(used_s)", "idle_s": "SUM(idle_s)",
          "unmeasured_s": "SUM(unmeasured_s)", "split_s": "SUM(split_s)", "cost": "SUM(cost)",
-         "idle_cost": "SUM(idle_cost)", "list_cost": "SUM(list_cost)"}
-_CAPACITY_SUMS = {"seconds": "SUM(seconds)", "cost": "SUM(cost)", "list_cost": "SUM(list_cost)"}
+         "idle_cost": "SUM(idle_cost)", "list_cost": "SUM(list_cost)", **_CARBON_SUMS}
+_CAPACITY_SUMS = {"seconds": "SUM(seconds)", "cost": "SUM(cost)", "list_cost": "SUM(list_cost)", **_CARBON_SUMS}
+
+
+def _add_carbon(row: dict[str, Any], m: dict[str, Any], *, prefix: str = "") -> None:
+    """Add a group's grams, known GPU-seconds and unmeasured-energy GPU-seconds to ``row``'s running sums."""
+    for name in _CARBON_SUMS:
+        row[f"_{prefix}{name}"] = row.get(f"_{prefix}{name}", 0.0) + float(m[name])
+
+
+def _finish_carbon(row: dict[str, Any], *, prefixes: tuple[str, ...]) -> None:
+    """``co2e_kg``: None where no CO2e is known (no ``emissions:`` section, or no energy measured), never a
+    silent 0; ``unmeasured_energy_gpu_hours``: the GPU-hours whose energy was not measured."""
+    for prefix in prefixes:
+        grams, known, dark = (row.pop(f"_{prefix}{n}", 0.0) for n in _CARBON_SUMS)
+        row[f"{prefix}co2e_kg"] = grams / 1000 if known > 0 else None
+        row[f"{prefix}unmeasured_energy_gpu_hours"] = dark / 3600
 
 
 def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
@@ -157,6 +173,7 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
                    split_gpu_hours=float(m["split_s"]) / 3600,
                    cost=float(m["cost"]), idle_cost=float(m["idle_cost"]), list_cost=float(m["list_cost"]),
                    currency=m["currency"])
+        _add_carbon(row, m)
         rows[key_of(r)] = row
     as_columns = all(c in CAPACITY_COLUMNS for c in cols)
     cap_cols = tuple(c for c in cols if c in CAPACITY_COLUMNS)
@@ -174,12 +191,14 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
                                     "currency": m["currency"]})
         row.update(commitment=m["commitment"], idle_gpu_hours=float(m["seconds"]) / 3600, cost=float(m["cost"]),
                    idle_cost=float(m["cost"]))
+    capacity_prefixes = tuple(f"{name.strip('_')}_" for _table, name in CAPACITY_TABLES) if as_columns else ()
     for row in rows.values():
         if as_columns:
             for _table, name in CAPACITY_TABLES:
                 row.setdefault(f"{name.strip('_')}_gpu_hours", 0.0)
                 row.setdefault(f"{name.strip('_')}_cost", 0.0)
                 row.setdefault(f"{name.strip('_')}_list_cost", 0.0)
+        _finish_carbon(row, prefixes=("", *capacity_prefixes))
     return sorted(rows.values(), key=lambda r: (any(r[c] in CAPACITY_ROWS for c in cols), -r["cost"],
                                                 tuple(str(r[c]) for c in cols)))
 
@@ -203,6 +222,7 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[dict[
             row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", 0.0) + seconds / 3600
             row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", 0.0) + cost
             row[f"{prefix}_list_cost"] = row.get(f"{prefix}_list_cost", 0.0) + list_cost
+            _add_carbon(row, m, prefix=f"{prefix}_")
         else:
             labels = {c: group.get(c, name) for c in cols}
             key = (*tuple(labels.values()), currency)
@@ -211,6 +231,7 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[dict[
             row["cost"] += cost
             row["idle_cost"] += cost
             row["list_cost"] += list_cost
+            _add_carbon(row, m)
 
 
 def _round(v: Any) -> Any:

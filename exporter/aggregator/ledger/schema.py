@@ -18,7 +18,9 @@ Schema 10 added how the GPU was shared to the usage key (``sharing``: ``none``, 
 ``hami``, ``dra``; "" when the agent did not say): booked rows get "", their key changing as in schema 7.
 Schema 13 added the GPU-seconds whose busy time was split by fraction for want of measured per-pod use
 (``split_s``) to the usage rows, the marks and the namespace totals: rows booked before it split nothing known
-(0); the marks it finds take the agents' next split counters as a baseline (``SPLIT_UNKNOWN``).
+(0); the marks it finds take the agents' next split counters as a baseline (``SPLIT_UNKNOWN``). It also added
+CO2e (grams, and the GPU-seconds it is known for) and the GPU-seconds whose energy was not measured to the
+usage, capacity and namespace-total rows; rows booked before it read 0 (CO2e unknown).
 """
 
 from __future__ import annotations
@@ -145,11 +147,15 @@ _V12_TABLES: tuple[Table, ...] = (
     Table("node_devices", (("hour", "int"), ("node", "text"), ("gpu_model", "text"), ("mig_profile", "text"),
                            ("replicas", "int")), (("devices", "int"),)),
 )
-#: Schema 13: split GPU-seconds on the usage rows, the counters' marks and the namespace totals.
-_V13_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    name: (("split_s", "real0"),) for name in ("usage", "hwm", "totals")}
 TABLES_V12: tuple[Table, ...] = tuple(
     Table(t.name, t.key + _V10_KEYS.get(t.name, ()), t.values) for t in TABLES_V9) + _V12_TABLES
+#: Schema 13: split GPU-seconds on the usage rows, the counters' marks and the namespace totals; CO2e of the
+#: measured energy, the GPU-seconds it is known for, and those whose energy was not measured.
+_V13_SPLIT = (("split_s", "real0"),)
+_V13_EMISSIONS = (("co2e_g", "real0"), ("co2e_s", "real0"), ("unmeasured_energy_s", "real0"))
+_V13_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "usage": _V13_SPLIT + _V13_EMISSIONS, "hwm": _V13_SPLIT, "totals": _V13_SPLIT + _V13_EMISSIONS,
+    **{name: _V13_EMISSIONS for name in _V8_CAPACITY}}
 TABLES: tuple[Table, ...] = tuple(Table(t.name, t.key, t.values + _V13_COLUMNS.get(t.name, ())) for t in TABLES_V12)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
@@ -318,10 +324,13 @@ def add_energy(d: Dialect) -> list[str]:
             for table, cols in _V8_COLUMNS.items() for name, word in cols] + [create_table(d, t) for t in _V8_TABLES]
 
 
-def add_split(d: Dialect) -> list[str]:
-    """Schema 12 -> 13: the split columns (0 on rows booked before them); the marks found say their split is
-    unknown, so an agent's split counter (cumulative over its epoch) is a baseline there, never one interval's."""
-    return [f"ALTER TABLE {table} ADD COLUMN {name} {_type(d, word)}"
+def add_split_and_emissions(d: Dialect) -> list[str]:
+    """Schema 12 -> 13: the split and emissions columns, 0 on booked rows (their CO2e was never known); the marks
+    found say their split is unknown, so an agent's split counter (cumulative over its epoch) is a baseline there,
+    never one interval's. ``IF NOT EXISTS`` on PostgreSQL (SQLite has no such clause), as in ``_add_usage_key``:
+    a usage table set back by hand migrates."""
+    guard = " IF NOT EXISTS" if d.partition_usage else ""
+    return [f"ALTER TABLE {table} ADD COLUMN{guard} {name} {_type(d, word)}"
             for table, cols in _V13_COLUMNS.items() for name, word in cols] + [
         f"UPDATE hwm SET split_s = {SPLIT_UNKNOWN}"]
 
@@ -334,4 +343,4 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
             9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
             11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES],
-            13: lambda: add_split(d)}
+            13: lambda: add_split_and_emissions(d)}

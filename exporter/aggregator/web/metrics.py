@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
+from exporter.aggregator.web.carbon_metrics import co2e_counter
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.forecast import Forecast
 from exporter.model.pricing.document import Pricing
@@ -110,6 +111,7 @@ def namespace_counters(books: Books) -> Iterator[Family]:
         if joules := sum(a.energy_j for a in capacity.values()):
             energy.add_metric([name], joules)
     yield from (alloc, used, unmeasured, split, cost, idle_cost, list_cost, energy)
+    yield from co2e_counter(books, namespaces=seconds)
 
 
 def commitment_and_node_prices(books: Books) -> Iterator[Family]:

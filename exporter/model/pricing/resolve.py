@@ -42,6 +42,18 @@ class EnergyTariff:
 
 
 @dataclass(frozen=True, slots=True)
+class CarbonFactor:
+    """What a joule measured at the device emits: the grid's intensity, scaled by the site's PUE."""
+
+    g_per_kwh: float
+    pue: float
+
+    def grams(self, joules: float) -> float:
+        """CO2e of ``joules`` measured at the device: kWh * PUE * intensity (grams)."""
+        return joules / JOULES_PER_KWH * self.pue * self.g_per_kwh
+
+
+@dataclass(frozen=True, slots=True)
 class GpuRate:
     """Prices of one whole-GPU-equivalent hour on one node (a MIG instance pays its fraction of it).
 
@@ -56,6 +68,7 @@ class GpuRate:
     known: bool
     energy: EnergyTariff | None = None
     commitment_model: str | None = None
+    carbon: CarbonFactor | None = None  # None: the document has no ``emissions:`` section
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +101,11 @@ class PriceList:
     def _resolve(self, node: NodeFacts, mig_profile: str | None) -> GpuRate:
         doc, model = self.doc, node.gpu_model
         owned = self._on_prem.get(model) if model is not None else None
+        carbon = self._carbon(node, owned_pue=owned.pue if owned is not None else None)
         if owned is not None:  # owned hardware replaces list prices, multipliers and commitments
             capital = owned.capex_per_gpu / (owned.years * HOURS_PER_YEAR)
             return GpuRate(capital, capital, PriceSource.ON_PREM, node.capacity_type, known=True,
-                           energy=EnergyTariff(owned.energy_price_kwh, owned.pue))
+                           energy=EnergyTariff(owned.energy_price_kwh, owned.pue), carbon=carbon)
         listed, source = self._list_price(node)
         per_instance = doc.mig_profiles.get(model, {}).get(mig_profile) if model and mig_profile else None
         if per_instance is not None and model is not None and mig_profile is not None:
@@ -100,7 +114,15 @@ class PriceList:
                                                                         if node.pool else 1.0)
         eligible = node.capacity_type is not CapacityType.SPOT and per_instance is None and model is not None
         return GpuRate(listed, listed * multiplier, source, node.capacity_type, known=source is not PriceSource.DEFAULT,
-                       commitment_model=model if eligible else None)
+                       commitment_model=model if eligible else None, carbon=carbon)
+
+    def _carbon(self, node: NodeFacts, *, owned_pue: float | None) -> CarbonFactor | None:
+        """The pool's intensity (else the grid's) and the PUE: owned GPUs' own site PUE, else the section's."""
+        section = self.doc.emissions
+        if section is None:
+            return None
+        intensity = section.pools.get(node.pool, section.grid_g_per_kwh) if node.pool else section.grid_g_per_kwh
+        return CarbonFactor(intensity, owned_pue if owned_pue is not None else section.pue)
 
     def _list_price(self, node: NodeFacts) -> tuple[float, PriceSource]:
         doc = self.doc

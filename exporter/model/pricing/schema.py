@@ -53,6 +53,14 @@ class OnPrem(_Strict):
     pue: float = Field(ge=1, allow_inf_nan=False)
 
 
+class Emissions(_Strict):
+    """Grid carbon intensity: what a measured joule emits, so GPU time can be reported in CO2e as well as money."""
+
+    grid_g_per_kwh: NonNegative = Field(description="location-based grid intensity, grams CO2e per kWh")
+    pue: float = Field(default=1.0, ge=1, allow_inf_nan=False, description="facility overhead of rented GPUs")
+    pools: dict[str, NonNegative] = Field(default_factory=dict, description="intensity by node pool (g/kWh)")
+
+
 class PricingDoc(_Strict):
     """One validated pricing document (version 1 or 2)."""
 
@@ -66,6 +74,7 @@ class PricingDoc(_Strict):
     commitments: list[Commitment] = Field(default_factory=list)
     on_prem: list[OnPrem] = Field(default_factory=list)
     effective_from: AwareDatetime | None = None
+    emissions: Emissions | None = None  # optional: without it no CO2e is reported
 
     @field_validator("default_price")
     @classmethod

@@ -47,7 +47,7 @@ def test_scaling_is_field_by_field() -> None:
 
 def test_columns_are_the_ledger_column_order() -> None:
     assert UsageAmounts.columns() == ("allocated_s", "used_s", "unmeasured_s", "idle_s", "cost", "idle_cost",
-                                      "energy_j", "list_cost", "split_s")
+                                      "energy_j", "list_cost", "split_s", "co2e_g", "co2e_s", "unmeasured_energy_s")
 
 
 @pytest.mark.parametrize("cls", AMOUNTS, ids=lambda c: c.__name__)

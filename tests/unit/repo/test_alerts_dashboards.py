@@ -70,7 +70,7 @@ def test_amtool_check_config() -> None:
 def test_dashboards_are_current_grafana_json() -> None:
     """Datasource as a variable, cluster/namespace/pool/model variables, no deprecated `graph` panels, and
     every metric a panel uses is produced by the exporter or the recording rules."""
-    produced = set(re.findall(r'"(gpucost_[a-z_]+)"', "".join(
+    produced = set(re.findall(r'"(gpucost_[a-z0-9_]+)"', "".join(
         p.read_text() for p in (REPO / "exporter").rglob("*.py"))))
     produced |= {n + "_total" for n in produced}
     recorded = set(re.findall(r"record: ([\w:]+)", (ALERTS / "gpu-cost-exporter.rules.yaml").read_text()))
@@ -82,7 +82,7 @@ def test_dashboards_are_current_grafana_json() -> None:
             assert panel["type"] != "graph" and panel["datasource"]["uid"] == "${datasource}"
             assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
             for t in panel["targets"]:
-                for metric in re.findall(r"\b(gpucost_[a-z_]+|namespace:gpucost_[\w:]+)", t["expr"]):
+                for metric in re.findall(r"\b(gpucost_[a-z0-9_]+|namespace:gpucost_[\w:]+)", t["expr"]):
                     assert metric in produced or metric in recorded, (path.name, metric)
 
 
