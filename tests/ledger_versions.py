@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.aggregator.ledger.postgres import _month_bounds
-from exporter.aggregator.ledger.schema import POSTGRES, SQLITE, Table, create_table
+from exporter.aggregator.ledger.schema import FIXED_WORDS, POSTGRES, SQLITE, TABLES, TABLES_V12, Table, create_table
 from exporter.aggregator.ledger.store import TickWrite
 from exporter.model.books import UsageAmounts, UsageKey
+from exporter.model.exact import book, exact
 
 _ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
                   "unused_commitment_totals")
@@ -17,10 +18,25 @@ _V4_TABLES = ("unused_commitment", "unused_commitment_totals", "commitment_marks
 _V4_LIST_COST = ("unallocated", "unobserved", "totals", "unallocated_totals", "unobserved_totals")
 
 
-def back_to(version: int) -> list[str]:
-    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 12 on a fresh ledger, then
-    marking it ``version``."""
+def exact_undone(*, backend: str, usage: bool = True) -> list[str]:
+    """Statements putting back a fresh (empty) ledger's amount tables as schema 12 made them (REAL / NUMERIC
+    money, DOUBLE PRECISION seconds); ``usage`` False: a test rebuilt that table itself (``usage_as_of``)."""
+    dialect = POSTGRES if backend == "postgres" else SQLITE
+    old = {t.name: t for t in TABLES_V12}
     out: list[str] = []
+    for t in TABLES:
+        if (t.name == "usage" and not usage) or not any(w in FIXED_WORDS for _c, w in t.values):
+            continue
+        out += [f"DROP TABLE {t.name}", create_table(dialect, old[t.name])]
+        if t.name == "usage":
+            out.append("CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)")
+    return out
+
+
+def back_to(version: int, *, backend: str = "sqlite", usage: bool = True) -> list[str]:
+    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 13 on a fresh ledger, then
+    marking it ``version``."""
+    out: list[str] = exact_undone(backend=backend, usage=usage) if version < 13 else []
     if version < 12:
         out.append("DROP TABLE node_devices")
     if version < 9:
@@ -54,7 +70,7 @@ def usage_as_of(tables: Sequence[Table], *, backend: str, hour: int) -> list[str
 def idle_tick(key: UsageKey, *, seconds: float, price: float) -> TickWrite:
     """One usage row booked after a migration: ``seconds`` held, all idle, at ``price`` per GPU-hour."""
     w = TickWrite()
-    cost = seconds / 3600 * price
-    w.usage[key] = UsageAmounts(allocated_s=seconds, used_s=0.0, unmeasured_s=0.0, idle_s=seconds, cost=cost,
-                                idle_cost=cost, energy_j=0.0, list_cost=cost)
+    held = book(exact(seconds))
+    cost = book(held / 3600 * exact(price))
+    w.usage[key] = UsageAmounts(allocated_s=held, idle_s=held, cost=cost, idle_cost=cost, list_cost=cost)
     return w

@@ -10,8 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from decimal import Decimal
 from operator import attrgetter
 from typing import Any, NamedTuple, Self
+
+from exporter.model.exact import ZERO
 
 HOUR = 3600
 
@@ -95,11 +98,7 @@ class _Amounts:
         result: Self = fn(self, other)
         return result
 
-    def scaled(self, factor: float) -> Self:
-        result: Self = _fieldwise(type(self), "a.{n} * k", args="a, k")(self, factor)
-        return result
-
-    def values(self) -> tuple[float, ...]:
+    def values(self) -> tuple[Any, ...]:
         """Field values in declaration order: the ledger's column order (used only by the ledger's SQL)."""
         return tuple(_getter(type(self))(self))
 
@@ -116,27 +115,27 @@ class _Amounts:
 class UsageAmounts(_Amounts):
     """One holder's GPU time and money in one hour-row of the ledger."""
 
-    allocated_s: float = 0.0
-    used_s: float = 0.0
-    unmeasured_s: float = 0.0
-    idle_s: float = 0.0
-    cost: float = 0.0  # effective: discounts, commitments, owned hardware's capital rate plus its energy
-    idle_cost: float = 0.0
-    energy_j: float = 0.0
-    list_cost: float = 0.0  # GPU-hours x the public list price, no discount and no energy
+    allocated_s: Decimal = ZERO
+    used_s: Decimal = ZERO
+    unmeasured_s: Decimal = ZERO
+    idle_s: Decimal = ZERO
+    cost: Decimal = ZERO  # effective: discounts, commitments, owned hardware's capital rate plus its energy
+    idle_cost: Decimal = ZERO
+    energy_j: Decimal = ZERO
+    list_cost: Decimal = ZERO  # GPU-hours x the public list price, no discount and no energy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NamespaceTotals(_Amounts):
     """A namespace's running totals since the ledger began (what the counters on /metrics show)."""
 
-    allocated_s: float = 0.0
-    used_s: float = 0.0
-    unmeasured_s: float = 0.0
-    cost: float = 0.0
-    idle_cost: float = 0.0
-    list_cost: float = 0.0
-    energy_j: float = 0.0
+    allocated_s: Decimal = ZERO
+    used_s: Decimal = ZERO
+    unmeasured_s: Decimal = ZERO
+    cost: Decimal = ZERO
+    idle_cost: Decimal = ZERO
+    list_cost: Decimal = ZERO
+    energy_j: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,25 +145,25 @@ class CapacityAmounts(_Amounts):
 
     An unused commitment's ``list_cost`` and ``energy_j`` are 0: no GPU-hour was had for it at any price."""
 
-    seconds: float = 0.0
-    cost: float = 0.0
-    list_cost: float = 0.0
-    energy_j: float = 0.0
+    seconds: Decimal = ZERO
+    cost: Decimal = ZERO
+    list_cost: Decimal = ZERO
+    energy_j: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BreakdownTotals(_Amounts):
     """Allocated GPU-seconds and cost by namespace x pool x priority class."""
 
-    allocated_s: float = 0.0
-    cost: float = 0.0
+    allocated_s: Decimal = ZERO
+    cost: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnmeasuredEnergy(_Amounts):
     """GPU-seconds of a node whose energy DCGM did not measure: priced at nothing, so counted instead."""
 
-    seconds: float = 0.0
+    seconds: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,7 +33,7 @@ from exporter.aggregator.books.priced_rows import (
     holder_totals,
     node_facts,
     priced_capacity,
-    usage_amount,
+    usage_amounts,
 )
 from exporter.aggregator.books.rates import FleetNode, Slice, TickRates, fleet_node, slices
 from exporter.aggregator.kube.state import KubeState
@@ -51,6 +51,7 @@ from exporter.model.books import (
     UsageKey,
     hour_of,
 )
+from exporter.model.exact import arrived, book
 from exporter.model.plausibility import counter_advance, implausible
 from exporter.model.pricing.document import Pricing
 from exporter.model.usage import UsageSnapshot
@@ -314,13 +315,14 @@ class _NodeBooking:
                 continue
             priority = info.priority_class if info else ""
             facts = rates.facts_of(node, model, make=partial(node_facts, kube, node, model=model))
-            idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
-            total: UsageAmounts | None = None  # the holder's parts summed (one part: that part, no new object)
+            rates_of_parts = []
             for part in parts:
                 rate = rates.rate(facts, mig_profile=h.mig_profile, at=part.start)
                 if not rate.known:
                     out.unpriced[model] += d.allocated_s * part.share
-                amount = usage_amount(d, idle=idle, share=part.share, rate=rate)
+                rates_of_parts.append(rate)
+            total: UsageAmounts | None = None  # the holder's parts summed (one part: that part, no new object)
+            for part, amount in zip(parts, usage_amounts(d, parts=parts, rates=rates_of_parts), strict=True):
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
                                        h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
                 total = amount if total is None else total + amount
@@ -343,4 +345,4 @@ class _NodeBooking:
                                                      energy_j=d.energy_j, parts=parts))
         gap = deltas.get(UNMEASURED_ENERGY)
         if gap is not None and gap.allocated_s > 0:
-            add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=gap.allocated_s))
+            add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=book(arrived(gap.allocated_s))))

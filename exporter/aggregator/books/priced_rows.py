@@ -2,18 +2,22 @@
 
 Every amount carries two costs: ``cost`` at the effective rate (capacity type, pool, commitments, owned
 hardware's capital rate plus its measured energy) and ``list_cost`` at the public list price.
+
+Amounts are booked in fixed point (``model.exact``): a counter's delta is read by its decimal repr, rounded
+once to 9 digits (energy to 3) and split over its hours so the hour-rows sum exactly to it; each hour-row's
+money is rounded once from its booked seconds and that hour's rate. Sums after that are exact.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from decimal import Decimal
 from typing import TypeVar
 
 from exporter.aggregator.books.rates import Slice, TickRates, slices
 from exporter.aggregator.kube.state import KubeState
 from exporter.aggregator.ledger.store import TickWrite
-from exporter.model.accounting import cost_of
 from exporter.model.books import (
     BreakdownTotals,
     CapacityAmounts,
@@ -24,8 +28,9 @@ from exporter.model.books import (
     UsageAmounts,
     _Amounts,
 )
+from exporter.model.exact import ENERGY_PLACES, ZERO, arrived, book, div, exact, mul, split
 from exporter.model.pricing.labels import NodeFacts
-from exporter.model.pricing.resolve import GpuRate
+from exporter.model.pricing.resolve import JOULES_PER_KWH, EnergyTariff, GpuRate
 from exporter.model.usage import UsageSnapshot
 
 UNKNOWN = "unknown"
@@ -55,17 +60,42 @@ def gpus_by_model(snap: UsageSnapshot, kube: KubeState) -> dict[str, int]:
     return dict(by_model)
 
 
+def money(seconds: Decimal, per_gpu_hour: float) -> Decimal:
+    """Booked money for ``seconds`` (booked GPU-seconds) at ``per_gpu_hour``: rounded once, half-even, to 9 digits."""
+    return book(div(mul(seconds, exact(per_gpu_hour)), Decimal(3600)))
+
+
+def energy_money(tariff: EnergyTariff | None, joules: Decimal) -> Decimal:
+    """The exact (not yet rounded) price of ``joules`` measured at the device: kWh x price x PUE; 0 without a
+    tariff."""
+    if tariff is None or not joules:
+        return ZERO
+    return div(mul(joules, exact(tariff.price_kwh), exact(tariff.pue)), exact(JOULES_PER_KWH))
+
+
+def booked_parts(value: float, shares: Sequence[Decimal], *, places: int = 9) -> list[Decimal]:
+    """A counter's delta (a float from the agent) booked once and split over its hours, parts summing to it."""
+    whole = book(arrived(value), places=places)
+    return [whole] if len(shares) == 1 else split(whole, shares, places=places)
+
+
+def shares_of(parts: Sequence[Slice]) -> list[Decimal]:
+    """The slices' shares of their interval as decimals (weights for ``split``)."""
+    return [exact(p.share) for p in parts]
+
+
 def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts: list[Slice],
                     energy_j: float = 0.0) -> list[tuple[int, CapacityAmounts]]:
     """Capacity GPU-seconds (and the energy DCGM measured on them) spread over their hours, each hour priced
     at the rate in force at its start: energy costs only where that rate prices it (owned hardware)."""
+    shares = shares_of(parts)
+    secs, joules = booked_parts(seconds, shares), booked_parts(energy_j, shares, places=ENERGY_PLACES)
     out = []
-    for part in parts:
+    for part, s, j in zip(parts, secs, joules, strict=True):
         rate = rates.rate(facts, mig_profile=None, at=part.start)
-        s, joules = seconds * part.share, energy_j * part.share
-        energy_cost = rate.energy.cost(joules) if rate.energy is not None else 0.0
-        out.append((part.hour, CapacityAmounts(seconds=s, cost=cost_of(s, rate.effective_per_gpu_hour) + energy_cost,
-                                               list_cost=cost_of(s, rate.list_per_gpu_hour), energy_j=joules)))
+        cost = book(mul(s, exact(rate.effective_per_gpu_hour)) / 3600 + energy_money(rate.energy, j))
+        out.append((part.hour, CapacityAmounts(seconds=s, cost=cost, list_cost=money(s, rate.list_per_gpu_hour),
+                                               energy_j=j)))
     return out
 
 
@@ -93,19 +123,30 @@ def book_unobserved(w: TickWrite, *, node: str, kube: KubeState, rates: TickRate
                                                  parts=parts))
 
 
-def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate) -> UsageAmounts:
-    """One hour's part of a holder's delta, priced: effective cost (plus energy on owned hardware), idle
-    cost at the same effective rate, and the list cost."""
-    alloc, idle_s, energy = d.allocated_s * share, idle * share, d.energy_j * share
-    energy_cost = rate.energy.cost(energy) if rate.energy is not None else 0.0
-    return UsageAmounts(allocated_s=alloc, used_s=d.used_s * share, unmeasured_s=d.unmeasured_s * share,
-                        idle_s=idle_s, cost=cost_of(alloc, rate.effective_per_gpu_hour) + energy_cost,
-                        idle_cost=cost_of(idle_s, rate.effective_per_gpu_hour), energy_j=energy,
-                        list_cost=cost_of(alloc, rate.list_per_gpu_hour))
+def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[GpuRate]) -> list[UsageAmounts]:
+    """A holder's delta booked over its hours (``parts``, each at its own rate): seconds and energy rounded
+    once and split so the rows sum to the delta exactly; effective cost (plus energy on owned hardware), idle
+    cost at the same effective rate, and the list cost, each rounded once per row."""
+    shares = shares_of(parts)
+    whole = [book(arrived(v)) for v in (d.allocated_s, d.used_s, d.unmeasured_s)]
+    idle = max(ZERO, whole[0] - whole[1] - whole[2])  # allocated that was measured and not used
+    cols = [[w] if len(shares) == 1 else split(w, shares) for w in (*whole, idle)]
+    energy = booked_parts(d.energy_j, shares, places=ENERGY_PLACES)
+    out = []
+    for i, rate in enumerate(rates):
+        alloc, idle_s = cols[0][i], cols[3][i]
+        per_s = div(exact(rate.effective_per_gpu_hour), Decimal(3600))
+        out.append(UsageAmounts(allocated_s=alloc, used_s=cols[1][i], unmeasured_s=cols[2][i], idle_s=idle_s,
+                                cost=book(mul(alloc, per_s) + energy_money(rate.energy, energy[i])),
+                                idle_cost=book(mul(idle_s, per_s)), energy_j=energy[i],
+                                list_cost=money(alloc, rate.list_per_gpu_hour)))
+    return out
 
 
 def holder_totals(d: CounterMark, total: UsageAmounts) -> tuple[BreakdownTotals, NamespaceTotals]:
-    """A holder's delta in the running totals: its time from its counters, its money from its priced rows."""
-    return (BreakdownTotals(allocated_s=d.allocated_s, cost=total.cost),
-            NamespaceTotals(allocated_s=d.allocated_s, used_s=d.used_s, unmeasured_s=d.unmeasured_s, cost=total.cost,
-                            idle_cost=total.idle_cost, list_cost=total.list_cost, energy_j=d.energy_j))
+    """A holder's delta in the running totals, all from its booked hour-rows (whose seconds sum exactly to
+    its counters' booked deltas)."""
+    return (BreakdownTotals(allocated_s=total.allocated_s, cost=total.cost),
+            NamespaceTotals(allocated_s=total.allocated_s, used_s=total.used_s, unmeasured_s=total.unmeasured_s,
+                            cost=total.cost, idle_cost=total.idle_cost, list_cost=total.list_cost,
+                            energy_j=total.energy_j))

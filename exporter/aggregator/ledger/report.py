@@ -1,4 +1,8 @@
-"""Cost reports from the ledger: the same rows for ``gpu-cost-exporter report`` and ``/api/v1/report``."""
+"""Cost reports from the ledger: the same rows for ``gpu-cost-exporter report`` and ``/api/v1/report``.
+
+Amounts are ``Decimal`` sums of booked values (exact); GPU-hours are booked seconds / 3600 rounded half-even to
+9 digits. JSON and CSV write every amount as plain decimal text with at most 9 fractional digits (no exponent);
+the table rounds for display."""
 
 from __future__ import annotations
 
@@ -6,13 +10,16 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from exporter.model.books import hour_of
 from exporter.model.durations import parse_duration
+from exporter.model.exact import ZERO, book, text
 from exporter.model.named_rows import Select
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -129,7 +136,7 @@ def unused_key(by: str, commitment: str, *, currency: str) -> tuple[Any, ...]:
 
 def blank_row(by: str, name: str, *, currency: str) -> dict[str, Any]:
     """A row of zeros named ``name`` in every group column."""
-    return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+    return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, ZERO), "currency": currency}
 
 
 _SUMS = {"allocated_s": "SUM(allocated_s)", "used_s": "SUM(used_s)", "idle_s": "SUM(idle_s)",
@@ -152,9 +159,9 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
     for r in query(f"SELECT {usage.sql()} FROM usage {clause} GROUP BY {col_sql}, currency", params):
         m = usage.mapping(r)
         row: dict[str, Any] = {c: m[c] for c in cols}
-        row.update(allocated_gpu_hours=float(m["allocated_s"]) / 3600, used_gpu_hours=float(m["used_s"]) / 3600,
-                   idle_gpu_hours=float(m["idle_s"]) / 3600, unmeasured_gpu_hours=float(m["unmeasured_s"]) / 3600,
-                   cost=float(m["cost"]), idle_cost=float(m["idle_cost"]), list_cost=float(m["list_cost"]),
+        row.update(allocated_gpu_hours=hours(m["allocated_s"]), used_gpu_hours=hours(m["used_s"]),
+                   idle_gpu_hours=hours(m["idle_s"]), unmeasured_gpu_hours=hours(m["unmeasured_s"]),
+                   cost=amount(m["cost"]), idle_cost=amount(m["idle_cost"]), list_cost=amount(m["list_cost"]),
                    currency=m["currency"])
         rows[key_of(r)] = row
     as_columns = all(c in CAPACITY_COLUMNS for c in cols)
@@ -169,16 +176,16 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
     for r in query(f"SELECT {unused.sql()} FROM unused_commitment {clause} GROUP BY commitment, currency", params):
         m = unused.mapping(r)
         key = (UNUSED_COMMITMENT,) * n + (m["commitment"], m["currency"])
-        row = rows.setdefault(key, {**dict.fromkeys(cols, UNUSED_COMMITMENT), **dict.fromkeys(FIELDS, 0.0),
+        row = rows.setdefault(key, {**dict.fromkeys(cols, UNUSED_COMMITMENT), **dict.fromkeys(FIELDS, ZERO),
                                     "currency": m["currency"]})
-        row.update(commitment=m["commitment"], idle_gpu_hours=float(m["seconds"]) / 3600, cost=float(m["cost"]),
-                   idle_cost=float(m["cost"]))
+        row.update(commitment=m["commitment"], idle_gpu_hours=hours(m["seconds"]), cost=amount(m["cost"]),
+                   idle_cost=amount(m["cost"]))
     for row in rows.values():
         if as_columns:
             for _table, name in CAPACITY_TABLES:
-                row.setdefault(f"{name.strip('_')}_gpu_hours", 0.0)
-                row.setdefault(f"{name.strip('_')}_cost", 0.0)
-                row.setdefault(f"{name.strip('_')}_list_cost", 0.0)
+                row.setdefault(f"{name.strip('_')}_gpu_hours", ZERO)
+                row.setdefault(f"{name.strip('_')}_cost", ZERO)
+                row.setdefault(f"{name.strip('_')}_list_cost", ZERO)
     return sorted(rows.values(), key=lambda r: (any(r[c] in CAPACITY_ROWS for c in cols), -r["cost"],
                                                 tuple(str(r[c]) for c in cols)))
 
@@ -193,33 +200,63 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[dict[
     for m in found:
         group = {c: m[c] for c in cap_cols}
         currency = m["currency"]
-        seconds, cost, list_cost = float(m["seconds"]), float(m["cost"]), float(m["list_cost"])
+        seconds, cost, list_cost = amount(m["seconds"]), amount(m["cost"]), amount(m["list_cost"])
         if as_columns:
             key = (*tuple(group[c] for c in cols), currency)
             row = rows.get(key)
             if row is None:
-                row = rows[key] = {**group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
-            row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", 0.0) + seconds / 3600
-            row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", 0.0) + cost
-            row[f"{prefix}_list_cost"] = row.get(f"{prefix}_list_cost", 0.0) + list_cost
+                row = rows[key] = {**group, **dict.fromkeys(FIELDS, ZERO), "currency": currency}
+            row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", ZERO) + hours(seconds)
+            row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", ZERO) + cost
+            row[f"{prefix}_list_cost"] = row.get(f"{prefix}_list_cost", ZERO) + list_cost
         else:
             labels = {c: group.get(c, name) for c in cols}
             key = (*tuple(labels.values()), currency)
-            row = rows.setdefault(key, {**labels, **dict.fromkeys(FIELDS, 0.0), "currency": currency})
-            row["idle_gpu_hours"] += seconds / 3600
+            row = rows.setdefault(key, {**labels, **dict.fromkeys(FIELDS, ZERO), "currency": currency})
+            row["idle_gpu_hours"] += hours(seconds)
             row["cost"] += cost
             row["idle_cost"] += cost
             row["list_cost"] += list_cost
 
 
+def amount(v: Any) -> Decimal:
+    """A summed amount from the ledger (Decimal on both backends; NULL: nothing booked) as a Decimal."""
+    if v is None:
+        return ZERO
+    return v if isinstance(v, Decimal) else Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+
+
+def hours(seconds: Any) -> Decimal:
+    """GPU-seconds as GPU-hours, rounded half-even to 9 digits (the one rounding a report makes)."""
+    return book(amount(seconds) / 3600)
+
+
 def _round(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return text(v)
     return round(v, 6) if isinstance(v, float) and math.isfinite(v) else v
+
+
+_NUMBER = re.compile(r'"\\u0000(-?[0-9.]+)"')
+
+
+def to_json(obj: Any, *, indent: int | None = None) -> str:
+    """JSON with every Decimal written as a number in plain decimal text (the json module would refuse it, and
+    a float would lose digits); NaN refused."""
+    marked = json.dumps(obj, indent=indent, allow_nan=False,
+                        default=lambda o: "\u0000" + text(o) if isinstance(o, Decimal) else _refuse(o))
+    return _NUMBER.sub(r"\1", marked)
+
+
+def _refuse(o: Any) -> Any:
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
     """Rows as ``json``, ``csv`` or an aligned text ``table``; ``ReportError`` for another format."""
     if fmt == "json":
-        return json.dumps([{k: _round(v) for k, v in r.items()} for r in rows], indent=2) + "\n"
+        return to_json([{k: v if isinstance(v, Decimal) else _round(v) for k, v in r.items()} for r in rows],
+                       indent=2) + "\n"
     if not rows:
         return "" if fmt == "csv" else "(no usage booked in this window)\n"
     headers = list(rows[0].keys())
@@ -234,7 +271,7 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         return buf.getvalue()
     if fmt != "table":
         raise ReportError(f"unknown --format {fmt!r}: use table, json or csv")
-    cells = [[(f"{r.get(h):,.4f}" if isinstance(r.get(h), float) else str(r.get(h, ""))) for h in headers]
+    cells = [[(f"{r.get(h):,.4f}" if isinstance(r.get(h), float | Decimal) else str(r.get(h, ""))) for h in headers]
              for r in rows]
     short = [h.replace("_gpu_hours", " GPU-h").replace("_", " ") for h in headers]
     widths = [max(len(short[i]), *(len(c[i]) for c in cells)) for i in range(len(headers))]

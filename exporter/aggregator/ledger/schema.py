@@ -16,6 +16,10 @@ measured no such energy (0). Schema 9 added each node's GPUs by model and held M
 so aggregators that share a cluster's nodes (shards) blend commitments over the whole cluster's fleet.
 Schema 10 added how the GPU was shared to the usage key (``sharing``: ``none``, ``time-slicing``, ``mps``,
 ``hami``, ``dra``; "" when the agent did not say): booked rows get "", their key changing as in schema 7.
+Schema 13 made amounts exact (``EXACT_SCHEMA``): GPU-seconds and money are fixed-point with 9 fractional digits
+(SQLite: INTEGER nano-units, each column checked to stay an integer, so an overflow fails the transaction
+instead of turning into a float; PostgreSQL: NUMERIC(38,9)), energy with 3 (millijoules: nano-joules would
+overflow SQLite's int64 within weeks on one node). Marks, timestamps and right-sizing evidence stay floats.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
+EXACT_SCHEMA = 13  # the migration that makes amounts fixed-point (``exact_amounts``)
 DEFAULT_CLUSTER = "default"
 
 
@@ -32,23 +37,27 @@ class Dialect:
     """Column types and clauses that differ between the backends."""
 
     name: str
-    real: str
-    money: str
+    real: str  # before schema 13, and the ``float`` columns since
+    money: str  # before schema 13
     bigint: str
+    fixed9: str  # schema 13: 9 fractional digits (seconds, money)
+    fixed3: str  # schema 13: 3 fractional digits (energy)
     table_suffix: str  # ``WITHOUT ROWID`` on SQLite
     partition_usage: bool  # usage partitioned by month (PostgreSQL)
 
 
-SQLITE = Dialect("sqlite", real="REAL", money="REAL", bigint="INTEGER", table_suffix=" WITHOUT ROWID",
-                 partition_usage=False)
-POSTGRES = Dialect("postgresql", real="DOUBLE PRECISION", money="NUMERIC", bigint="BIGINT", table_suffix="",
-                   partition_usage=True)
+SQLITE = Dialect("sqlite", real="REAL", money="REAL", bigint="INTEGER", fixed9="INTEGER", fixed3="INTEGER",
+                 table_suffix=" WITHOUT ROWID", partition_usage=False)
+POSTGRES = Dialect("postgresql", real="DOUBLE PRECISION", money="NUMERIC", bigint="BIGINT", fixed9="NUMERIC(38,9)",
+                   fixed3="NUMERIC(38,3)", table_suffix="", partition_usage=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """One table: key columns then value columns, each ``(name, type word)``; type words are
-    ``text``, ``int``, ``real``, ``money``, ``real?`` (nullable) or ``real0`` (0 unless written)."""
+    """One table: key columns then value columns, each ``(name, type word)``; type words are ``text``, ``int``,
+    ``real``, ``money``, ``real?`` (nullable) or ``real0`` (0 unless written) up to schema 12; since 13 amounts
+    are ``fixed`` (9 digits) or ``energy`` (3 digits; ``energy0``: 0 unless written) and other numbers
+    ``float`` / ``float?``."""
 
     name: str
     key: tuple[tuple[str, str], ...]
@@ -140,23 +149,55 @@ _V12_TABLES: tuple[Table, ...] = (
     Table("node_devices", (("hour", "int"), ("node", "text"), ("gpu_model", "text"), ("mig_profile", "text"),
                            ("replicas", "int")), (("devices", "int"),)),
 )
-TABLES: tuple[Table, ...] = tuple(
+TABLES_V12: tuple[Table, ...] = tuple(
     Table(t.name, t.key + _V10_KEYS.get(t.name, ()), t.values) for t in TABLES_V9) + _V12_TABLES
+#: Schema 13: tables whose numbers are not amounts (marks, timestamps, evidence) keep binary floats.
+FLOAT_TABLES = frozenset({"hwm", "agents", "quota_events", "commitment_marks", "evidence"})
+FIXED_WORDS = {"fixed": 9, "energy": 3, "energy0": 3}  # type word -> fractional digits
+
+
+def _exact_word(table: str, column: str, *, word: str) -> str:
+    """A schema-12 column's type word at schema 13."""
+    if word not in ("real", "money", "real?", "real0"):
+        return word
+    if table in FLOAT_TABLES:
+        return "float?" if word == "real?" else "float"
+    if column == "energy_j":
+        return "energy0" if word == "real0" else "energy"
+    return "fixed"
+
+
+TABLES: tuple[Table, ...] = tuple(
+    Table(t.name, t.key, tuple((c, _exact_word(t.name, c, word=w)) for c, w in t.values)) for t in TABLES_V12)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
+#: Every fixed-point column's fractional digits, by column name (a name means the same in every table that has
+#: it as an amount); what readers use to turn SQLite's integer units back into decimals.
+FIXED_COLUMNS: dict[str, int] = {c: FIXED_WORDS[w] for t in TABLES for c, w in t.values if w in FIXED_WORDS}
 
 
-def _type(d: Dialect, word: str) -> str:
-    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real, "real0": d.real}[word]
-    if word == "real0":  # a column added later: rows (and writers) from before it read 0, fresh or migrated
-        return f"{base} NOT NULL DEFAULT 0"
-    return base if word.endswith("?") else f"{base} NOT NULL"
+def fixed_places(table: str) -> dict[str, int]:
+    """The fixed-point columns of ``table`` and their fractional digits."""
+    return {c: FIXED_WORDS[w] for c, w in BY_NAME[table].values if w in FIXED_WORDS}
+
+
+def _type(d: Dialect, word: str, *, column: str = "") -> str:
+    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real, "real0": d.real,
+            "float": d.real, "float?": d.real, "fixed": d.fixed9, "energy": d.fixed3, "energy0": d.fixed3}[word]
+    if word in ("real0", "energy0"):  # a column added later: rows (and writers) from before it read 0
+        base = f"{base} NOT NULL DEFAULT 0"
+    elif not word.endswith("?"):
+        base = f"{base} NOT NULL"
+    if word in FIXED_WORDS and not d.partition_usage and column:
+        # SQLite turns an integer sum past int64 into a REAL silently: refuse it, naming the column
+        base += f" CONSTRAINT {column}_exceeds_sqlite_range CHECK (typeof({column}) = 'integer')"
+    return base
 
 
 def create_table(d: Dialect, t: Table, *, name: str | None = None) -> str:
     """The ``CREATE TABLE`` of ``t`` (as ``name``, when migrating through a copy) in the dialect, keyed by cluster
     first."""
-    cols = ", ".join(["cluster TEXT NOT NULL"] + [f"{c} {_type(d, w)}" for c, w in t.key + t.values])
+    cols = ", ".join(["cluster TEXT NOT NULL"] + [f"{c} {_type(d, w, column=c)}" for c, w in t.key + t.values])
     pk = ", ".join(["cluster"] + [c for c, _w in t.key])
     partitioned = d.partition_usage and t.name == "usage"
     suffix = " PARTITION BY RANGE (hour)" if partitioned else d.table_suffix
@@ -268,7 +309,7 @@ def add_list_prices(d: Dialect) -> list[str]:
     out: list[str] = []
     for table, cols in _V4_COLUMNS.items():
         for name, word in cols:
-            base = {"money": d.money, "real": d.real}[word]
+            base = {"money": d.money, "real": d.real}[word]  # schema 4's types
             out.append(f"ALTER TABLE {table} ADD COLUMN {name} {base} NOT NULL DEFAULT 0")
         out.append(f"UPDATE {table} SET list_cost = cost")
     out.append("UPDATE totals SET energy_j = COALESCE((SELECT SUM(u.energy_j) FROM usage u WHERE u.cluster = "
@@ -300,7 +341,7 @@ def add_claim(d: Dialect) -> list[str]:
 
 def add_sharing(d: Dialect) -> list[str]:
     """Schema 9 -> 10: ``sharing`` joins the usage key; booked rows get "" (the mode was not booked)."""
-    return _add_usage_key(d, BY_NAME["usage"], column="sharing", version=10)
+    return _add_usage_key(d, {t.name: t for t in TABLES_V12}["usage"], column="sharing", version=10)
 
 
 def add_energy(d: Dialect) -> list[str]:
@@ -316,4 +357,44 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             5: lambda: [create_table(d, t) for t in _V5_TABLES],
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
             9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
-            11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES]}
+            11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES],
+            EXACT_SCHEMA: lambda: exact_amounts(d)}
+
+
+#: SQLite's function (registered on the writer's connection) turning a schema-12 REAL into integer units.
+SQLITE_UNITS_FN = "gpucost_units"
+
+
+def _pg_half_even(expr: str, places: int) -> str:
+    """PostgreSQL SQL rounding the numeric ``expr`` half-even to ``places`` digits (its ``round`` on numeric
+    rounds ties away from zero): a tie goes to the even neighbour."""
+    s = f"(({expr}) * 1e{places})"
+    return (f"((CASE WHEN {s} - floor({s}) = 0.5 THEN floor({s}) + mod(abs(floor({s})), 2) ELSE round({s}) END)"
+            f" / 1e{places})")
+
+
+def exact_amounts(d: Dialect) -> list[str]:
+    """Schema 12 -> 13: amounts become fixed-point, each value rounded half-even once (a REAL by its shortest
+    decimal repr, as booking reads agents' floats). SQLite rebuilds each table (a column's type cannot change
+    in place) converting through ``SQLITE_UNITS_FN``; PostgreSQL alters the columns' types (usage's partitions
+    follow), reading DOUBLE PRECISION through its text (shortest round-trip digits), NUMERIC as it is."""
+    out: list[str] = []
+    old_types = {t.name: dict(t.values) for t in TABLES_V12}
+    for t in TABLES:
+        places = {c: FIXED_WORDS[w] for c, w in t.values if w in FIXED_WORDS}
+        if not places:
+            continue
+        if d.partition_usage:
+            for c, p in places.items():
+                source = f"{c}::text::numeric" if old_types[t.name][c] != "money" else c
+                out.append(f"ALTER TABLE {t.name} ALTER COLUMN {c} TYPE NUMERIC(38,{p}) USING "
+                           f"{_pg_half_even(source, p)}")
+            continue
+        cols = t.columns()
+        exprs = ", ".join(f"{SQLITE_UNITS_FN}({c}, {places[c]})" if c in places else c for c in cols)
+        out += [create_table(d, t, name=f"{t.name}_v13"),
+                f"INSERT INTO {t.name}_v13 ({', '.join(cols)}) SELECT {exprs} FROM {t.name}",
+                f"DROP TABLE {t.name}", f"ALTER TABLE {t.name}_v13 RENAME TO {t.name}"]
+    if not d.partition_usage:
+        out.append("CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)")
+    return out

@@ -168,7 +168,7 @@ async def test_schema_7_ledger_migrates_to_8(ledger_target: LedgerTarget) -> Non
     ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
     await ledger.open()
     await ledger.close()
-    raw_execute(ledger_target, *back_to(7),
+    raw_execute(ledger_target, *back_to(7, backend=ledger_target.backend),
                 "INSERT INTO unallocated (cluster, hour, node, pool, gpu_model, currency, seconds, cost, list_cost) "
                 "VALUES ('default', 3600, 'n1', 'p', 'M', 'USD', 7200, 8.0, 8.0)",
                 "INSERT INTO unallocated_totals (cluster, node, pool, gpu_model, currency, seconds, cost, list_cost) "
@@ -177,7 +177,7 @@ async def test_schema_7_ledger_migrates_to_8(ledger_target: LedgerTarget) -> Non
     await again.open()
     try:
         assert await again.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 12
+        assert SCHEMA_VERSION == 13
         rows = await again.query("SELECT seconds, cost, energy_j FROM unallocated")
         assert [tuple(float(v) for v in r) for r in rows] == [(7200.0, 8.0, 0.0)]
         assert await again.query("SELECT COUNT(*) FROM unmeasured_energy_totals") == [(0,)]

@@ -29,7 +29,7 @@ def _as_schema_6(t: LedgerTarget) -> None:
               "priority_class, currency, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, energy_j, "
               f"list_cost) VALUES ('default', {HOUR}, 'ml', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
               "3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)",
-              *back_to(6)]
+              *back_to(6, backend=t.backend, usage=False)]
     raw_execute(t, *stmts)
 
 
@@ -45,7 +45,7 @@ async def test_schema_6_ledger_gains_the_claim_key(ledger_target: LedgerTarget) 
     await ledger.open()
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 12
+        assert SCHEMA_VERSION == 13
         assert await ledger.query("SELECT claim, allocated_s, cost FROM usage") == [("", 3600.0, 4.0)]
         await ledger.commit(idle_tick(KEY, seconds=900.0, price=4.0))
         await ledger.commit(idle_tick(KEY._replace(claim="ml/c1"), seconds=1800.0, price=4.0))

@@ -19,7 +19,7 @@ def _as_schema_3(t: LedgerTarget) -> None:
     """A fresh ledger taken back to schema 3, with what a schema-3 build booked: ns held 1 GPU-h for 4.00
     (idle half of it, 2.00) drawing 500 J; 2 GPU-h nobody held for 8.00; 60 s nobody observed for 0.50."""
     stmts = usage_as_of(TABLES_V3, backend=t.backend, hour=HOUR)
-    stmts += [*back_to(3),
+    stmts += [*back_to(3, backend=t.backend, usage=False),
               f"INSERT INTO usage VALUES ('default', {HOUR}, 'ns', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
               "3600, 1800, 0, 1800, 4.0, 2.0, 500.0)",
               f"INSERT INTO unallocated VALUES ('default', {HOUR}, 'n1', 'pool', 'M', 'USD', 7200, 8.0)",

@@ -31,7 +31,7 @@ def _as_schema_9(t: LedgerTarget) -> None:
               "priority_class, currency, claim, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
               f"energy_j, list_cost) VALUES ('default', {HOUR}, 'ml', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
               "'ml/c1', 3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)",
-              *back_to(9)]
+              *back_to(9, backend=t.backend, usage=False)]
     raw_execute(t, *stmts)
 
 
@@ -48,7 +48,7 @@ async def test_schema_9_ledger_gains_the_sharing_key(ledger_target: LedgerTarget
     old = KEY._replace(claim="ml/c1")
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 12
+        assert SCHEMA_VERSION == 13
         assert await ledger.query("SELECT claim, sharing, allocated_s, cost FROM usage") == [
             ("ml/c1", "", 3600.0, 4.0)]
         await ledger.commit(idle_tick(old, seconds=900.0, price=4.0))
