@@ -98,6 +98,11 @@ class _Amounts:
         result: Self = fn(self, other)
         return result
 
+    def scaled(self, factor: Any) -> Self:
+        """Every field times ``factor`` (a Decimal or int for amounts: a float would make them inexact)."""
+        result: Self = _fieldwise(type(self), "a.{n} * k", args="a, k")(self, factor)
+        return result
+
     def values(self) -> tuple[Any, ...]:
         """Field values in declaration order: the ledger's column order (used only by the ledger's SQL)."""
         return tuple(_getter(type(self))(self))

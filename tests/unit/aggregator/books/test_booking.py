@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from exporter.aggregator.books.booking import Books, NodeGone
@@ -104,10 +106,10 @@ def test_a_delta_across_an_hour_boundary_is_split_by_wall_time() -> None:
     p = books.prepare([snap("e1", 2, 3660.0, 120.0, 60.0, unalloc=240.0)], k, pricing=PRICING)
     before = p.write.usage[UsageKey(0, "ns", "p", "train", "n1", "spot", H100, "", "gpu-batch", "USD")]
     after = p.write.usage[UsageKey(3600, "ns", "p", "train", "n1", "spot", H100, "", "gpu-batch", "USD")]
-    assert before.allocated_s == pytest.approx(60.0) and after.allocated_s == pytest.approx(60.0)
-    assert before.cost == pytest.approx(60 / 3600 * 4.0 * 0.5)
-    assert p.write.unallocated[CapacityKey(0, "n1", "spot", H100, "USD")].seconds == pytest.approx(120.0)
-    assert p.write.unallocated[CapacityKey(3600, "n1", "spot", H100, "USD")].seconds == pytest.approx(120.0)
+    assert before.allocated_s == 60 and after.allocated_s == 60
+    assert before.cost == Decimal("0.033333333")  # 60 / 3600 x 2.00 = 0.0333333333|3, half-even to 9 digits
+    assert p.write.unallocated[CapacityKey(0, "n1", "spot", H100, "USD")].seconds == 120
+    assert p.write.unallocated[CapacityKey(3600, "n1", "spot", H100, "USD")].seconds == 120
 
 
 def test_new_epoch_books_the_gap_nobody_observed() -> None:
@@ -117,9 +119,9 @@ def test_new_epoch_books_the_gap_nobody_observed() -> None:
     books.apply(books.prepare([snap("e1", 9, 100.0, 100.0, 0.0, 100.0, started_at=0.0, gpus=2)], k, pricing=PRICING))
     p = books.prepare([snap("e2", 1, 430.0, 30.0, 0.0, 30.0, started_at=400.0, gpus=2)], k, pricing=PRICING)
     gap = p.write.unobserved[CapacityKey(0, "n1", "spot", H100, "USD")]
-    assert gap.seconds == pytest.approx(600.0) and gap.cost == pytest.approx(600 / 3600 * 4.0 * 0.5)
+    assert gap.seconds == 600 and gap.cost == Decimal("0.333333333")  # 600 / 3600 x 2.00
     books.apply(p)
-    assert books.unobserved_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds == pytest.approx(600.0)
+    assert books.unobserved_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds == 600
     # conservation over [0, 430] on 2 GPUs: allocated 100 + 30, unallocated 100 + 30, unobserved 600 = 860
     allocated = books.totals[NamespaceKey("ns", "USD")].allocated_s
     unallocated = books.unallocated_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds

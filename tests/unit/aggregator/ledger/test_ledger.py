@@ -198,9 +198,10 @@ def test_version_2_ledger_migrates_with_list_cost_equal_to_cost(tmp_path: Path) 
     state = asyncio.run(reopen())
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
-    assert db.execute("SELECT cost, list_cost FROM usage").fetchall() == [(4.0, 4.0)]
-    assert db.execute("SELECT cost, list_cost FROM unallocated").fetchall() == [(8.0, 8.0)]
-    assert db.execute("SELECT cost, list_cost FROM unobserved").fetchall() == [(0.5, 0.5)]
+    # stored as integer nano-units since schema 13: 4.0 = 4 x 10^9
+    assert db.execute("SELECT cost, list_cost FROM usage").fetchall() == [(4_000_000_000, 4_000_000_000)]
+    assert db.execute("SELECT cost, list_cost FROM unallocated").fetchall() == [(8_000_000_000, 8_000_000_000)]
+    assert db.execute("SELECT cost, list_cost FROM unobserved").fetchall() == [(500_000_000, 500_000_000)]
     db.close()
     assert state.totals[NamespaceKey("ns", "USD")].list_cost == 4.0
     assert state.totals[NamespaceKey("ns", "USD")].energy_j == 500.0
