@@ -4,6 +4,8 @@ claim stay apart (the primary key includes it), so ``--by claim`` reports each c
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from exporter.aggregator.ledger.schema import TABLES_V6
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
 from exporter.model.books import UsageKey
@@ -75,4 +77,4 @@ async def test_fresh_ledger_keys_usage_by_claim(ledger_target: LedgerTarget) -> 
         await ledger.close()
     assert rows["ml/shared"]["allocated_gpu_hours"] == 2 * 1800 / 3600
     assert rows["ml/shared"]["cost"] == 2 * 1800 / 3600 * 4.0
-    assert rows["ml/other"]["allocated_gpu_hours"] == 600 / 3600
+    assert rows["ml/other"]["allocated_gpu_hours"] == Decimal("0.166666667")  # 600 / 3600 = 0.1666666666|7

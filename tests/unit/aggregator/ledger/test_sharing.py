@@ -4,7 +4,7 @@ only by sharing stay apart (the primary key includes it), so ``--by sharing`` re
 
 from __future__ import annotations
 
-import pytest
+from decimal import Decimal
 
 from exporter.aggregator.ledger.schema import TABLES_V9
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
@@ -78,5 +78,5 @@ async def test_fresh_ledger_keys_usage_by_sharing(ledger_target: LedgerTarget) -
         await ledger.close()
     assert rows["time-slicing"]["allocated_gpu_hours"] == 1800 / 3600
     assert rows["time-slicing"]["cost"] == 1800 / 3600 * 4.0
-    assert rows["mps"]["allocated_gpu_hours"] == 600 / 3600
-    assert rows["mps"]["cost"] == pytest.approx(600 / 3600 * 4.0, abs=1e-9)  # NUMERIC on PostgreSQL
+    assert rows["mps"]["allocated_gpu_hours"] == Decimal("0.166666667")  # 600 / 3600 = 0.1666666666|7
+    assert rows["mps"]["cost"] == Decimal("0.666666667")  # 600 / 3600 x 4.00 = 0.6666666666|7, both backends
