@@ -33,7 +33,7 @@ class SqliteTx:
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows as tuples, amounts as decimals."""
-        return _decoded(self.db.execute(sql, tuple(params)))
+        return decoded_rows(self.db.execute(sql, tuple(params)))
 
 
 class SqliteBackend:
@@ -106,7 +106,7 @@ class SqliteBackend:
         return self._db()
 
 
-def _decoded(cur: sqlite3.Cursor) -> list[Row]:
+def decoded_rows(cur: sqlite3.Cursor) -> list[Row]:
     """A cursor's rows with amounts' integer units turned back into decimals."""
     rows = cur.fetchall()
     decode = decoder(cur.description)
@@ -120,7 +120,7 @@ def sqlite_reader(path: Path) -> Iterator[Callable[[str, Iterable[Any]], list[Ro
         raise LedgerError(f"{path}: no such ledger")
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        yield lambda sql, params: _decoded(conn.execute(sql, tuple(params)))
+        yield lambda sql, params: decoded_rows(conn.execute(sql, tuple(params)))
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"{path}: not a gpu-cost-exporter ledger ({exc})") from None
     finally:

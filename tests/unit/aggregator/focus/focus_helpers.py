@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from exporter.aggregator.ledger.fixed import to_db
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.model.books import CapacityAmounts, CapacityKey, CommitmentKey, UsageAmounts, UsageKey
 
@@ -106,8 +108,10 @@ def add_unobserved(path: Path, rows: list[CapacityRow], *, cluster: str = CLUSTE
     conn = sqlite3.connect(path)
     conn.executemany("INSERT INTO unobserved (cluster, hour, node, pool, gpu_model, currency, seconds, cost, "
                      "list_cost) VALUES (?,?,?,?,?,?,?,?,?)",
-                     [(cluster, c.hour, c.node, c.pool, c.gpu_model, CURRENCY, c.seconds, c.cost, c.cost)
-                      for c in rows])
+                     [(cluster, c.hour, c.node, c.pool, c.gpu_model, CURRENCY, *(
+                         to_db(v, column=n, places=9) for n, v in (("seconds", c.seconds), ("cost", c.cost),
+                                                                   ("list_cost", c.cost))))
+                      for c in rows])  # amounts in the ledger's integer nano-units
     conn.commit()
     conn.close()
 
@@ -124,7 +128,7 @@ def dec(text: str) -> Decimal:
 def report_total(ledger: Path, since: float | None = None, until: float | None = None) -> float:
     """``report``'s total cost over all its rows, incl. __unallocated__ (and unobserved capacity)."""
     conn = sqlite3.connect(ledger)
-    query = lambda sql, p: list(conn.execute(sql, tuple(p)))  # noqa: E731
+    query = lambda sql, p: decoded_rows(conn.execute(sql, tuple(p)))  # noqa: E731  (amounts as decimals)
     rows = build_report(query, "namespace", since=since, until=until)
     total = sum(r["cost"] for r in rows)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -139,7 +143,7 @@ def report_total(ledger: Path, since: float | None = None, until: float | None =
             where.append("hour < ?")
             params.append(until)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        total += conn.execute(f"SELECT COALESCE(SUM(cost), 0) FROM unobserved {clause}", params).fetchone()[0]
+        total += query(f"SELECT COALESCE(SUM(cost), 0) FROM unobserved {clause}", params)[0][0]
     conn.close()
     return float(total)
 
