@@ -418,12 +418,15 @@ def bench_simulate(nodes: int, hours: float) -> dict[str, float]:
 
 # -- ledger write throughput, SQLite and PostgreSQL side by side --------------------------------------------
 def _usage_tick(tick: int, rows: int) -> Any:
+    from decimal import Decimal
+
     from exporter.aggregator.ledger.store import TickWrite
     from exporter.model.books import UsageAmounts, UsageKey
 
     w = TickWrite()
     hour = 1_793_491_200 + 3600 * (tick // 240)  # a new hour every 240 ticks, as 15 s ticks do
-    amounts = UsageAmounts(allocated_s=15.0, used_s=7.5, idle_s=7.5, cost=0.0167, idle_cost=0.008)
+    amounts = UsageAmounts(allocated_s=Decimal(15), used_s=Decimal("7.5"), idle_s=Decimal("7.5"),
+                           cost=Decimal("0.0167"), idle_cost=Decimal("0.008"))  # booked: exact decimals
     for i in range(rows):
         w.usage[UsageKey(hour, f"ns-{i % 50}", f"pod-{i}", f"wl-{i // 4}", f"node-{i // 8}", "pool",
                          "NVIDIA H100 80GB HBM3", "", "", "USD")] = amounts

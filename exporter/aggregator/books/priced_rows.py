@@ -28,7 +28,7 @@ from exporter.model.books import (
     UsageAmounts,
     _Amounts,
 )
-from exporter.model.exact import ENERGY_PLACES, ZERO, arrived, book, div, exact, mul, split
+from exporter.model.exact import ENERGY_PLACES, EXACT, ZERO, arrived, book, div, exact, mul, split
 from exporter.model.pricing.labels import NodeFacts
 from exporter.model.pricing.resolve import JOULES_PER_KWH, EnergyTariff, GpuRate
 from exporter.model.usage import UsageSnapshot
@@ -93,7 +93,8 @@ def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts
     out = []
     for part, s, j in zip(parts, secs, joules, strict=True):
         rate = rates.rate(facts, mig_profile=None, at=part.start)
-        cost = book(mul(s, exact(rate.effective_per_gpu_hour)) / 3600 + energy_money(rate.energy, j))
+        cost = book(EXACT.add(div(mul(s, exact(rate.effective_per_gpu_hour)), Decimal(3600)),
+                              energy_money(rate.energy, j)))
         out.append((part.hour, CapacityAmounts(seconds=s, cost=cost, list_cost=money(s, rate.list_per_gpu_hour),
                                                energy_j=j)))
     return out
@@ -137,7 +138,7 @@ def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[Gpu
         alloc, idle_s = cols[0][i], cols[3][i]
         per_s = div(exact(rate.effective_per_gpu_hour), Decimal(3600))
         out.append(UsageAmounts(allocated_s=alloc, used_s=cols[1][i], unmeasured_s=cols[2][i], idle_s=idle_s,
-                                cost=book(mul(alloc, per_s) + energy_money(rate.energy, energy[i])),
+                                cost=book(EXACT.add(mul(alloc, per_s), energy_money(rate.energy, energy[i]))),
                                 idle_cost=book(mul(idle_s, per_s)), energy_j=energy[i],
                                 list_cost=money(alloc, rate.list_per_gpu_hour)))
     return out
