@@ -35,6 +35,7 @@ from exporter.agent.meter import Meter  # noqa: E402
 from exporter.agent.publish import snapshot_of  # noqa: E402
 from exporter.agent.state import dump_meter  # noqa: E402
 from exporter.clients.exposition import parse_exposition  # noqa: E402
+from exporter.model.exact import exact  # noqa: E402
 from exporter.model.pod_resources import ContainerDevices  # noqa: E402
 from exporter.model.usage import snapshot_json  # noqa: E402
 from exporter.sim.cluster import SimCluster  # noqa: E402
@@ -106,6 +107,7 @@ from pathlib import Path
 from exporter.agent.service import Agent
 from exporter.config import AgentSettings
 from exporter.logs import configure_logging
+from exporter.model.exact import exact
 env = dict(l.split("=", 1) for l in Path(sys.argv[1]).read_text().splitlines() if l)
 ticks = int(sys.argv[2])
 def rss():
@@ -337,7 +339,8 @@ def bench_metrics_render(repeat: int) -> dict[str, float]:
     inputs = MetricsInputs(
         is_leader=True, gauges=gauges, kube=KubeState(), pricing=PricingSource(None).current, now=RealClock().now(),
         books=Books(LedgerState(totals={NamespaceKey(f"ns-{n}", "USD"): NamespaceTotals(
-            allocated_s=1e5, used_s=5e4, unmeasured_s=10.0, cost=100.0, idle_cost=40.0) for n in range(500)})),
+            allocated_s=exact(1e5), used_s=exact(5e4), unmeasured_s=exact(10.0), cost=exact(100.0),
+                idle_cost=exact(40.0)) for n in range(500)})),
         kube_up=True, pricing_reload_errors=0, snapshots_rejected=Tally(), team_label="gpu.platform/team",
         breakdown_series=False)
     collector = AggregatorCollector(lambda: inputs)

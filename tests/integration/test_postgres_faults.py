@@ -22,6 +22,7 @@ from psycopg_pool import PoolTimeout
 from exporter.aggregator.ledger.store import Ledger, StaleTerm, TickWrite
 from exporter.clock import VirtualClock
 from exporter.model.books import AgentMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from exporter.pipeline import Pipeline
 from exporter.sim.runner import free_port
 from exporter.sim.scenario import parse_scenario
@@ -46,8 +47,8 @@ pods:
 def _tick(seconds: float, booked: float) -> TickWrite:
     w = TickWrite()
     w.usage[UsageKey(NOV, "ns", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
-        allocated_s=seconds, cost=seconds / 3600)
-    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=seconds, cost=seconds / 3600)
+        allocated_s=exact(seconds), cost=exact(seconds / 3600))
+    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=exact(seconds), cost=exact(seconds / 3600))
     w.agents["n1"] = AgentMark("e1", booked, 1)
     return w
 

@@ -129,17 +129,21 @@ def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[Gpu
     once and split so the rows sum to the delta exactly; effective cost (plus energy on owned hardware), idle
     cost at the same effective rate, and the list cost, each rounded once per row."""
     shares = shares_of(parts)
-    whole = [book(arrived(v)) for v in (d.allocated_s, d.used_s, d.unmeasured_s)]
-    idle = max(ZERO, whole[0] - whole[1] - whole[2])  # allocated that was measured and not used
-    cols = [[w] if len(shares) == 1 else split(w, shares) for w in (*whole, idle)]
+    alloc_t, used_t, unmeasured_t = (book(arrived(v)) for v in (d.allocated_s, d.used_s, d.unmeasured_s))
+    idle_t = max(ZERO, alloc_t - used_t - unmeasured_t)  # allocated that was measured and not used
+
+    def parts_of(whole: Decimal) -> list[Decimal]:
+        return [whole] if len(shares) == 1 else split(whole, shares)
+
     energy = booked_parts(d.energy_j, shares, places=ENERGY_PLACES)
     out = []
-    for i, rate in enumerate(rates):
-        alloc, idle_s = cols[0][i], cols[3][i]
+    for rate, alloc, used, unmeasured, idle_s, joules in zip(rates, parts_of(alloc_t), parts_of(used_t),
+                                                             parts_of(unmeasured_t), parts_of(idle_t), energy,
+                                                             strict=True):
         per_s = div(exact(rate.effective_per_gpu_hour), Decimal(3600))
-        out.append(UsageAmounts(allocated_s=alloc, used_s=cols[1][i], unmeasured_s=cols[2][i], idle_s=idle_s,
-                                cost=book(EXACT.add(mul(alloc, per_s), energy_money(rate.energy, energy[i]))),
-                                idle_cost=book(mul(idle_s, per_s)), energy_j=energy[i],
+        out.append(UsageAmounts(allocated_s=alloc, used_s=used, unmeasured_s=unmeasured, idle_s=idle_s,
+                                cost=book(EXACT.add(mul(alloc, per_s), energy_money(rate.energy, joules))),
+                                idle_cost=book(mul(idle_s, per_s)), energy_j=joules,
                                 list_cost=money(alloc, rate.list_per_gpu_hour)))
     return out
 

@@ -20,6 +20,7 @@ from exporter.aggregator.web.metrics import budget_families
 from exporter.aggregator.web.status_budgets import budgets_section
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
 from exporter.model.budget_values import parse_budget
+from exporter.model.exact import exact
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -38,7 +39,7 @@ H = 3600.0
 
 def _row(hour: float, ns: str, cost: float, currency: str = "USD") -> tuple[UsageKey, UsageAmounts]:
     key = UsageKey(int(hour), ns, f"{ns}-0", ns, "n1", "", "NVIDIA H100 80GB HBM3", "", "", currency)
-    return key, UsageAmounts(allocated_s=3600.0, cost=cost, list_cost=cost)
+    return key, UsageAmounts(allocated_s=exact(3600.0), cost=exact(cost), list_cost=exact(cost))
 
 
 def _book(path: Path | str, rows: list[tuple[UsageKey, UsageAmounts]], *, since: float, as_of: float,

@@ -146,9 +146,9 @@ def test_booked_rows_never_cost_more_than_list_and_blend_by_coverage(
     rows = [(k.node, a.allocated_s, a.energy_j, a.cost, a.list_cost) for k, a in p.write.usage.items()] + [
         (k.node, a.seconds, a.energy_j, a.cost, a.list_cost) for k, a in p.write.unallocated.items()]
     assert float(sum(seconds for _n, seconds, *_ in rows)) == pytest.approx(sum(n.gpus for n in fleet) * TICK)
-    for node, seconds, joules, cost, list_cost in rows:
+    for node, *amounts in rows:
         n = nodes[node]
-        seconds, joules, cost, list_cost = float(seconds), float(joules), float(cost), float(list_cost)
+        seconds, joules, cost, list_cost = (float(a) for a in amounts)
         energy = joules / 3.6e6 * 0.1 * 1.2 if n.model == OWNED else 0.0  # kWh x price x PUE, owned only
         # booked values: half-even to 9 digits once (at most half a nano-unit off the exact price)
         assert list_cost == pytest.approx(seconds / 3600 * list_price(n), rel=1e-9, abs=5e-10)

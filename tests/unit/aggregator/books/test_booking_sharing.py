@@ -40,7 +40,7 @@ def _kube() -> KubeState:
 def _booked(*snaps: UsageSnapshot) -> dict[str, Decimal]:
     """GPU-seconds booked per sharing mode over the snapshots, in order."""
     books, k = Books(LedgerState()), _kube()
-    out: dict[str, float] = {}
+    out: dict[str, Decimal] = {}
     for s in snaps:
         p = books.prepare([s], k, pricing=PRICING)
         for key, amount in p.write.usage.items():

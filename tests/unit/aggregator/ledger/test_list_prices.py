@@ -4,6 +4,8 @@ from its kept hourly rows, and empty commitment and billing tables."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from exporter.aggregator.ledger.schema import TABLES_V3
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
 from exporter.model.books import CapacityTotalKey, NamespaceKey
@@ -53,7 +55,7 @@ async def test_schema_3_ledger_gains_list_cost_equal_to_cost(ledger_target: Ledg
     assert rows == {"usage": [(4.0, 4.0)], "unallocated": [(8.0, 8.0)], "unobserved": [(0.5, 0.5)],
                     "totals": [(4.0, 4.0)], "unallocated_totals": [(8.0, 8.0)], "unobserved_totals": [(0.5, 0.5)]}
     totals = state.totals[NamespaceKey("ns", "USD")]
-    assert (totals.cost, totals.list_cost, totals.energy_j) == (4.0, 4.0, 500.0)
+    assert (totals.cost, totals.list_cost, totals.energy_j) == (Decimal(4), Decimal(4), Decimal(500))
     assert state.unallocated_totals[CapacityTotalKey("n1", "pool", "M", "USD")].list_cost == 8.0
     assert state.unobserved_totals[CapacityTotalKey("n1", "pool", "M", "USD")].list_cost == 0.5
     assert state.commitment_marks == {} and state.node_billing == {} and state.unused_commitment_totals == {}

@@ -20,6 +20,7 @@ from exporter.model.books import (
     UsageAmounts,
     UsageKey,
 )
+from exporter.model.exact import exact
 from tests.pg import PASSWORD, LedgerTarget, PgServer, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -83,7 +84,7 @@ async def test_capacity_rows_keep_the_cluster_when_grouping_by_cluster_and_names
     ledger = Ledger(ledger_target.target, cluster="a", password_file=ledger_target.password_file)
     await ledger.open()
     w = _usage(NOV, "team", 3600.0, 1.0)
-    w.unallocated[CapacityKey(NOV, "n1", "pool", "M", "USD")] = CapacityAmounts(seconds=1800.0, cost=0.75)
+    w.unallocated[CapacityKey(NOV, "n1", "pool", "M", "USD")] = CapacityAmounts(seconds=exact(1800.0), cost=exact(0.75))
     await ledger.commit(w)
     rows = await ledger.run_report("cluster,namespace", since=None, until=None, cluster=None)
     cap = [r for r in rows if r["namespace"] == "__unallocated__"]
