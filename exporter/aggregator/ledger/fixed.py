@@ -26,7 +26,10 @@ _ONE_COLUMN = re.compile(r"^(?:(?:sum|min|max|coalesce)\()*\s*(?:\w+\.)?(\w+)\s*
 def to_db(value: Decimal | float, *, column: str, places: int) -> int:
     """A booked decimal (a float by its repr) as SQLite's integer units; past int64 is a ``LedgerError`` naming
     the column (use PostgreSQL for books that large)."""
-    units = int(exact(value).scaleb(places).to_integral_value(rounding=ROUND_HALF_EVEN))
+    scaled = (value if type(value) is Decimal else exact(value)).scaleb(places)
+    units = int(scaled)  # a booked value has no more digits than ``places``: exact (the hot path of every tick)
+    if units != scaled:  # more digits than the column keeps: round half-even once, here
+        units = int(scaled.to_integral_value(rounding=ROUND_HALF_EVEN))
     if not -INT64_MAX <= units <= INT64_MAX:
         raise LedgerError(f"{column} = {value} exceeds a SQLite ledger's range (use PostgreSQL)")
     return units

@@ -33,10 +33,9 @@ def accumulate(tx: Tx, table: str, *, keys: tuple[str, ...], rows: TableRows, cl
         tx.executemany(sql, ((cluster, *k, *v.values()) for k, v in rows.items()))  # streamed: no list of every row
         return
     places = fixed_places(table)
-    at = [(c, places[c]) for c in values]
-    tx.executemany(sql, ((cluster, *k, *(to_db(x, column=c, places=p)
-                                         for (c, p), x in zip(at, v.values(), strict=True))) for k, v in rows.items()))
-
+    at = tuple((c, places[c]) for c in values)
+    tx.executemany(sql, ((cluster, *k, *[to_db(x, column=c, places=p)
+                                         for (c, p), x in zip(at, v.values(), strict=True)]) for k, v in rows.items()))
 
 def load_table(tx: Tx, table: str, *, key: type[Any], amounts: type[_A], cluster: str) -> dict[Any, _A]:
     """Every row of ``table`` of this cluster as key -> amounts, read by the fields' names."""
