@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.pipeline import run_simulation
 from exporter.sim.scenario import parse_scenario
 
@@ -28,7 +29,7 @@ async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
         await run_simulation(parse_scenario(text, "golden.yaml"), ledger, workdir=Path(work))
     conn = sqlite3.connect(ledger)
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
+    rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), by, since=None, until=None)
     conn.close()
     key = {"namespace": "namespace", "pod": "pod", "model": "gpu_model", "node": "node", "pool": "pool"}[by]
     return {r[key]: r for r in rows}
@@ -37,7 +38,7 @@ async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str
 def close(got: float, exact: float, ticks: float = 0.0, fraction: float = 1.0, price: float = 1.0) -> None:
     """|got - exact| <= ticks x 15 s x fraction (in hours, times price), plus float noise."""
     tol = ticks * TICK * fraction / 3600.0 * price + 1e-6
-    assert abs(got - exact) <= tol, f"{got} vs exact {exact} (tolerance {tol})"
+    assert abs(float(got) - exact) <= tol, f"{got} vs exact {exact} (tolerance {tol})"
 
 
 WHOLE = """
@@ -237,7 +238,7 @@ async def _run_keeping_relists(text: str, workdir: Path) -> tuple[dict[str, dict
     finally:
         await pipe.close()
     conn = sqlite3.connect(workdir / "ledger.db")
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "pod", since=None, until=None)
+    rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), "pod", since=None, until=None)
     conn.close()
     return {r["pod"]: r for r in rows}, relists
 
@@ -353,8 +354,8 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
                          workdir=tmp_path / "w")
 
     conn = sqlite3.connect(ledger)
-    rows = {r["namespace"]: r for r in build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace",
-                                                     since=None, until=None)}
+    rows = {r["namespace"]: r for r in build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))),
+                                                     "namespace", since=None, until=None)}
     conn.close()
     pinned = 5e-5  # the figures are quoted to four decimals
     assert abs(rows["ai-training"]["allocated_gpu_hours"] - 12.0) < pinned

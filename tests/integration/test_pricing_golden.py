@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario
@@ -29,7 +30,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 def report(ledger: Path, by: str = "namespace") -> dict[str, dict[str, Any]]:
     conn = sqlite3.connect(ledger)
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
+    rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), by, since=None, until=None)
     conn.close()
     key = {"namespace": "namespace", "pod": "pod", "node": "node"}[by]
     return {(r["commitment"] if "commitment" in r else r[key]): r for r in rows}

@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline, run_simulation
 from exporter.sim.scenario import parse_scenario
@@ -59,7 +60,7 @@ def ledger() -> Path:
 def by(ledger: Path, keys: str) -> dict[tuple[str, ...], dict[str, Any]]:
     conn = sqlite3.connect(ledger)
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), keys, since=None, until=None)
+        rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), keys, since=None, until=None)
     finally:
         conn.close()
     groups = {"claim": ("namespace", "claim"), "pod": ("namespace", "pod"), "workload": ("namespace", "workload"),
