@@ -358,12 +358,12 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
                                                      "namespace", since=None, until=None)}
     conn.close()
     pinned = 5e-5  # the figures are quoted to four decimals
-    assert abs(rows["ai-training"]["allocated_gpu_hours"] - 12.0) < pinned
-    assert abs(rows["ai-training"]["cost"] - 48.0) < pinned
-    assert abs(rows["ai-inference"]["allocated_gpu_hours"] - 25 / 7) < pinned
+    assert abs(float(rows["ai-training"]["allocated_gpu_hours"]) - 12.0) < pinned
+    assert abs(float(rows["ai-training"]["cost"]) - 48.0) < pinned
+    assert abs(float(rows["ai-inference"]["allocated_gpu_hours"]) - 25 / 7) < pinned
     assert round(25 / 7, 4) == 3.5714
-    assert abs(rows["ai-dev"]["allocated_gpu_hours"] - 5 / 3) < pinned
-    assert abs(rows["ai-dev"]["unmeasured_gpu_hours"] - 1 / 6) < pinned
+    assert abs(float(rows["ai-dev"]["allocated_gpu_hours"]) - 5 / 3) < pinned
+    assert abs(float(rows["ai-dev"]["unmeasured_gpu_hours"]) - 1 / 6) < pinned
     unallocated = rows["__unallocated__"]
     assert abs(unallocated["idle_gpu_hours"] - 310 / 21) < pinned
     assert round(310 / 21, 4) == 14.7619
@@ -375,7 +375,7 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     assert abs(research["list_cost"] - (16 * 55.04 / 8 + 16 * 5.00)) < pinned
     assert abs(research["cost"] - (16 * 55.04 / 8 * 0.35 + 16 * (0.75 * 3.00 + 0.25 * 5.00))) < pinned
     assert round(16 * 55.04 / 8 * 0.35 + 16 * 3.50, 4) == 94.528
-    assert abs(rows["ai-training"]["list_cost"] - 48.0) < pinned
+    assert abs(float(rows["ai-training"]["list_cost"]) - 48.0) < pinned
     assert "__unused_commitment__" not in rows
     shared = rows["ai-shared"]
     assert abs(shared["allocated_gpu_hours"] - (2 + 0.5 * 2 + 0.5 * 2)) < pinned

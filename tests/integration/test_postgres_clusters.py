@@ -40,7 +40,7 @@ FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "id
 
 
 def _by(rows: list[dict[str, Any]], *cols: str) -> dict[tuple[Any, ...], tuple[float, ...]]:
-    return {tuple(r[c] for c in cols): tuple(round(r[f], 6) for f in FIELDS) for r in rows}
+    return {tuple(r[c] for c in cols): tuple(round(float(r[f]), 6) for f in FIELDS) for r in rows}
 
 
 async def _alone(text: str, tmp_path: Path, name: str) -> dict[tuple[Any, ...], tuple[float, ...]]:

@@ -168,7 +168,7 @@ async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer)
                     by_cluster = {(x["cluster"], x["namespace"]): x["cost"] for x in await r.json()}
                 async with http.get(f"http://{listen}/api/v1/report", params={"cluster": "elsewhere"}) as r:
                     assert await r.json() == []
-            assert by_cluster == pytest.approx({("c", ns): rows[ns]["cost"] for ns in rows}, abs=1e-6)
+            assert by_cluster == pytest.approx({("c", ns): float(rows[ns]["cost"]) for ns in rows}, abs=1e-6)
         finally:
             await pipe.close()
     assert rows["team-a"]["allocated_gpu_hours"] == pytest.approx(1.0, abs=1e-6)

@@ -60,7 +60,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def near(got: float, exact: float) -> None:
-    assert got == pytest.approx(exact, abs=1e-6), f"{got} vs {exact}"
+    assert float(got) == pytest.approx(exact, abs=1e-6), f"{got} vs {exact}"
 
 
 INSTANCE_AND_SPOT = """
@@ -321,13 +321,13 @@ async def test_reprice_equals_a_fresh_simulation_under_the_other_document(tmp_pa
     expected = report(fresh)
     assert set(repriced) == set(expected) == {"train", "batch", "infer", "__unallocated__", "h100-3yr"}
     for name, row in expected.items():
-        assert repriced[name]["reprice_cost"] == pytest.approx(row["cost"], abs=1e-5), name
-        assert repriced[name]["reprice_list_cost"] == pytest.approx(row["list_cost"], abs=1e-5), name
+        assert repriced[name]["reprice_cost"] == pytest.approx(float(row["cost"]), abs=1e-5), name
+        assert repriced[name]["reprice_list_cost"] == pytest.approx(float(row["list_cost"]), abs=1e-5), name
     near(expected["train"]["cost"], 6 * 1.90)
     near(expected["train"]["list_cost"], 6 * 55.04 / 8)
     near(expected["batch"]["cost"], 4 * 4.0 * 0.35)
     near(expected["h100-3yr"]["cost"], 2 * 1.90)
-    assert expected["infer"]["cost"] == pytest.approx(0.50 + 227.5 * 3600 / 3.6e6 * 0.12 * 1.5, abs=1e-5)
+    assert float(expected["infer"]["cost"]) == pytest.approx(0.50 + 227.5 * 3600 / 3.6e6 * 0.12 * 1.5, abs=1e-5)
     near(repriced["train"]["cost"], 6 * 4.0)  # the booked cost is what it was
     bad = await asyncio.to_thread(cli, "report", "--ledger", str(booked), "--reprice", str(tmp_path / "nope.yaml"))
     assert bad.returncode == 2 and "nope.yaml" in bad.stderr

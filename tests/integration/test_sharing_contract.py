@@ -48,7 +48,7 @@ H100, L4, A100 = 4.00, 0.80, 2.00
 
 
 def close(got: float, exact: float) -> None:
-    assert got == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
+    assert float(got) == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ PRICE = 4.0
 
 
 def close(got: float, exact: float) -> None:
-    assert got == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
+    assert float(got) == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
 
 
 def test_simulator_publishes_shares() -> None:
