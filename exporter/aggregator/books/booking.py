@@ -255,7 +255,7 @@ class _NodeBooking:
                                 gpus_by_model=gpus or (old.gpus_by_model if old else {}),
                                 start=old.mark.booked_ts, end=snap.started_at)
         parts = slices(snap.timestamp if start is None else start, snap.timestamp)
-        self._book(deltas, parts=parts)
+        self._book(deltas, parts=parts, before=prev, after=counters)  # the counters' positions: see usage_amounts
         book_devices(w, self.kube, node=node, models=gpus, hours=(p.hour for p in parts), at=snap.timestamp)
         for key, cur in counters.items():
             if key in deltas:
@@ -299,7 +299,8 @@ class _NodeBooking:
                            gpus=max(gpus, self.kube.gpus_of_node(self.snap.node)),
                            unmeasured_energy_s=gap.allocated_s if gap else 0.0)
 
-    def _book(self, deltas: dict[str, CounterMark], *, parts: list[Slice]) -> None:
+    def _book(self, deltas: dict[str, CounterMark], *, parts: list[Slice], before: dict[str, CounterMark],
+              after: dict[str, CounterMark]) -> None:
         snap, out, kube, rates = self.snap, self.out, self.kube, self.rates
         w = out.write
         node, currency = snap.node, rates.pricing.currency
@@ -315,14 +316,15 @@ class _NodeBooking:
                 continue
             priority = info.priority_class if info else ""
             facts = rates.facts_of(node, model, make=partial(node_facts, kube, node, model=model))
-            rates_of_parts = []
+            rates_of_parts = []  # each hour's rate
             for part in parts:
                 rate = rates.rate(facts, mig_profile=h.mig_profile, at=part.start)
                 if not rate.known:
                     out.unpriced[model] += d.allocated_s * part.share
                 rates_of_parts.append(rate)
             total: UsageAmounts | None = None  # the holder's parts summed (one part: that part, no new object)
-            for part, amount in zip(parts, usage_amounts(d, parts=parts, rates=rates_of_parts), strict=True):
+            booked = usage_amounts(d, parts=parts, rates=rates_of_parts, span=(before.get(h.key()), after.get(h.key())))
+            for part, amount in zip(parts, booked, strict=True):
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
                                        h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
                 total = amount if total is None else total + amount

@@ -124,13 +124,27 @@ def book_unobserved(w: TickWrite, *, node: str, kube: KubeState, rates: TickRate
                                                  parts=parts))
 
 
-def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[GpuRate]) -> list[UsageAmounts]:
+def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[GpuRate],
+                  span: tuple[CounterMark | None, CounterMark | None] = (None, None)) -> list[UsageAmounts]:
     """A holder's delta booked over its hours (``parts``, each at its own rate): seconds and energy rounded
     once and split so the rows sum to the delta exactly; effective cost (plus energy on owned hardware), idle
-    cost at the same effective rate, and the list cost, each rounded once per row."""
+    cost at the same effective rate, and the list cost.
+
+    ``span``: the holder's counters before and after the delta (None: from 0, to ``d``). Seconds are booked as
+    positions along them (the delta is booked(after) - booked(before)) and each row's money as the price of
+    the position it ends at less the price of the one it starts at, each rounded once: the money of many
+    ticks at one rate telescopes to the price of their total, not a sum of per-tick roundings."""
     shares = shares_of(parts)
-    alloc_t, used_t, unmeasured_t = (book(arrived(v)) for v in (d.allocated_s, d.used_s, d.unmeasured_s))
+    before, after = span[0] or CounterMark(), span[1] or d
+    if span[1] is None and span[0] is not None:  # a delta without its end: positions from ``before`` by ``d``
+        after = before + d
+    alloc_b, used_b, unmeasured_b = (book(arrived(v)) for v in (before.allocated_s, before.used_s,
+                                                                 before.unmeasured_s))
+    alloc_t, used_t, unmeasured_t = (max(ZERO, book(arrived(e)) - b) for e, b in (
+        (after.allocated_s, alloc_b), (after.used_s, used_b), (after.unmeasured_s, unmeasured_b)))
     idle_t = max(ZERO, alloc_t - used_t - unmeasured_t)  # allocated that was measured and not used
+    alloc_at = alloc_b  # position along the allocated counter
+    idle_at = max(ZERO, alloc_b - used_b - unmeasured_b)  # and along the idle time
 
     def parts_of(whole: Decimal) -> list[Decimal]:
         return [whole] if len(shares) == 1 else split(whole, shares)
@@ -141,11 +155,22 @@ def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[Gpu
                                                              parts_of(unmeasured_t), parts_of(idle_t), energy,
                                                              strict=True):
         per_s = div(exact(rate.effective_per_gpu_hour), Decimal(3600))
-        out.append(UsageAmounts(allocated_s=alloc, used_s=used, unmeasured_s=unmeasured, idle_s=idle_s,
-                                cost=book(EXACT.add(mul(alloc, per_s), energy_money(rate.energy, joules))),
-                                idle_cost=book(mul(idle_s, per_s)), energy_j=joules,
-                                list_cost=money(alloc, rate.list_per_gpu_hour)))
+        list_per_s = div(exact(rate.list_per_gpu_hour), Decimal(3600))
+        out.append(UsageAmounts(
+            allocated_s=alloc, used_s=used, unmeasured_s=unmeasured, idle_s=idle_s,
+            cost=_between(alloc_at, alloc, per_s=per_s) + book(energy_money(rate.energy, joules)),
+            idle_cost=_between(idle_at, idle_s, per_s=per_s), energy_j=joules,
+            list_cost=_between(alloc_at, alloc, per_s=list_per_s)))
+        alloc_at, idle_at = alloc_at + alloc, idle_at + idle_s
     return out
+
+
+def _between(at: Decimal, seconds: Decimal, *, per_s: Decimal) -> Decimal:
+    """The money of ``seconds`` from position ``at`` at ``per_s`` a second: the booked price of the end position
+    less the booked price of the start (exact differences of values each rounded once)."""
+    if not seconds:
+        return ZERO
+    return book(mul(EXACT.add(at, seconds), per_s)) - book(mul(at, per_s))
 
 
 def holder_totals(d: CounterMark, total: UsageAmounts) -> tuple[BreakdownTotals, NamespaceTotals]:

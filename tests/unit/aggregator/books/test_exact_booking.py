@@ -64,3 +64,17 @@ def test_owned_hardware_energy_is_booked_to_the_millijoule_and_priced_once() -> 
     assert row.energy_j == Decimal("1234.568")
     assert row.cost == Decimal("0.500061728")
     assert row.list_cost == Decimal("0.500000000") and row.idle_cost == 0
+
+
+def test_money_of_many_ticks_telescopes_to_the_price_of_their_total() -> None:
+    # 3 ticks of 1 s at 1.00/h: each alone is 1/3600 = 0.0002777777|8 -> 0.000277778, three = 0.000833334;
+    # booked between positions (0 -> 1 -> 2 -> 3 s): 0.000277778 + (0.000555556 - 0.000277778)
+    # + (0.000833333 - 0.000555556) = 0.000833333 = book(3 / 3600), the price of the total rounded once
+    costs = []
+    for t in range(3):
+        before, after = CounterMark(allocated_s=float(t)), CounterMark(allocated_s=float(t + 1))
+        (row,) = usage_amounts(CounterMark(allocated_s=1.0), parts=slices(float(t), t + 1.0), rates=[_rate(1.0)],
+                               span=(before if t else None, after))
+        costs.append(row.cost)
+    assert costs == [Decimal("0.000277778"), Decimal("0.000277778"), Decimal("0.000277777")]
+    assert sum(costs) == Decimal("0.000833333")
