@@ -365,9 +365,9 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     assert abs(float(rows["ai-dev"]["allocated_gpu_hours"]) - 5 / 3) < pinned
     assert abs(float(rows["ai-dev"]["unmeasured_gpu_hours"]) - 1 / 6) < pinned
     unallocated = rows["__unallocated__"]
-    assert abs(unallocated["idle_gpu_hours"] - 310 / 21) < pinned
+    assert abs(float(unallocated["idle_gpu_hours"]) - 310 / 21) < pinned
     assert round(310 / 21, 4) == 14.7619
-    assert abs(unallocated["cost"] - (16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5)) < pinned
+    assert abs(float(unallocated["cost"]) - (16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5)) < pinned
     assert round(16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5, 4) == 29.6048
     assert "__unobserved__" not in rows  # every agent was up the whole run
     research = rows["ai-research"]

@@ -171,11 +171,11 @@ async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer)
             assert by_cluster == pytest.approx({("c", ns): float(rows[ns]["cost"]) for ns in rows}, abs=1e-6)
         finally:
             await pipe.close()
-    assert rows["team-a"]["allocated_gpu_hours"] == pytest.approx(1.0, abs=1e-6)
-    assert rows["team-a"]["cost"] == pytest.approx(4.0, abs=1e-6)
+    assert float(rows["team-a"]["allocated_gpu_hours"]) == pytest.approx(1.0, abs=1e-6)
+    assert float(rows["team-a"]["cost"]) == pytest.approx(4.0, abs=1e-6)
     tick_h = 15 / 3600  # b starts at 30 min: one tick either way, as on SQLite (docs/accounting.md, holding time)
-    assert rows["team-b"]["allocated_gpu_hours"] == pytest.approx(0.5, abs=tick_h + 1e-6)
-    assert rows["__unallocated__"]["idle_gpu_hours"] == pytest.approx(0.5, abs=tick_h + 1e-6)
+    assert float(rows["team-b"]["allocated_gpu_hours"]) == pytest.approx(0.5, abs=tick_h + 1e-6)
+    assert float(rows["__unallocated__"]["idle_gpu_hours"]) == pytest.approx(0.5, abs=tick_h + 1e-6)
     capacity = sum(rows[n]["allocated_gpu_hours"] for n in ("team-a", "team-b")) + rows["__unallocated__"][
         "idle_gpu_hours"]
     assert capacity == pytest.approx(2.0, abs=1e-6)  # 2 GPUs x 1 h: nothing lost or booked twice in the outage

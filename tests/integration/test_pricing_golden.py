@@ -231,10 +231,11 @@ async def test_owned_gpus_capital_rate_plus_measured_energy(tmp_path: Path) -> N
     near(r["__unallocated__"]["cost"], 0.5099)
     near(r["__unallocated__"]["list_cost"], 0.50)
     db = sqlite3.connect(tmp_path / "ledger.db")
-    (held_j,), (idle_j,), (gap,) = (db.execute(sql).fetchone() for sql in (
+    (held_j,), (idle_j,), (gap,) = (decoded_rows(db.execute(sql))[0] for sql in (  # joules as decimals
         "SELECT SUM(energy_j) FROM usage WHERE node = 'dc'", "SELECT SUM(energy_j) FROM unallocated WHERE node = 'dc'",
         "SELECT COUNT(*) FROM unmeasured_energy_totals"))
     db.close()
+    held_j, idle_j = float(held_j), float(idle_j)
     assert held_j == pytest.approx(held_delta, rel=1e-9) and idle_j == pytest.approx(idle_delta, rel=1e-9)
     assert held_j + idle_j == pytest.approx(sum(deltas), rel=1e-9)
     assert sum(deltas) == pytest.approx(1_017_000.0, rel=1e-6)

@@ -149,7 +149,9 @@ def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[Gpu
     def parts_of(whole: Decimal) -> list[Decimal]:
         return [whole] if len(shares) == 1 else split(whole, shares)
 
-    energy = booked_parts(d.energy_j, shares, places=ENERGY_PLACES)
+    energy_t = max(ZERO, book(arrived(after.energy_j), places=ENERGY_PLACES)
+                   - book(arrived(before.energy_j), places=ENERGY_PLACES))  # positions too: joules telescope
+    energy = [energy_t] if len(shares) == 1 else split(energy_t, shares, places=ENERGY_PLACES)
     out = []
     for rate, alloc, used, unmeasured, idle_s, joules in zip(rates, parts_of(alloc_t), parts_of(used_t),
                                                              parts_of(unmeasured_t), parts_of(idle_t), energy,
