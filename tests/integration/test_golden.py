@@ -371,13 +371,13 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
     assert round(16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5, 4) == 29.6048
     assert "__unobserved__" not in rows  # every agent was up the whole run
     research = rows["ai-research"]
-    assert abs(research["allocated_gpu_hours"] - 32.0) < pinned
-    assert abs(research["list_cost"] - (16 * 55.04 / 8 + 16 * 5.00)) < pinned
-    assert abs(research["cost"] - (16 * 55.04 / 8 * 0.35 + 16 * (0.75 * 3.00 + 0.25 * 5.00))) < pinned
+    assert abs(float(research["allocated_gpu_hours"]) - 32.0) < pinned
+    assert abs(float(research["list_cost"]) - (16 * 55.04 / 8 + 16 * 5.00)) < pinned
+    assert abs(float(research["cost"]) - (16 * 55.04 / 8 * 0.35 + 16 * (0.75 * 3.00 + 0.25 * 5.00))) < pinned
     assert round(16 * 55.04 / 8 * 0.35 + 16 * 3.50, 4) == 94.528
     assert abs(float(rows["ai-training"]["list_cost"]) - 48.0) < pinned
     assert "__unused_commitment__" not in rows
     shared = rows["ai-shared"]
-    assert abs(shared["allocated_gpu_hours"] - (2 + 0.5 * 2 + 0.5 * 2)) < pinned
-    assert abs(shared["used_gpu_hours"] - (2 * 0.6 + (0.3 + 0.2) * 2)) < pinned
-    assert abs(shared["cost"] - 4 * 2.50) < pinned and abs(shared["list_cost"] - 10.0) < pinned
+    assert abs(float(shared["allocated_gpu_hours"]) - (2 + 0.5 * 2 + 0.5 * 2)) < pinned
+    assert abs(float(shared["used_gpu_hours"]) - (2 * 0.6 + (0.3 + 0.2) * 2)) < pinned
+    assert abs(float(shared["cost"]) - 4 * 2.50) < pinned and abs(float(shared["list_cost"]) - 10.0) < pinned

@@ -178,8 +178,8 @@ async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer)
     assert float(rows["__unallocated__"]["idle_gpu_hours"]) == pytest.approx(0.5, abs=tick_h + 1e-6)
     capacity = sum(rows[n]["allocated_gpu_hours"] for n in ("team-a", "team-b")) + rows["__unallocated__"][
         "idle_gpu_hours"]
-    assert capacity == pytest.approx(2.0, abs=1e-6)  # 2 GPUs x 1 h: nothing lost or booked twice in the outage
-    assert sum(r["cost"] for r in rows.values()) == pytest.approx(8.0, abs=1e-6)  # 2 GPU-h x 4.00
+    assert float(capacity) == pytest.approx(2.0, abs=1e-6)  # 2 GPUs x 1 h: nothing lost or booked twice in the outage
+    assert float(sum(r["cost"] for r in rows.values())) == pytest.approx(8.0, abs=1e-6)  # 2 GPU-h x 4.00
 
 
 OUTAGE_S = 30.0
