@@ -318,7 +318,7 @@ def recommendation_savings(rows: tuple[Recommendation, ...]) -> GaugeMetricFamil
                           "monthly (730 h) amount a right-sizing action would save, at the booked prices",
                           labels=["namespace", "workload", "action"])
     for r in rows:
-        g.add_metric([r.namespace, r.workload, str(r.action)], r.monthly_savings)
+        g.add_metric([r.namespace, r.workload, str(r.action)], round(r.monthly_savings, 2))  # as the API has it
     return g
 
 
