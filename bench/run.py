@@ -35,6 +35,7 @@ from exporter.agent.meter import Meter  # noqa: E402
 from exporter.agent.publish import snapshot_of  # noqa: E402
 from exporter.agent.state import dump_meter  # noqa: E402
 from exporter.clients.exposition import parse_exposition  # noqa: E402
+from exporter.model.exact import exact  # noqa: E402
 from exporter.model.pod_resources import ContainerDevices  # noqa: E402
 from exporter.model.usage import snapshot_json  # noqa: E402
 from exporter.sim.cluster import SimCluster  # noqa: E402
@@ -106,6 +107,7 @@ from pathlib import Path
 from exporter.agent.service import Agent
 from exporter.config import AgentSettings
 from exporter.logs import configure_logging
+from exporter.model.exact import exact
 env = dict(l.split("=", 1) for l in Path(sys.argv[1]).read_text().splitlines() if l)
 ticks = int(sys.argv[2])
 def rss():
@@ -337,7 +339,8 @@ def bench_metrics_render(repeat: int) -> dict[str, float]:
     inputs = MetricsInputs(
         is_leader=True, gauges=gauges, kube=KubeState(), pricing=PricingSource(None).current, now=RealClock().now(),
         books=Books(LedgerState(totals={NamespaceKey(f"ns-{n}", "USD"): NamespaceTotals(
-            allocated_s=1e5, used_s=5e4, unmeasured_s=10.0, cost=100.0, idle_cost=40.0) for n in range(500)})),
+            allocated_s=exact(1e5), used_s=exact(5e4), unmeasured_s=exact(10.0), cost=exact(100.0),
+                idle_cost=exact(40.0)) for n in range(500)})),
         kube_up=True, pricing_reload_errors=0, snapshots_rejected=Tally(), team_label="gpu.platform/team",
         breakdown_series=False)
     collector = AggregatorCollector(lambda: inputs)
@@ -418,12 +421,15 @@ def bench_simulate(nodes: int, hours: float) -> dict[str, float]:
 
 # -- ledger write throughput, SQLite and PostgreSQL side by side --------------------------------------------
 def _usage_tick(tick: int, rows: int) -> Any:
+    from decimal import Decimal
+
     from exporter.aggregator.ledger.store import TickWrite
     from exporter.model.books import UsageAmounts, UsageKey
 
     w = TickWrite()
     hour = 1_793_491_200 + 3600 * (tick // 240)  # a new hour every 240 ticks, as 15 s ticks do
-    amounts = UsageAmounts(allocated_s=15.0, used_s=7.5, idle_s=7.5, cost=0.0167, idle_cost=0.008)
+    amounts = UsageAmounts(allocated_s=Decimal(15), used_s=Decimal("7.5"), idle_s=Decimal("7.5"),
+                           cost=Decimal("0.0167"), idle_cost=Decimal("0.008"))  # booked: exact decimals
     for i in range(rows):
         w.usage[UsageKey(hour, f"ns-{i % 50}", f"pod-{i}", f"wl-{i // 4}", f"node-{i // 8}", "pool",
                          "NVIDIA H100 80GB HBM3", "", "", "USD")] = amounts

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.aggregator.ledger.postgres import _month_bounds
-from exporter.aggregator.ledger.schema import POSTGRES, SQLITE, Table, create_table
+from exporter.aggregator.ledger.schema import FIXED_WORDS, POSTGRES, SQLITE, TABLES, TABLES_V13, Table, create_table
 from exporter.aggregator.ledger.store import TickWrite
 from exporter.model.books import UsageAmounts, UsageKey
+from exporter.model.exact import book, exact
 
 _ENERGY_TABLES = ("unallocated", "unobserved", "unallocated_totals", "unobserved_totals", "unused_commitment",
                   "unused_commitment_totals")
@@ -19,15 +20,29 @@ _V4_LIST_COST = ("unallocated", "unobserved", "totals", "unallocated_totals", "u
 _V13_COLUMNS = ("co2e_g", "co2e_s", "unmeasured_energy_s")
 
 
-def back_to(version: int) -> list[str]:
-    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 13 on a fresh ledger, then
-    marking it ``version``. Below 10 the usage table keeps schema 13's columns (SQLite's rebuilds of usage in
-    migrations 7 and 10 drop them; PostgreSQL's migration adds them only if missing)."""
+def exact_undone(*, backend: str, usage: bool = True) -> list[str]:
+    """Statements putting back a fresh (empty) ledger's amount tables as schema 13 made them (REAL / NUMERIC
+    money, DOUBLE PRECISION seconds); ``usage`` False: a test rebuilt that table itself (``usage_as_of``)."""
+    dialect = POSTGRES if backend == "postgres" else SQLITE
+    old = {t.name: t for t in TABLES_V13}
     out: list[str] = []
+    for t in TABLES:
+        if (t.name == "usage" and not usage) or not any(w in FIXED_WORDS for _c, w in t.values):
+            continue
+        out += [f"DROP TABLE {t.name}", create_table(dialect, old[t.name])]
+        if t.name == "usage":
+            out.append("CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)")
+    return out
+
+
+def back_to(version: int, *, backend: str = "sqlite", usage: bool = True) -> list[str]:
+    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 14 on a fresh ledger, then
+    marking it ``version``; ``usage`` False: a test rebuilt the usage table itself, before these."""
+    out: list[str] = exact_undone(backend=backend, usage=usage) if version < 14 else []
     if version < 13:
         out += [f"ALTER TABLE {t} DROP COLUMN {c}" for t in ("totals", *_ENERGY_TABLES) for c in _V13_COLUMNS]
         out += [f"ALTER TABLE {t} DROP COLUMN split_s" for t in ("hwm", "totals")]
-        if version >= 10:
+        if usage:
             out += [f"ALTER TABLE usage DROP COLUMN {c}" for c in ("split_s", *_V13_COLUMNS)]
     if version < 12:
         out.append("DROP TABLE node_devices")
@@ -62,7 +77,7 @@ def usage_as_of(tables: Sequence[Table], *, backend: str, hour: int) -> list[str
 def idle_tick(key: UsageKey, *, seconds: float, price: float) -> TickWrite:
     """One usage row booked after a migration: ``seconds`` held, all idle, at ``price`` per GPU-hour."""
     w = TickWrite()
-    cost = seconds / 3600 * price
-    w.usage[key] = UsageAmounts(allocated_s=seconds, used_s=0.0, unmeasured_s=0.0, idle_s=seconds, cost=cost,
-                                idle_cost=cost, energy_j=0.0, list_cost=cost)
+    held = book(exact(seconds))
+    cost = book(held / 3600 * exact(price))
+    w.usage[key] = UsageAmounts(allocated_s=held, idle_s=held, cost=cost, idle_cost=cost, list_cost=cost)
     return w

@@ -10,8 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from decimal import Decimal
 from operator import attrgetter
 from typing import Any, NamedTuple, Self
+
+from exporter.model.exact import ZERO
 
 HOUR = 3600
 
@@ -98,11 +101,12 @@ class _Amounts:
         result: Self = fn(self, other)
         return result
 
-    def scaled(self, factor: float) -> Self:
+    def scaled(self, factor: Any) -> Self:
+        """Every field times ``factor`` (a Decimal or int for amounts: a float would make them inexact)."""
         result: Self = _fieldwise(type(self), "a.{n} * k", args="a, k")(self, factor)
         return result
 
-    def values(self) -> tuple[float, ...]:
+    def values(self) -> tuple[Any, ...]:
         """Field values in declaration order: the ledger's column order (used only by the ledger's SQL)."""
         return tuple(_getter(type(self))(self))
 
@@ -119,37 +123,37 @@ class _Amounts:
 class UsageAmounts(_Amounts):
     """One holder's GPU time and money in one hour-row of the ledger."""
 
-    allocated_s: float = 0.0
-    used_s: float = 0.0
-    unmeasured_s: float = 0.0
-    idle_s: float = 0.0
-    cost: float = 0.0  # effective: discounts, commitments, owned hardware's capital rate plus its energy
-    idle_cost: float = 0.0
-    energy_j: float = 0.0
-    list_cost: float = 0.0  # GPU-hours x the public list price, no discount and no energy
+    allocated_s: Decimal = ZERO
+    used_s: Decimal = ZERO
+    unmeasured_s: Decimal = ZERO
+    idle_s: Decimal = ZERO
+    cost: Decimal = ZERO  # effective: discounts, commitments, owned hardware's capital rate plus its energy
+    idle_cost: Decimal = ZERO
+    energy_j: Decimal = ZERO
+    list_cost: Decimal = ZERO  # GPU-hours x the public list price, no discount and no energy
     #: Of ``allocated_s``, seconds on a busy shared GPU whose busy time was split by fraction (no measured
     #: per-pod use): how much of ``used_s`` is an estimate.
-    split_s: float = 0.0
-    co2e_g: float = 0.0  # grams CO2e of the measured energy (``emissions:`` in the pricing file)
-    co2e_s: float = 0.0  # the GPU-seconds whose CO2e is known (measured, under ``emissions:``); 0: unknown
-    unmeasured_energy_s: float = 0.0  # the GPU-seconds whose energy was not measured
+    split_s: Decimal = ZERO
+    co2e_g: Decimal = ZERO  # grams CO2e of the measured energy (``emissions:`` in the pricing file)
+    co2e_s: Decimal = ZERO  # the GPU-seconds whose CO2e is known (measured, under ``emissions:``); 0: unknown
+    unmeasured_energy_s: Decimal = ZERO  # the GPU-seconds whose energy was not measured
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NamespaceTotals(_Amounts):
     """A namespace's running totals since the ledger began (what the counters on /metrics show)."""
 
-    allocated_s: float = 0.0
-    used_s: float = 0.0
-    unmeasured_s: float = 0.0
-    cost: float = 0.0
-    idle_cost: float = 0.0
-    list_cost: float = 0.0
-    energy_j: float = 0.0
-    split_s: float = 0.0
-    co2e_g: float = 0.0
-    co2e_s: float = 0.0
-    unmeasured_energy_s: float = 0.0
+    allocated_s: Decimal = ZERO
+    used_s: Decimal = ZERO
+    unmeasured_s: Decimal = ZERO
+    cost: Decimal = ZERO
+    idle_cost: Decimal = ZERO
+    list_cost: Decimal = ZERO
+    energy_j: Decimal = ZERO
+    split_s: Decimal = ZERO
+    co2e_g: Decimal = ZERO
+    co2e_s: Decimal = ZERO
+    unmeasured_energy_s: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,28 +163,28 @@ class CapacityAmounts(_Amounts):
 
     An unused commitment's ``list_cost`` and ``energy_j`` are 0: no GPU-hour was had for it at any price."""
 
-    seconds: float = 0.0
-    cost: float = 0.0
-    list_cost: float = 0.0
-    energy_j: float = 0.0
-    co2e_g: float = 0.0
-    co2e_s: float = 0.0
-    unmeasured_energy_s: float = 0.0
+    seconds: Decimal = ZERO
+    cost: Decimal = ZERO
+    list_cost: Decimal = ZERO
+    energy_j: Decimal = ZERO
+    co2e_g: Decimal = ZERO
+    co2e_s: Decimal = ZERO
+    unmeasured_energy_s: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BreakdownTotals(_Amounts):
     """Allocated GPU-seconds and cost by namespace x pool x priority class."""
 
-    allocated_s: float = 0.0
-    cost: float = 0.0
+    allocated_s: Decimal = ZERO
+    cost: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnmeasuredEnergy(_Amounts):
     """GPU-seconds of a node whose energy DCGM did not measure: priced at nothing, so counted instead."""
 
-    seconds: float = 0.0
+    seconds: Decimal = ZERO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

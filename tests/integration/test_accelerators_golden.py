@@ -13,6 +13,7 @@ import pytest
 
 from exporter.aggregator.advice.reprice import reprice
 from exporter.aggregator.ledger.report import ReportError, build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.model.pricing.document import parse_pricing
 from exporter.sim.cluster import SimCluster
 from exporter.sim.scenario import ScenarioError, parse_scenario
@@ -85,7 +86,7 @@ async def test_amd_and_gaudi_nodes_golden(tmp_path: Path) -> None:
     close(r["__unallocated__"]["cost"], 5.2 + 30.0)
     conn = sqlite3.connect(tmp_path / "ledger.db")
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "vendor", since=None, until=None)
+        rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), "vendor", since=None, until=None)
     finally:
         conn.close()
     vendor = {row["vendor"]: row for row in rows}

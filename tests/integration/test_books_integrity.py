@@ -90,7 +90,7 @@ class Rig:
     def booked(self, namespace: str) -> float:
         assert self.aggregator is not None and self.aggregator.books is not None
         totals = self.aggregator.books.totals.get(NamespaceKey(namespace, "USD"))
-        return totals.allocated_s if totals else 0.0
+        return float(totals.allocated_s) if totals else 0.0
 
 
 @pytest.fixture(name="rig")

@@ -81,9 +81,11 @@ async def test_unmeasured_energy_is_counted_per_node_and_never_priced(tmp_path: 
     db = sqlite3.connect(tmp_path / "ledger.db")
     (booked,) = db.execute("SELECT (SELECT SUM(energy_j) FROM usage WHERE node = 'dc') + "
                            "(SELECT SUM(energy_j) FROM unallocated WHERE node = 'dc')").fetchone()
+    booked /= 1000  # the ledger keeps millijoules
     (old_j,) = db.execute("SELECT (SELECT SUM(energy_j) FROM usage WHERE node = 'old') + "
                           "(SELECT SUM(energy_j) FROM unallocated WHERE node = 'old')").fetchone()
     (legacy_cost,) = db.execute("SELECT SUM(cost) FROM usage WHERE namespace = 'legacy'").fetchone()
+    legacy_cost /= 1_000_000_000  # and nano-units of money
     db.close()
     assert booked == pytest.approx(measured, rel=1e-9)
     assert old_j == 0.0

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.pipeline import run_simulation
 from exporter.sim.scenario import parse_scenario
 
@@ -28,7 +29,7 @@ async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
         await run_simulation(parse_scenario(text, "golden.yaml"), ledger, workdir=Path(work))
     conn = sqlite3.connect(ledger)
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
+    rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), by, since=None, until=None)
     conn.close()
     key = {"namespace": "namespace", "pod": "pod", "model": "gpu_model", "node": "node", "pool": "pool"}[by]
     return {r[key]: r for r in rows}
@@ -37,7 +38,7 @@ async def simulate(text: str, tmp_path: Path, by: str = "namespace") -> dict[str
 def close(got: float, exact: float, ticks: float = 0.0, fraction: float = 1.0, price: float = 1.0) -> None:
     """|got - exact| <= ticks x 15 s x fraction (in hours, times price), plus float noise."""
     tol = ticks * TICK * fraction / 3600.0 * price + 1e-6
-    assert abs(got - exact) <= tol, f"{got} vs exact {exact} (tolerance {tol})"
+    assert abs(float(got) - exact) <= tol, f"{got} vs exact {exact} (tolerance {tol})"
 
 
 WHOLE = """
@@ -237,7 +238,7 @@ async def _run_keeping_relists(text: str, workdir: Path) -> tuple[dict[str, dict
     finally:
         await pipe.close()
     conn = sqlite3.connect(workdir / "ledger.db")
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "pod", since=None, until=None)
+    rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), "pod", since=None, until=None)
     conn.close()
     return {r["pod"]: r for r in rows}, relists
 
@@ -353,30 +354,30 @@ async def test_default_scenario_golden_numbers(tmp_path: Path) -> None:
                          workdir=tmp_path / "w")
 
     conn = sqlite3.connect(ledger)
-    rows = {r["namespace"]: r for r in build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace",
-                                                     since=None, until=None)}
+    rows = {r["namespace"]: r for r in build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))),
+                                                     "namespace", since=None, until=None)}
     conn.close()
     pinned = 5e-5  # the figures are quoted to four decimals
-    assert abs(rows["ai-training"]["allocated_gpu_hours"] - 12.0) < pinned
-    assert abs(rows["ai-training"]["cost"] - 48.0) < pinned
-    assert abs(rows["ai-inference"]["allocated_gpu_hours"] - 25 / 7) < pinned
+    assert abs(float(rows["ai-training"]["allocated_gpu_hours"]) - 12.0) < pinned
+    assert abs(float(rows["ai-training"]["cost"]) - 48.0) < pinned
+    assert abs(float(rows["ai-inference"]["allocated_gpu_hours"]) - 25 / 7) < pinned
     assert round(25 / 7, 4) == 3.5714
-    assert abs(rows["ai-dev"]["allocated_gpu_hours"] - 5 / 3) < pinned
-    assert abs(rows["ai-dev"]["unmeasured_gpu_hours"] - 1 / 6) < pinned
+    assert abs(float(rows["ai-dev"]["allocated_gpu_hours"]) - 5 / 3) < pinned
+    assert abs(float(rows["ai-dev"]["unmeasured_gpu_hours"]) - 1 / 6) < pinned
     unallocated = rows["__unallocated__"]
-    assert abs(unallocated["idle_gpu_hours"] - 310 / 21) < pinned
+    assert abs(float(unallocated["idle_gpu_hours"]) - 310 / 21) < pinned
     assert round(310 / 21, 4) == 14.7619
-    assert abs(unallocated["cost"] - (16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5)) < pinned
+    assert abs(float(unallocated["cost"]) - (16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5)) < pinned
     assert round(16 + 31 / 7 * 2.5 + 19 / 3 * 0.8 * 0.5, 4) == 29.6048
     assert "__unobserved__" not in rows  # every agent was up the whole run
     research = rows["ai-research"]
-    assert abs(research["allocated_gpu_hours"] - 32.0) < pinned
-    assert abs(research["list_cost"] - (16 * 55.04 / 8 + 16 * 5.00)) < pinned
-    assert abs(research["cost"] - (16 * 55.04 / 8 * 0.35 + 16 * (0.75 * 3.00 + 0.25 * 5.00))) < pinned
+    assert abs(float(research["allocated_gpu_hours"]) - 32.0) < pinned
+    assert abs(float(research["list_cost"]) - (16 * 55.04 / 8 + 16 * 5.00)) < pinned
+    assert abs(float(research["cost"]) - (16 * 55.04 / 8 * 0.35 + 16 * (0.75 * 3.00 + 0.25 * 5.00))) < pinned
     assert round(16 * 55.04 / 8 * 0.35 + 16 * 3.50, 4) == 94.528
-    assert abs(rows["ai-training"]["list_cost"] - 48.0) < pinned
+    assert abs(float(rows["ai-training"]["list_cost"]) - 48.0) < pinned
     assert "__unused_commitment__" not in rows
     shared = rows["ai-shared"]
-    assert abs(shared["allocated_gpu_hours"] - (2 + 0.5 * 2 + 0.5 * 2)) < pinned
-    assert abs(shared["used_gpu_hours"] - (2 * 0.6 + (0.3 + 0.2) * 2)) < pinned
-    assert abs(shared["cost"] - 4 * 2.50) < pinned and abs(shared["list_cost"] - 10.0) < pinned
+    assert abs(float(shared["allocated_gpu_hours"]) - (2 + 0.5 * 2 + 0.5 * 2)) < pinned
+    assert abs(float(shared["used_gpu_hours"]) - (2 * 0.6 + (0.3 + 0.2) * 2)) < pinned
+    assert abs(float(shared["cost"]) - 4 * 2.50) < pinned and abs(float(shared["list_cost"]) - 10.0) < pinned

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.pipeline import run_simulation
 from exporter.sim.scenario import parse_scenario
 from tests.pg import PgServer, postgres_fixture
@@ -39,7 +40,7 @@ FIELDS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost", "id
 
 
 def _by(rows: list[dict[str, Any]], *cols: str) -> dict[tuple[Any, ...], tuple[float, ...]]:
-    return {tuple(r[c] for c in cols): tuple(round(r[f], 6) for f in FIELDS) for r in rows}
+    return {tuple(r[c] for c in cols): tuple(round(float(r[f]), 6) for f in FIELDS) for r in rows}
 
 
 async def _alone(text: str, tmp_path: Path, name: str) -> dict[tuple[Any, ...], tuple[float, ...]]:
@@ -47,7 +48,7 @@ async def _alone(text: str, tmp_path: Path, name: str) -> dict[tuple[Any, ...], 
     with tempfile.TemporaryDirectory(prefix="gce-") as work:
         await run_simulation(parse_scenario(text, f"{name}.yaml"), ledger, workdir=Path(work))
     conn = sqlite3.connect(ledger)
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "namespace", since=None, until=None)
+    rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), "namespace", since=None, until=None)
     conn.close()
     return _by(rows, "namespace")
 

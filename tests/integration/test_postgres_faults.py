@@ -22,6 +22,7 @@ from psycopg_pool import PoolTimeout
 from exporter.aggregator.ledger.store import Ledger, StaleTerm, TickWrite
 from exporter.clock import VirtualClock
 from exporter.model.books import AgentMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from exporter.pipeline import Pipeline
 from exporter.sim.runner import free_port
 from exporter.sim.scenario import parse_scenario
@@ -46,8 +47,8 @@ pods:
 def _tick(seconds: float, booked: float) -> TickWrite:
     w = TickWrite()
     w.usage[UsageKey(NOV, "ns", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
-        allocated_s=seconds, cost=seconds / 3600)
-    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=seconds, cost=seconds / 3600)
+        allocated_s=exact(seconds), cost=exact(seconds / 3600))
+    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=exact(seconds), cost=exact(seconds / 3600))
     w.agents["n1"] = AgentMark("e1", booked, 1)
     return w
 
@@ -167,18 +168,18 @@ async def test_database_stopped_mid_run_books_resume_exactly(postgres: PgServer)
                     by_cluster = {(x["cluster"], x["namespace"]): x["cost"] for x in await r.json()}
                 async with http.get(f"http://{listen}/api/v1/report", params={"cluster": "elsewhere"}) as r:
                     assert await r.json() == []
-            assert by_cluster == pytest.approx({("c", ns): rows[ns]["cost"] for ns in rows}, abs=1e-6)
+            assert by_cluster == pytest.approx({("c", ns): float(rows[ns]["cost"]) for ns in rows}, abs=1e-6)
         finally:
             await pipe.close()
-    assert rows["team-a"]["allocated_gpu_hours"] == pytest.approx(1.0, abs=1e-6)
-    assert rows["team-a"]["cost"] == pytest.approx(4.0, abs=1e-6)
+    assert float(rows["team-a"]["allocated_gpu_hours"]) == pytest.approx(1.0, abs=1e-6)
+    assert float(rows["team-a"]["cost"]) == pytest.approx(4.0, abs=1e-6)
     tick_h = 15 / 3600  # b starts at 30 min: one tick either way, as on SQLite (docs/accounting.md, holding time)
-    assert rows["team-b"]["allocated_gpu_hours"] == pytest.approx(0.5, abs=tick_h + 1e-6)
-    assert rows["__unallocated__"]["idle_gpu_hours"] == pytest.approx(0.5, abs=tick_h + 1e-6)
+    assert float(rows["team-b"]["allocated_gpu_hours"]) == pytest.approx(0.5, abs=tick_h + 1e-6)
+    assert float(rows["__unallocated__"]["idle_gpu_hours"]) == pytest.approx(0.5, abs=tick_h + 1e-6)
     capacity = sum(rows[n]["allocated_gpu_hours"] for n in ("team-a", "team-b")) + rows["__unallocated__"][
         "idle_gpu_hours"]
-    assert capacity == pytest.approx(2.0, abs=1e-6)  # 2 GPUs x 1 h: nothing lost or booked twice in the outage
-    assert sum(r["cost"] for r in rows.values()) == pytest.approx(8.0, abs=1e-6)  # 2 GPU-h x 4.00
+    assert float(capacity) == pytest.approx(2.0, abs=1e-6)  # 2 GPUs x 1 h: nothing lost or booked twice in the outage
+    assert float(sum(r["cost"] for r in rows.values())) == pytest.approx(8.0, abs=1e-6)  # 2 GPU-h x 4.00
 
 
 OUTAGE_S = 30.0

@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario
@@ -29,7 +30,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 def report(ledger: Path, by: str = "namespace") -> dict[str, dict[str, Any]]:
     conn = sqlite3.connect(ledger)
-    rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
+    rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), by, since=None, until=None)
     conn.close()
     key = {"namespace": "namespace", "pod": "pod", "node": "node"}[by]
     return {(r["commitment"] if "commitment" in r else r[key]): r for r in rows}
@@ -59,7 +60,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def near(got: float, exact: float) -> None:
-    assert got == pytest.approx(exact, abs=1e-6), f"{got} vs {exact}"
+    assert float(got) == pytest.approx(exact, abs=1e-6), f"{got} vs {exact}"
 
 
 INSTANCE_AND_SPOT = """
@@ -230,10 +231,11 @@ async def test_owned_gpus_capital_rate_plus_measured_energy(tmp_path: Path) -> N
     near(r["__unallocated__"]["cost"], 0.5099)
     near(r["__unallocated__"]["list_cost"], 0.50)
     db = sqlite3.connect(tmp_path / "ledger.db")
-    (held_j,), (idle_j,), (gap,) = (db.execute(sql).fetchone() for sql in (
+    (held_j,), (idle_j,), (gap,) = (decoded_rows(db.execute(sql))[0] for sql in (  # joules as decimals
         "SELECT SUM(energy_j) FROM usage WHERE node = 'dc'", "SELECT SUM(energy_j) FROM unallocated WHERE node = 'dc'",
         "SELECT COUNT(*) FROM unmeasured_energy_totals"))
     db.close()
+    held_j, idle_j = float(held_j), float(idle_j)
     assert held_j == pytest.approx(held_delta, rel=1e-9) and idle_j == pytest.approx(idle_delta, rel=1e-9)
     assert held_j + idle_j == pytest.approx(sum(deltas), rel=1e-9)
     assert sum(deltas) == pytest.approx(1_017_000.0, rel=1e-6)
@@ -320,13 +322,13 @@ async def test_reprice_equals_a_fresh_simulation_under_the_other_document(tmp_pa
     expected = report(fresh)
     assert set(repriced) == set(expected) == {"train", "batch", "infer", "__unallocated__", "h100-3yr"}
     for name, row in expected.items():
-        assert repriced[name]["reprice_cost"] == pytest.approx(row["cost"], abs=1e-5), name
-        assert repriced[name]["reprice_list_cost"] == pytest.approx(row["list_cost"], abs=1e-5), name
+        assert repriced[name]["reprice_cost"] == pytest.approx(float(row["cost"]), abs=1e-5), name
+        assert repriced[name]["reprice_list_cost"] == pytest.approx(float(row["list_cost"]), abs=1e-5), name
     near(expected["train"]["cost"], 6 * 1.90)
     near(expected["train"]["list_cost"], 6 * 55.04 / 8)
     near(expected["batch"]["cost"], 4 * 4.0 * 0.35)
     near(expected["h100-3yr"]["cost"], 2 * 1.90)
-    assert expected["infer"]["cost"] == pytest.approx(0.50 + 227.5 * 3600 / 3.6e6 * 0.12 * 1.5, abs=1e-5)
+    assert float(expected["infer"]["cost"]) == pytest.approx(0.50 + 227.5 * 3600 / 3.6e6 * 0.12 * 1.5, abs=1e-5)
     near(repriced["train"]["cost"], 6 * 4.0)  # the booked cost is what it was
     bad = await asyncio.to_thread(cli, "report", "--ledger", str(booked), "--reprice", str(tmp_path / "nope.yaml"))
     assert bad.returncode == 2 and "nope.yaml" in bad.stderr

@@ -44,14 +44,15 @@ def _cluster(sim_cluster: SimClusterFactory) -> Cluster:
 
 
 def _ledger_totals(path: Path) -> dict[str, float]:
+    """Each namespace's allocated GPU-seconds in the ledger (stored as integer nano-units on SQLite)."""
     conn = sqlite3.connect(path)
     rows = dict(conn.execute("SELECT namespace, SUM(allocated_s) FROM usage GROUP BY namespace").fetchall())
     totals = dict(conn.execute("SELECT namespace, allocated_s FROM totals").fetchall())
     conn.close()
     assert rows.keys() == totals.keys()
-    for ns in rows:  # the hourly rows and the running totals were written in the same transactions
-        assert rows[ns] == pytest.approx(totals[ns], rel=1e-12, abs=1e-9)
-    return rows
+    for ns in rows:  # the hourly rows and the running totals were written in the same transactions: exactly equal
+        assert rows[ns] == totals[ns]
+    return {ns: units / 1e9 for ns, units in rows.items()}
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from exporter.aggregator.advice.recommendations import recommendations
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
 from exporter.aggregator.web.exposition import ExpositionRenderer
 from exporter.aggregator.web.http import build_app
@@ -66,7 +67,7 @@ def ledger() -> Path:
 
 def _query(path: Path) -> Any:
     conn = sqlite3.connect(path)
-    return lambda sql, params: list(conn.execute(sql, tuple(params)))
+    return lambda sql, params: decoded_rows(conn.execute(sql, tuple(params)))  # amounts as decimals
 
 
 def test_evidence_rows_carry_utilisation_and_framebuffer_peaks(ledger: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.pipeline import run_simulation
 from exporter.sim.cluster import SimCluster
 from exporter.sim.scenario import parse_scenario
@@ -47,7 +48,7 @@ H100, L4, A100 = 4.00, 0.80, 2.00
 
 
 def close(got: float, exact: float) -> None:
-    assert got == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
+    assert float(got) == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def ledger() -> Path:
 def report(ledger: Path, by: str, key: str) -> dict[str, dict[str, Any]]:
     conn = sqlite3.connect(ledger)
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
+        rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), by, since=None, until=None)
     finally:
         conn.close()
     return {r[key]: r for r in rows}

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.pipeline import run_simulation
 from exporter.sim.cluster import SimCluster
 from exporter.sim.scenario import ScenarioError, parse_scenario
@@ -39,7 +40,7 @@ PRICE = 4.0
 
 
 def close(got: float, exact: float) -> None:
-    assert got == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
+    assert float(got) == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
 
 
 def test_simulator_publishes_shares() -> None:
@@ -63,7 +64,8 @@ def by_claim() -> dict[str, dict[str, Any]]:
     asyncio.run(run_simulation(parse_scenario(SCENARIO, "capacity.yaml"), work / "ledger.db", workdir=work / "sim"))
     conn = sqlite3.connect(work / "ledger.db")
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), "claim,pod", since=None, until=None)
+        rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), "claim,pod", since=None,
+                            until=None)
     finally:
         conn.close()
     return {f"{r['claim']}:{r['pod']}": r for r in rows}

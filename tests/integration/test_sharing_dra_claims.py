@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline, run_simulation
 from exporter.sim.scenario import parse_scenario
@@ -45,7 +46,7 @@ START = 1_764_547_200.0  # 2025-12-01T00:00:00Z, an hour boundary
 
 
 def close(got: float, exact: float) -> None:
-    assert got == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
+    assert float(got) == pytest.approx(exact, abs=1e-6), f"{got} vs exact {exact}"
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def ledger() -> Path:
 def by(ledger: Path, keys: str) -> dict[tuple[str, ...], dict[str, Any]]:
     conn = sqlite3.connect(ledger)
     try:
-        rows = build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), keys, since=None, until=None)
+        rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), keys, since=None, until=None)
     finally:
         conn.close()
     groups = {"claim": ("namespace", "claim"), "pod": ("namespace", "pod"), "workload": ("namespace", "workload"),
@@ -130,7 +131,7 @@ def test_report_command_by_claim(ledger: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = {r["claim"]: r for r in json.loads(done.stdout)}
     assert rows["ml/mig-3g"]["namespace"] == "ml"
-    assert rows["ml/mig-3g"]["cost"] == pytest.approx(12 / 7, abs=1e-6)
+    assert float(rows["ml/mig-3g"]["cost"]) == pytest.approx(12 / 7, abs=1e-6)
 
 
 async def test_report_api_by_claim(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import pytest
 from exporter.aggregator.ledger.store import TickWrite
 from exporter.clock import VirtualClock
 from exporter.model.books import UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from exporter.model.rightsizing.types import RuleSettings
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario
@@ -71,8 +72,9 @@ def _hour(hour: int) -> str:
 def _past() -> TickWrite:
     w = TickWrite()  # 4 GPU-h at 4.00, one of them idle
     w.usage[UsageKey(PAST_HOUR, "team-b", "old-0", "old", "h100", "", H100, "", "", "USD")] = UsageAmounts(
-        allocated_s=4 * 3600.0, used_s=3 * 3600.0, unmeasured_s=0.0, idle_s=1 * 3600.0, cost=4 * 4.00,
-        idle_cost=1 * 4.00, energy_j=0.0, list_cost=4 * 4.00)
+        allocated_s=exact(4 * 3600.0), used_s=exact(3 * 3600.0), unmeasured_s=exact(0.0), idle_s=exact(1 * 3600.0),
+            cost=exact(4 * 4.00),
+        idle_cost=exact(1 * 4.00), energy_j=exact(0.0), list_cost=exact(4 * 4.00))
     return w
 
 

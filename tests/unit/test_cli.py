@@ -13,6 +13,7 @@ import pytest
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.cli import main
 from exporter.model.books import UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from tests.unit.model.pricing.test_pricing_schema import HEAD, _commitment
 from tests.unit.sim.test_scenario import BASE
 
@@ -64,7 +65,7 @@ async def test_reprice_in_another_currency_is_refused(tmp_path: Path, capsys: py
     await ledger.open()
     w = TickWrite()
     w.usage[UsageKey(3600, "ns", "p", "wl", "n1", "", "M", "", "", "USD")] = UsageAmounts(
-        allocated_s=3600.0, cost=4.0, list_cost=4.0)
+        allocated_s=exact(3600.0), cost=exact(4.0), list_cost=exact(4.0))
     await ledger.commit(w)
     await ledger.close()
     eur, usd = tmp_path / "eur.yaml", tmp_path / "usd.yaml"

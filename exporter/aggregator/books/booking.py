@@ -1,17 +1,16 @@
 """Turn agents' cumulative counters into priced, hourly ledger rows: exactly once, every second in one bucket.
 
-Deltas are taken against the high-water marks last committed for each node. A new agent epoch is a
-reset (the whole current value is new), never a negative delta; a missed pull loses nothing because
-the next delta covers the gap; an out-of-order or repeated snapshot books nothing. The marks advance
-in memory only after the ledger transaction that contains them has committed.
+Deltas are taken against the high-water marks last committed for each node. A new agent epoch is a reset (the whole
+current value is new), never a negative delta; a missed pull loses nothing because the next delta covers the gap; an
+out-of-order or repeated snapshot books nothing. The marks advance in memory only after the ledger transaction that
+contains them has committed.
 
-Conservation: a delta covers the wall interval between the two snapshots it joins and is spread over
-the hours of that interval by their share of it, so each node's allocated + unallocated + unobserved
-GPU-seconds in every hour equal its GPUs x that hour's seconds. Time nobody observed (between an epoch's
-last booked snapshot and the next epoch's start, or until the node was deleted) is booked as
-``unobserved`` capacity, never dropped. A snapshot that could not be true (a counter advancing faster
-than the node's GPUs x wall time, used above allocated, a counter going backwards within an epoch) is
-refused whole, for that node only.
+Conservation: a delta covers the wall interval between the two snapshots it joins and is spread over the hours of
+that interval by their share of it, so each node's allocated + unallocated + unobserved GPU-seconds in every hour
+equal its GPUs x that hour's seconds. Time nobody observed (between an epoch's last booked snapshot and the next
+epoch's start, or until the node was deleted) is booked as ``unobserved`` capacity, never dropped. A snapshot that
+could not be true (a counter advancing faster than the node's GPUs x wall time, used above allocated, a counter
+going backwards within an epoch) is refused whole, for that node only.
 """
 
 from __future__ import annotations
@@ -33,7 +32,8 @@ from exporter.aggregator.books.priced_rows import (
     holder_totals,
     node_facts,
     priced_capacity,
-    usage_amount,
+    unmeasured_by_row,
+    usage_amounts,
 )
 from exporter.aggregator.books.rates import FleetNode, Slice, TickRates, fleet_node, slices
 from exporter.aggregator.kube.state import KubeState
@@ -51,7 +51,7 @@ from exporter.model.books import (
     UsageKey,
     hour_of,
 )
-from exporter.model.emissions import RowEnergy, split_unmeasured
+from exporter.model.exact import arrived, book
 from exporter.model.plausibility import counter_advance, implausible
 from exporter.model.pricing.document import Pricing
 from exporter.model.usage import UsageSnapshot
@@ -255,7 +255,7 @@ class _NodeBooking:
                                 gpus_by_model=gpus or (old.gpus_by_model if old else {}),
                                 start=old.mark.booked_ts, end=snap.started_at)
         parts = slices(snap.timestamp if start is None else start, snap.timestamp)
-        self._book(deltas, parts=parts)
+        self._book(deltas, parts=parts, before=prev, after=counters)  # the counters' positions: see usage_amounts
         book_devices(w, self.kube, node=node, models=gpus, hours=(p.hour for p in parts), at=snap.timestamp)
         for key, cur in counters.items():
             if key in deltas:
@@ -299,15 +299,14 @@ class _NodeBooking:
                            gpus=max(gpus, self.kube.gpus_of_node(self.snap.node)),
                            unmeasured_energy_s=gap.allocated_s if gap else 0.0)
 
-    def _book(self, deltas: dict[str, CounterMark], *, parts: list[Slice]) -> None:
+    def _book(self, deltas: dict[str, CounterMark], *, parts: list[Slice], before: dict[str, CounterMark],
+              after: dict[str, CounterMark]) -> None:
         snap, out, kube, rates = self.snap, self.out, self.kube, self.rates
         w = out.write
         node, currency = snap.node, rates.pricing.currency
         pool = kube.pool_of(node)
         node_model = kube.model_of_node(node)
-        gap = deltas.get(UNMEASURED_ENERGY)
-        dark = split_unmeasured(gap.allocated_s if gap else 0.0, {  # the node's count, per row (model.emissions)
-            k: RowEnergy(d.allocated_s, d.energy_j) for k, d in deltas.items() if k != UNMEASURED_ENERGY})
+        gap, dark = deltas.get(UNMEASURED_ENERGY), unmeasured_by_row(deltas, gap_key=UNMEASURED_ENERGY)
         for h in snap.holders:
             d = deltas.get(key := h.key())
             info = kube.pod(h.namespace, h.pod)
@@ -318,13 +317,14 @@ class _NodeBooking:
                 continue
             priority = info.priority_class if info else ""
             facts = rates.facts_of(node, model, make=partial(node_facts, kube, node, model=model))
-            idle = max(0.0, d.allocated_s - d.used_s - d.unmeasured_s)
-            total: UsageAmounts | None = None  # the holder's parts summed (one part: that part, no new object)
-            for part in parts:
-                rate = rates.rate(facts, mig_profile=h.mig_profile, at=part.start)
+            rates_of_parts = [rates.rate(facts, mig_profile=h.mig_profile, at=part.start) for part in parts]
+            for part, rate in zip(parts, rates_of_parts, strict=True):
                 if not rate.known:
                     out.unpriced[model] += d.allocated_s * part.share
-                amount = usage_amount(d, idle=idle, share=part.share, rate=rate, unmeasured_energy_s=dark.get(key, 0))
+            total: UsageAmounts | None = None  # the holder's parts summed (one part: that part, no new object)
+            booked = usage_amounts(d, parts=parts, rates=rates_of_parts, span=(before.get(key), after.get(key)),
+                                   unmeasured_energy_s=dark.get(key, 0.0))
+            for part, amount in zip(parts, booked, strict=True):
                 add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
                                        h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
                 total = amount if total is None else total + amount
@@ -347,4 +347,4 @@ class _NodeBooking:
                                                      energy_j=d.energy_j, parts=parts,
                                                      unmeasured_energy_s=dark.get(prefix + u.gpu_model, 0.0)))
         if gap is not None and gap.allocated_s > 0:
-            add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=gap.allocated_s))
+            add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=book(arrived(gap.allocated_s))))

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from exporter.aggregator.books.priced_rows import money
 from exporter.aggregator.books.rates import TickRates, slices
 from exporter.aggregator.ledger.store import TickWrite
 from exporter.model.books import CapacityAmounts, CommitmentKey, CommitmentTotalKey
+from exporter.model.exact import arrived
+from exporter.model.exact import book as booked
 from exporter.model.pricing.schema import epoch
 
 UNUSED_COMMITMENT = "__unused_commitment__"
@@ -48,7 +51,8 @@ def book_unused(w: TickWrite, *, rates: TickRates, marks: Mapping[str, float], f
             gpu_seconds = found.gpus * (hi - lo) * (cover.unused_share if cover else 1.0)
             if gpu_seconds <= 0:
                 continue
-            amount = CapacityAmounts(seconds=gpu_seconds, cost=gpu_seconds / 3600.0 * found.hourly, list_cost=0.0)
+            seconds = booked(arrived(gpu_seconds))
+            amount = CapacityAmounts(seconds=seconds, cost=money(seconds, found.hourly))
             row, total = CommitmentKey(part.hour, name, found.model, currency), CommitmentTotalKey(
                 name, found.model, currency)
             w.unused_commitment[row] = w.unused_commitment[row] + amount if row in w.unused_commitment else amount

@@ -60,7 +60,7 @@ class Gauges:
 def utilization_ratio(amount: UsageAmounts) -> float | None:
     """Used over measured allocated time; None when nothing was measured."""
     measured = amount.allocated_s - amount.unmeasured_s
-    return min(1.0, max(0.0, amount.used_s / measured)) if measured > 1e-9 else None
+    return min(1.0, max(0.0, float(amount.used_s / measured))) if measured > 0 else None
 
 
 def ratios(deltas: Mapping[_Key, UsageAmounts]) -> dict[_Key, float]:

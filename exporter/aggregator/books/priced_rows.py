@@ -2,18 +2,22 @@
 
 Every amount carries two costs: ``cost`` at the effective rate (capacity type, pool, commitments, owned
 hardware's capital rate plus its measured energy) and ``list_cost`` at the public list price.
+
+Amounts are booked in fixed point (``model.exact``): a counter's delta is read by its decimal repr, rounded
+once to 9 digits (energy to 3) and split over its hours so the hour-rows sum exactly to it; each hour-row's
+money is rounded once from its booked seconds and that hour's rate. Sums after that are exact.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping, Sequence
+from decimal import Decimal
 from typing import TypeVar
 
 from exporter.aggregator.books.rates import Slice, TickRates, slices
 from exporter.aggregator.kube.state import KubeState
 from exporter.aggregator.ledger.store import TickWrite
-from exporter.model.accounting import cost_of
 from exporter.model.books import (
     BreakdownTotals,
     CapacityAmounts,
@@ -24,8 +28,10 @@ from exporter.model.books import (
     UsageAmounts,
     _Amounts,
 )
+from exporter.model.emissions import RowEnergy, split_unmeasured
+from exporter.model.exact import ENERGY_PLACES, EXACT, ZERO, arrived, book, div, exact, mul, split
 from exporter.model.pricing.labels import NodeFacts
-from exporter.model.pricing.resolve import GpuRate
+from exporter.model.pricing.resolve import JOULES_PER_KWH, EnergyTariff, GpuRate
 from exporter.model.usage import UsageSnapshot
 
 UNKNOWN = "unknown"
@@ -55,30 +61,63 @@ def gpus_by_model(snap: UsageSnapshot, kube: KubeState) -> dict[str, int]:
     return dict(by_model)
 
 
+def money(seconds: Decimal, per_gpu_hour: float) -> Decimal:
+    """Booked money for ``seconds`` (booked GPU-seconds) at ``per_gpu_hour``: rounded once, half-even, to 9 digits."""
+    return book(div(mul(seconds, exact(per_gpu_hour)), Decimal(3600)))
+
+
+def energy_money(tariff: EnergyTariff | None, joules: Decimal) -> Decimal:
+    """The exact (not yet rounded) price of ``joules`` measured at the device: kWh x price x PUE; 0 without a
+    tariff."""
+    if tariff is None or not joules:
+        return ZERO
+    return div(mul(joules, exact(tariff.price_kwh), exact(tariff.pue)), exact(JOULES_PER_KWH))
+
+
+def booked_parts(value: float, shares: Sequence[Decimal], *, places: int = 9) -> list[Decimal]:
+    """A counter's delta (a float from the agent) booked once and split over its hours, parts summing to it."""
+    whole = book(arrived(value), places=places)
+    return [whole] if len(shares) == 1 else split(whole, shares, places=places)
+
+
+def shares_of(parts: Sequence[Slice]) -> list[Decimal]:
+    """The slices' shares of their interval as decimals (weights for ``split``)."""
+    return [exact(p.share) for p in parts]
+
+
 def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts: list[Slice],
                     energy_j: float = 0.0, unmeasured_energy_s: float = 0.0) -> list[tuple[int, CapacityAmounts]]:
     """Capacity GPU-seconds (and the energy DCGM measured on them) spread over their hours, each hour priced
     at the rate in force at its start: energy costs only where that rate prices it (owned hardware), and
     emits CO2e where that document has an ``emissions:`` section."""
+    shares = shares_of(parts)
+    secs, joules = booked_parts(seconds, shares), booked_parts(energy_j, shares, places=ENERGY_PLACES)
+    darks = booked_parts(unmeasured_energy_s, shares)
     out = []
-    for part in parts:
+    for part, s, j, dark in zip(parts, secs, joules, darks, strict=True):
         rate = rates.rate(facts, mig_profile=None, at=part.start)
-        s, joules = seconds * part.share, energy_j * part.share
-        energy_cost = rate.energy.cost(joules) if rate.energy is not None else 0.0
-        dark = unmeasured_energy_s * part.share
-        co2e_g, co2e_s = carbon_of(rate, joules=joules, seconds=s, unmeasured_s=dark)
-        out.append((part.hour, CapacityAmounts(seconds=s, cost=cost_of(s, rate.effective_per_gpu_hour) + energy_cost,
-                                               list_cost=cost_of(s, rate.list_per_gpu_hour), energy_j=joules,
-                                               co2e_g=co2e_g, co2e_s=co2e_s, unmeasured_energy_s=dark)))
+        cost = book(EXACT.add(div(mul(s, exact(rate.effective_per_gpu_hour)), Decimal(3600)),
+                              energy_money(rate.energy, j)))
+        co2e_g, co2e_s = carbon_of(rate, joules=j, seconds=s, unmeasured_s=dark)
+        out.append((part.hour, CapacityAmounts(seconds=s, cost=cost, list_cost=money(s, rate.list_per_gpu_hour),
+                                               energy_j=j, co2e_g=co2e_g, co2e_s=co2e_s, unmeasured_energy_s=dark)))
     return out
 
 
-def carbon_of(rate: GpuRate, *, joules: float, seconds: float, unmeasured_s: float) -> tuple[float, float]:
-    """(grams CO2e, GPU-seconds whose CO2e is known): both 0 without an ``emissions:`` section, so an
-    unknown amount is never mistaken for none."""
+def unmeasured_by_row(deltas: Mapping[str, CounterMark], *, gap_key: str) -> dict[str, float]:
+    """The node's unmeasured-energy GPU-seconds (the delta under ``gap_key``) given to its rows (model.emissions)."""
+    gap = deltas.get(gap_key)
+    return split_unmeasured(gap.allocated_s if gap else 0.0, {
+        k: RowEnergy(d.allocated_s, d.energy_j) for k, d in deltas.items() if k != gap_key})
+
+
+def carbon_of(rate: GpuRate, *, joules: Decimal, seconds: Decimal, unmeasured_s: Decimal) -> tuple[Decimal, Decimal]:
+    """(grams CO2e, GPU-seconds whose CO2e is known), grams rounded once to 9 digits: both 0 without an
+    ``emissions:`` section, so an unknown amount is never mistaken for none."""
     if rate.carbon is None:
-        return 0.0, 0.0
-    return rate.carbon.grams(joules), max(0.0, seconds - unmeasured_s)
+        return ZERO, ZERO
+    grams = div(mul(joules, exact(rate.carbon.pue), exact(rate.carbon.g_per_kwh)), exact(JOULES_PER_KWH))
+    return book(grams), max(ZERO, seconds - unmeasured_s)
 
 
 def book_capacity(w: TickWrite, *, unobserved: bool, key: CapacityTotalKey,
@@ -105,25 +144,74 @@ def book_unobserved(w: TickWrite, *, node: str, kube: KubeState, rates: TickRate
                                                  parts=parts, unmeasured_energy_s=seconds))
 
 
-def usage_amount(d: CounterMark, *, idle: float, share: float, rate: GpuRate,
-                 unmeasured_energy_s: float = 0.0) -> UsageAmounts:
-    """One hour's part of a holder's delta, priced: effective cost (plus energy on owned hardware), idle
-    cost at the same effective rate, the list cost, and the CO2e of its measured energy."""
-    alloc, idle_s, energy = d.allocated_s * share, idle * share, d.energy_j * share
-    energy_cost = rate.energy.cost(energy) if rate.energy is not None else 0.0
-    dark = unmeasured_energy_s * share
-    co2e_g, co2e_s = carbon_of(rate, joules=energy, seconds=alloc, unmeasured_s=dark)
-    return UsageAmounts(allocated_s=alloc, used_s=d.used_s * share, unmeasured_s=d.unmeasured_s * share,
-                        idle_s=idle_s, cost=cost_of(alloc, rate.effective_per_gpu_hour) + energy_cost,
-                        idle_cost=cost_of(idle_s, rate.effective_per_gpu_hour), energy_j=energy,
-                        list_cost=cost_of(alloc, rate.list_per_gpu_hour), split_s=d.split_s * share,
-                        co2e_g=co2e_g, co2e_s=co2e_s, unmeasured_energy_s=dark)
+def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[GpuRate],
+                  span: tuple[CounterMark | None, CounterMark | None] = (None, None),
+                  unmeasured_energy_s: float = 0.0) -> list[UsageAmounts]:
+    """A holder's delta booked over its hours (``parts``, each at its own rate): seconds and energy rounded
+    once and split so the rows sum to the delta exactly; effective cost (plus energy on owned hardware), idle
+    cost at the same effective rate, and the list cost.
+
+    ``span``: the holder's counters before and after the delta (None: from 0, to ``d``). Seconds are booked as
+    positions along them (the delta is booked(after) - booked(before)) and each row's money as the price of
+    the position it ends at less the price of the one it starts at, each rounded once: the money of many
+    ticks at one rate telescopes to the price of their total, not a sum of per-tick roundings. Split seconds
+    (unpriced) and the node's unmeasured-energy seconds given to this holder (``unmeasured_energy_s``) are
+    booked from the delta and split over the hours; CO2e is rounded once per row from its booked joules."""
+    shares = shares_of(parts)
+    before, after = span[0] or CounterMark(), span[1] or d
+    if span[1] is None and span[0] is not None:  # a delta without its end: positions from ``before`` by ``d``
+        after = before + d
+    alloc_b, used_b, unmeasured_b = (book(arrived(v)) for v in (before.allocated_s, before.used_s,
+                                                                 before.unmeasured_s))
+    alloc_t, used_t, unmeasured_t = (max(ZERO, book(arrived(e)) - b) for e, b in (
+        (after.allocated_s, alloc_b), (after.used_s, used_b), (after.unmeasured_s, unmeasured_b)))
+    idle_t = max(ZERO, alloc_t - used_t - unmeasured_t)  # allocated that was measured and not used
+    alloc_at = alloc_b  # position along the allocated counter
+    idle_at = max(ZERO, alloc_b - used_b - unmeasured_b)  # and along the idle time
+
+    def parts_of(whole: Decimal) -> list[Decimal]:
+        return [whole] if len(shares) == 1 else split(whole, shares)
+
+    energy_t = max(ZERO, book(arrived(after.energy_j), places=ENERGY_PLACES)
+                   - book(arrived(before.energy_j), places=ENERGY_PLACES))  # positions too: joules telescope
+    energy = [energy_t] if len(shares) == 1 else split(energy_t, shares, places=ENERGY_PLACES)
+    splits = parts_of(max(ZERO, book(arrived(d.split_s))))
+    darks = parts_of(book(arrived(unmeasured_energy_s)))
+    out = []
+    for rate, alloc, used, unmeasured, idle_s, joules, split_s, dark in zip(
+            rates, parts_of(alloc_t), parts_of(used_t), parts_of(unmeasured_t), parts_of(idle_t), energy, splits,
+            darks, strict=True):
+        per_s = div(exact(rate.effective_per_gpu_hour), Decimal(3600))
+        list_per_s = div(exact(rate.list_per_gpu_hour), Decimal(3600))
+        out.append(UsageAmounts(
+            allocated_s=alloc, used_s=used, unmeasured_s=unmeasured, idle_s=idle_s,
+            cost=_between(alloc_at, alloc, per_s=per_s) + book(energy_money(rate.energy, joules)),
+            idle_cost=_between(idle_at, idle_s, per_s=per_s), energy_j=joules,
+            list_cost=_between(alloc_at, alloc, per_s=list_per_s), split_s=split_s, **_carbon(rate, joules=joules,
+                                                                                             alloc=alloc, dark=dark)))
+        alloc_at, idle_at = alloc_at + alloc, idle_at + idle_s
+    return out
+
+
+def _carbon(rate: GpuRate, *, joules: Decimal, alloc: Decimal, dark: Decimal) -> dict[str, Decimal]:
+    """A usage row's CO2e fields: grams, the seconds they are known for, and the unmeasured-energy seconds."""
+    co2e_g, co2e_s = carbon_of(rate, joules=joules, seconds=alloc, unmeasured_s=dark)
+    return {"co2e_g": co2e_g, "co2e_s": co2e_s, "unmeasured_energy_s": dark}
+
+
+def _between(at: Decimal, seconds: Decimal, *, per_s: Decimal) -> Decimal:
+    """The money of ``seconds`` from position ``at`` at ``per_s`` a second: the booked price of the end position
+    less the booked price of the start (exact differences of values each rounded once)."""
+    if not seconds:
+        return ZERO
+    return book(mul(EXACT.add(at, seconds), per_s)) - book(mul(at, per_s))
 
 
 def holder_totals(d: CounterMark, total: UsageAmounts) -> tuple[BreakdownTotals, NamespaceTotals]:
-    """A holder's delta in the running totals: its time from its counters, its money and CO2e from its priced rows."""
-    return (BreakdownTotals(allocated_s=d.allocated_s, cost=total.cost),
-            NamespaceTotals(allocated_s=d.allocated_s, used_s=d.used_s, unmeasured_s=d.unmeasured_s, cost=total.cost,
-                            idle_cost=total.idle_cost, list_cost=total.list_cost, energy_j=d.energy_j,
-                            split_s=d.split_s, co2e_g=total.co2e_g, co2e_s=total.co2e_s,
-                            unmeasured_energy_s=total.unmeasured_energy_s))
+    """A holder's delta in the running totals, all from its booked hour-rows (whose seconds sum exactly to
+    its counters' booked deltas)."""
+    return (BreakdownTotals(allocated_s=total.allocated_s, cost=total.cost),
+            NamespaceTotals(allocated_s=total.allocated_s, used_s=total.used_s, unmeasured_s=total.unmeasured_s,
+                            cost=total.cost, idle_cost=total.idle_cost, list_cost=total.list_cost,
+                            energy_j=total.energy_j, split_s=total.split_s, co2e_g=total.co2e_g,
+                            co2e_s=total.co2e_s, unmeasured_energy_s=total.unmeasured_energy_s))

@@ -20,6 +20,7 @@ from exporter.aggregator.focus.ledger_source import (
 )
 from exporter.aggregator.focus.rows import FocusSettings, Row, hour_rows
 from exporter.aggregator.ledger.report import Query
+from exporter.aggregator.ledger.sqlite import decoded_rows
 
 
 class Sink(Protocol):
@@ -63,4 +64,4 @@ def open_readonly(path: Path) -> sqlite3.Connection:
 
 def query_of(conn: sqlite3.Connection) -> Query:
     """The ``Query`` of an open SQLite ledger."""
-    return lambda sql, params: list(conn.execute(sql, tuple(params)))
+    return lambda sql, params: decoded_rows(conn.execute(sql, tuple(params)))

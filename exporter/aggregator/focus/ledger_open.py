@@ -14,6 +14,7 @@ from pathlib import Path
 
 from exporter.aggregator.ledger.backend import is_postgres
 from exporter.aggregator.ledger.report import Query
+from exporter.aggregator.ledger.sqlite import decoded_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,4 +43,5 @@ def open_ledger(target: str, *, password_file: Path | None = None) -> LedgerRead
         return LedgerReader(query, "postgresql", close, redact(target))
     conn = open_sqlite(Path(target))
     conn.execute("BEGIN")  # one read transaction: the export's snapshot
-    return LedgerReader(lambda sql, params: list(conn.execute(sql, tuple(params))), "sqlite", conn.close, target)
+    return LedgerReader(lambda sql, params: decoded_rows(conn.execute(sql, tuple(params))), "sqlite", conn.close,
+                        target)

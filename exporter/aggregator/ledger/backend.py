@@ -28,6 +28,8 @@ class StaleTerm(RuntimeError):
 class Tx(Protocol):
     """One open transaction (or read) on a backend."""
 
+    fixed_as_units: bool  # amounts are written as integer units (SQLite), else as decimals (PostgreSQL NUMERIC)
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; the number of rows it changed."""
 
@@ -35,7 +37,7 @@ class Tx(Protocol):
         """Run one statement once per row of ``rows``."""
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Rows as tuples; money comes back as float."""
+        """Rows as tuples; amounts come back as ``Decimal``."""
 
 
 class Backend(Protocol):

@@ -1,7 +1,7 @@
 """The PostgreSQL backend: psycopg 3 through a small pool, usage partitioned by month, NUMERIC money.
 
-Money is stored as NUMERIC and read back as float, because booking, metrics and reports compute in
-float; what NUMERIC buys is exact sums inside the database. A connection broken mid-transaction leaves
+Amounts are NUMERIC(38,9) (energy NUMERIC(38,3)) and come back as ``Decimal``: booked exactly, summed
+exactly. A connection broken mid-transaction leaves
 nothing behind (the server rolls the transaction back) and the pool replaces it on the next call.
 """
 
@@ -11,7 +11,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -46,10 +45,6 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def _decimal_to_float(row: Sequence[Any]) -> Row:
-    return tuple(float(v) if isinstance(v, Decimal) else v for v in row)
-
-
 def _month_bounds(hour: int) -> tuple[str, int, int]:
     """(partition name, first second of the month, first second of the next month) for ``hour``."""
     d = datetime.fromtimestamp(hour, UTC)
@@ -59,7 +54,9 @@ def _month_bounds(hour: int) -> tuple[str, int, int]:
 
 
 class PgTx:
-    """A transaction on one pooled connection: ``?`` placeholders become ``%s``, NUMERIC comes back as float."""
+    """A transaction on one pooled connection: ``?`` placeholders become ``%s``, NUMERIC comes back as Decimal."""
+
+    fixed_as_units = False
 
     def __init__(self, cur: Any, *, bulk: bool = False) -> None:
         self.cur = cur
@@ -78,9 +75,9 @@ class PgTx:
             self.cur.executemany(sql.replace("?", "%s"), params)
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Rows as tuples, NUMERIC money as float."""
+        """Rows as tuples, NUMERIC amounts as Decimal."""
         self.cur.execute(sql.replace("?", "%s"), tuple(params) if params else None)
-        return [_decimal_to_float(r) for r in self.cur.fetchall()]
+        return [tuple(r) for r in self.cur.fetchall()]
 
 
 def _connect_kwargs(password_file: Path | None) -> dict[str, Any]:

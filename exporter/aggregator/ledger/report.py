@@ -1,4 +1,8 @@
-"""Cost reports from the ledger: the same rows for ``gpu-cost-exporter report`` and ``/api/v1/report``."""
+"""Cost reports from the ledger: the same rows for ``gpu-cost-exporter report`` and ``/api/v1/report``.
+
+Amounts are ``Decimal`` sums of booked values (exact); GPU-hours are booked seconds / 3600 rounded half-even to
+9 digits. JSON and CSV write every amount as plain decimal text with at most 9 fractional digits (no exponent);
+the table rounds for display."""
 
 from __future__ import annotations
 
@@ -6,13 +10,16 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from exporter.model.books import hour_of
 from exporter.model.durations import parse_duration
+from exporter.model.exact import ZERO, book, text
 from exporter.model.named_rows import Select
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -129,7 +136,7 @@ def unused_key(by: str, commitment: str, *, currency: str) -> tuple[Any, ...]:
 
 def blank_row(by: str, name: str, *, currency: str) -> dict[str, Any]:
     """A row of zeros named ``name`` in every group column."""
-    return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, 0.0), "currency": currency}
+    return {**dict.fromkeys(GROUPS[by], name), **dict.fromkeys(FIELDS, ZERO), "currency": currency}
 
 
 _CARBON_SUMS = {"co2e_g": "SUM(co2e_g)", "co2e_s": "SUM(co2e_s)", "unmeasured_energy_s": "SUM(unmeasured_energy_s)"}
@@ -142,16 +149,16 @@ _CAPACITY_SUMS = {"seconds": "SUM(seconds)", "cost": "SUM(cost)", "list_cost": "
 def _add_carbon(row: dict[str, Any], m: dict[str, Any], *, prefix: str = "") -> None:
     """Add a group's grams, known GPU-seconds and unmeasured-energy GPU-seconds to ``row``'s running sums."""
     for name in _CARBON_SUMS:
-        row[f"_{prefix}{name}"] = row.get(f"_{prefix}{name}", 0.0) + float(m[name])
+        row[f"_{prefix}{name}"] = row.get(f"_{prefix}{name}", ZERO) + amount(m[name])
 
 
 def _finish_carbon(row: dict[str, Any], *, prefixes: tuple[str, ...]) -> None:
     """``co2e_kg``: None where no CO2e is known (no ``emissions:`` section, or no energy measured), never a
     silent 0; ``unmeasured_energy_gpu_hours``: the GPU-hours whose energy was not measured."""
     for prefix in prefixes:
-        grams, known, dark = (row.pop(f"_{prefix}{n}", 0.0) for n in _CARBON_SUMS)
-        row[f"{prefix}co2e_kg"] = grams / 1000 if known > 0 else None
-        row[f"{prefix}unmeasured_energy_gpu_hours"] = dark / 3600
+        grams, known, dark = (row.pop(f"_{prefix}{n}", ZERO) for n in _CARBON_SUMS)
+        row[f"{prefix}co2e_kg"] = book(grams / 1000) if known > 0 else None
+        row[f"{prefix}unmeasured_energy_gpu_hours"] = hours(dark)
 
 
 def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
@@ -168,10 +175,10 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
     for r in query(f"SELECT {usage.sql()} FROM usage {clause} GROUP BY {col_sql}, currency", params):
         m = usage.mapping(r)
         row: dict[str, Any] = {c: m[c] for c in cols}
-        row.update(allocated_gpu_hours=float(m["allocated_s"]) / 3600, used_gpu_hours=float(m["used_s"]) / 3600,
-                   idle_gpu_hours=float(m["idle_s"]) / 3600, unmeasured_gpu_hours=float(m["unmeasured_s"]) / 3600,
-                   split_gpu_hours=float(m["split_s"]) / 3600,
-                   cost=float(m["cost"]), idle_cost=float(m["idle_cost"]), list_cost=float(m["list_cost"]),
+        row.update(allocated_gpu_hours=hours(m["allocated_s"]), used_gpu_hours=hours(m["used_s"]),
+                   idle_gpu_hours=hours(m["idle_s"]), unmeasured_gpu_hours=hours(m["unmeasured_s"]),
+                   split_gpu_hours=hours(m["split_s"]),
+                   cost=amount(m["cost"]), idle_cost=amount(m["idle_cost"]), list_cost=amount(m["list_cost"]),
                    currency=m["currency"])
         _add_carbon(row, m)
         rows[key_of(r)] = row
@@ -187,17 +194,17 @@ def report_rows(query: Query, req: ReportRequest) -> list[dict[str, Any]]:
     for r in query(f"SELECT {unused.sql()} FROM unused_commitment {clause} GROUP BY commitment, currency", params):
         m = unused.mapping(r)
         key = (UNUSED_COMMITMENT,) * n + (m["commitment"], m["currency"])
-        row = rows.setdefault(key, {**dict.fromkeys(cols, UNUSED_COMMITMENT), **dict.fromkeys(FIELDS, 0.0),
+        row = rows.setdefault(key, {**dict.fromkeys(cols, UNUSED_COMMITMENT), **dict.fromkeys(FIELDS, ZERO),
                                     "currency": m["currency"]})
-        row.update(commitment=m["commitment"], idle_gpu_hours=float(m["seconds"]) / 3600, cost=float(m["cost"]),
-                   idle_cost=float(m["cost"]))
+        row.update(commitment=m["commitment"], idle_gpu_hours=hours(m["seconds"]), cost=amount(m["cost"]),
+                   idle_cost=amount(m["cost"]))
     capacity_prefixes = tuple(f"{name.strip('_')}_" for _table, name in CAPACITY_TABLES) if as_columns else ()
     for row in rows.values():
         if as_columns:
             for _table, name in CAPACITY_TABLES:
-                row.setdefault(f"{name.strip('_')}_gpu_hours", 0.0)
-                row.setdefault(f"{name.strip('_')}_cost", 0.0)
-                row.setdefault(f"{name.strip('_')}_list_cost", 0.0)
+                row.setdefault(f"{name.strip('_')}_gpu_hours", ZERO)
+                row.setdefault(f"{name.strip('_')}_cost", ZERO)
+                row.setdefault(f"{name.strip('_')}_list_cost", ZERO)
         _finish_carbon(row, prefixes=("", *capacity_prefixes))
     return sorted(rows.values(), key=lambda r: (any(r[c] in CAPACITY_ROWS for c in cols), -r["cost"],
                                                 tuple(str(r[c]) for c in cols)))
@@ -213,35 +220,65 @@ def _add_capacity(rows: dict[tuple[Any, ...], dict[str, Any]], found: list[dict[
     for m in found:
         group = {c: m[c] for c in cap_cols}
         currency = m["currency"]
-        seconds, cost, list_cost = float(m["seconds"]), float(m["cost"]), float(m["list_cost"])
+        seconds, cost, list_cost = amount(m["seconds"]), amount(m["cost"]), amount(m["list_cost"])
         if as_columns:
             key = (*tuple(group[c] for c in cols), currency)
             row = rows.get(key)
             if row is None:
-                row = rows[key] = {**group, **dict.fromkeys(FIELDS, 0.0), "currency": currency}
-            row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", 0.0) + seconds / 3600
-            row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", 0.0) + cost
-            row[f"{prefix}_list_cost"] = row.get(f"{prefix}_list_cost", 0.0) + list_cost
+                row = rows[key] = {**group, **dict.fromkeys(FIELDS, ZERO), "currency": currency}
+            row[f"{prefix}_gpu_hours"] = row.get(f"{prefix}_gpu_hours", ZERO) + hours(seconds)
+            row[f"{prefix}_cost"] = row.get(f"{prefix}_cost", ZERO) + cost
+            row[f"{prefix}_list_cost"] = row.get(f"{prefix}_list_cost", ZERO) + list_cost
             _add_carbon(row, m, prefix=f"{prefix}_")
         else:
             labels = {c: group.get(c, name) for c in cols}
             key = (*tuple(labels.values()), currency)
-            row = rows.setdefault(key, {**labels, **dict.fromkeys(FIELDS, 0.0), "currency": currency})
-            row["idle_gpu_hours"] += seconds / 3600
+            row = rows.setdefault(key, {**labels, **dict.fromkeys(FIELDS, ZERO), "currency": currency})
+            row["idle_gpu_hours"] += hours(seconds)
             row["cost"] += cost
             row["idle_cost"] += cost
             row["list_cost"] += list_cost
             _add_carbon(row, m)
 
 
+def amount(v: Any) -> Decimal:
+    """A summed amount from the ledger (Decimal on both backends; NULL: nothing booked) as a Decimal."""
+    if v is None:
+        return ZERO
+    return v if isinstance(v, Decimal) else Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+
+
+def hours(seconds: Any) -> Decimal:
+    """GPU-seconds as GPU-hours, rounded half-even to 9 digits (the one rounding a report makes)."""
+    return book(amount(seconds) / 3600)
+
+
 def _round(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return text(v)
     return round(v, 6) if isinstance(v, float) and math.isfinite(v) else v
+
+
+_NUMBER = re.compile(r'"\\u0000(-?[0-9.]+)"')
+
+
+def to_json(obj: Any, *, indent: int | None = None) -> str:
+    """JSON with every Decimal written as a number in plain decimal text (the json module would refuse it, and
+    a float would lose digits); NaN refused."""
+    marked = json.dumps(obj, indent=indent, allow_nan=False,
+                        default=lambda o: "\u0000" + text(o) if isinstance(o, Decimal) else _refuse(o))
+    return _NUMBER.sub(r"\1", marked)
+
+
+def _refuse(o: Any) -> Any:
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
     """Rows as ``json``, ``csv`` or an aligned text ``table``; ``ReportError`` for another format."""
     if fmt == "json":
-        return json.dumps([{k: _round(v) for k, v in r.items()} for r in rows], indent=2) + "\n"
+        return to_json([{k: v if isinstance(v, Decimal) else _round(v) for k, v in r.items()} for r in rows],
+                       indent=2) + "\n"
     if not rows:
         return "" if fmt == "csv" else "(no usage booked in this window)\n"
     headers = list(rows[0].keys())
@@ -256,7 +293,7 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         return buf.getvalue()
     if fmt != "table":
         raise ReportError(f"unknown --format {fmt!r}: use table, json or csv")
-    cells = [[(f"{r.get(h):,.4f}" if isinstance(r.get(h), float) else str(r.get(h, ""))) for h in headers]
+    cells = [[(f"{r.get(h):,.4f}" if isinstance(r.get(h), float | Decimal) else str(r.get(h, ""))) for h in headers]
              for r in rows]
     short = [h.replace("_gpu_hours", " GPU-h").replace("_", " ") for h in headers]
     widths = [max(len(short[i]), *(len(c[i]) for c in cells)) for i in range(len(headers))]

@@ -21,49 +21,30 @@ Schema 13 added the GPU-seconds whose busy time was split by fraction for want o
 (0); the marks it finds take the agents' next split counters as a baseline (``SPLIT_UNKNOWN``). It also added
 CO2e (grams, and the GPU-seconds it is known for) and the GPU-seconds whose energy was not measured to the
 usage, capacity and namespace-total rows; rows booked before it read 0 (CO2e unknown).
+Schema 14 made amounts exact (``EXACT_SCHEMA``): GPU-seconds and money are fixed-point with 9 fractional digits
+(SQLite: INTEGER nano-units, each column checked to stay an integer, so an overflow fails the transaction
+instead of turning into a float; PostgreSQL: NUMERIC(38,9)), energy with 3 (millijoules: nano-joules would
+overflow SQLite's int64 within weeks on one node). Marks, timestamps and right-sizing evidence stay floats.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from exporter.aggregator.ledger.schema_exact import exact_amounts
+from exporter.aggregator.ledger.schema_types import FIXED_WORDS as FIXED_WORDS
+from exporter.aggregator.ledger.schema_types import POSTGRES as POSTGRES
+from exporter.aggregator.ledger.schema_types import SQLITE as SQLITE
+from exporter.aggregator.ledger.schema_types import Dialect as Dialect
+from exporter.aggregator.ledger.schema_types import Table as Table
+from exporter.aggregator.ledger.schema_types import _type
+from exporter.aggregator.ledger.schema_types import create_table as create_table
+from exporter.aggregator.ledger.schema_v1 import SQLITE_MIGRATIONS
 from exporter.model.books import SPLIT_UNKNOWN
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
+EXACT_SCHEMA = 14  # the migration that makes amounts fixed-point (``exact_amounts``)
 DEFAULT_CLUSTER = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class Dialect:
-    """Column types and clauses that differ between the backends."""
-
-    name: str
-    real: str
-    money: str
-    bigint: str
-    table_suffix: str  # ``WITHOUT ROWID`` on SQLite
-    partition_usage: bool  # usage partitioned by month (PostgreSQL)
-
-
-SQLITE = Dialect("sqlite", real="REAL", money="REAL", bigint="INTEGER", table_suffix=" WITHOUT ROWID",
-                 partition_usage=False)
-POSTGRES = Dialect("postgresql", real="DOUBLE PRECISION", money="NUMERIC", bigint="BIGINT", table_suffix="",
-                   partition_usage=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Table:
-    """One table: key columns then value columns, each ``(name, type word)``; type words are
-    ``text``, ``int``, ``real``, ``money``, ``real?`` (nullable) or ``real0`` (0 unless written)."""
-
-    name: str
-    key: tuple[tuple[str, str], ...]
-    values: tuple[tuple[str, str], ...]
-
-    def columns(self) -> tuple[str, ...]:
-        """Every column of the table, ``cluster`` first: the key's, then the values'."""
-        return ("cluster", *tuple(c for c, _t in self.key + self.values))
 
 
 _USAGE_KEY = (("hour", "int"), ("namespace", "text"), ("pod", "text"), ("workload", "text"), ("node", "text"),
@@ -156,26 +137,35 @@ _V13_EMISSIONS = (("co2e_g", "real0"), ("co2e_s", "real0"), ("unmeasured_energy_
 _V13_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "usage": _V13_SPLIT + _V13_EMISSIONS, "hwm": _V13_SPLIT, "totals": _V13_SPLIT + _V13_EMISSIONS,
     **{name: _V13_EMISSIONS for name in _V8_CAPACITY}}
-TABLES: tuple[Table, ...] = tuple(Table(t.name, t.key, t.values + _V13_COLUMNS.get(t.name, ())) for t in TABLES_V12)
+TABLES_V13: tuple[Table, ...] = tuple(
+    Table(t.name, t.key, t.values + _V13_COLUMNS.get(t.name, ())) for t in TABLES_V12)
+#: Schema 14: tables whose numbers are not amounts (marks, timestamps, evidence) keep binary floats.
+FLOAT_TABLES = frozenset({"hwm", "agents", "quota_events", "commitment_marks", "evidence"})
+
+
+def _exact_word(table: str, column: str, *, word: str) -> str:
+    """A schema-13 column's type word at schema 14 (``real0``: a column added later, 0 unless written)."""
+    if word not in ("real", "money", "real?", "real0"):
+        return word
+    if table in FLOAT_TABLES:
+        return "float?" if word == "real?" else "float"
+    if column == "energy_j":
+        return "energy0" if word == "real0" else "energy"
+    return "fixed0" if word == "real0" else "fixed"
+
+
+TABLES: tuple[Table, ...] = tuple(
+    Table(t.name, t.key, tuple((c, _exact_word(t.name, c, word=w)) for c, w in t.values)) for t in TABLES_V13)
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
+#: Every fixed-point column's fractional digits, by column name (a name means the same in every table that has
+#: it as an amount); what readers use to turn SQLite's integer units back into decimals.
+FIXED_COLUMNS: dict[str, int] = {c: FIXED_WORDS[w] for t in TABLES for c, w in t.values if w in FIXED_WORDS}
 
 
-def _type(d: Dialect, word: str) -> str:
-    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real, "real0": d.real}[word]
-    if word == "real0":  # a column added later: rows (and writers) from before it read 0, fresh or migrated
-        return f"{base} NOT NULL DEFAULT 0"
-    return base if word.endswith("?") else f"{base} NOT NULL"
-
-
-def create_table(d: Dialect, t: Table, *, name: str | None = None) -> str:
-    """The ``CREATE TABLE`` of ``t`` (as ``name``, when migrating through a copy) in the dialect, keyed by cluster
-    first."""
-    cols = ", ".join(["cluster TEXT NOT NULL"] + [f"{c} {_type(d, w)}" for c, w in t.key + t.values])
-    pk = ", ".join(["cluster"] + [c for c, _w in t.key])
-    partitioned = d.partition_usage and t.name == "usage"
-    suffix = " PARTITION BY RANGE (hour)" if partitioned else d.table_suffix
-    return f"CREATE TABLE {name or t.name} ({cols}, PRIMARY KEY ({pk})){suffix}"
+def fixed_places(table: str) -> dict[str, int]:
+    """The fixed-point columns of ``table`` and their fractional digits."""
+    return {c: FIXED_WORDS[w] for c, w in BY_NAME[table].values if w in FIXED_WORDS}
 
 
 def current_schema(d: Dialect) -> list[str]:
@@ -197,65 +187,6 @@ def room_for_updates(d: Dialect) -> list[str]:
     if not d.partition_usage:
         return []
     return [f"ALTER TABLE {t} SET (fillfactor = {UPDATE_FILLFACTOR})" for t in UPDATED_EVERY_TICK]
-
-
-# Schemas 1 and 2 only ever existed as SQLite files (PostgreSQL ledgers begin at schema 3).
-SQLITE_MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE usage (
-        hour INTEGER NOT NULL, namespace TEXT NOT NULL, pod TEXT NOT NULL, workload TEXT NOT NULL,
-        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, mig_profile TEXT NOT NULL,
-        priority_class TEXT NOT NULL, currency TEXT NOT NULL,
-        allocated_s REAL NOT NULL, used_s REAL NOT NULL, unmeasured_s REAL NOT NULL, idle_s REAL NOT NULL,
-        cost REAL NOT NULL, idle_cost REAL NOT NULL, energy_j REAL NOT NULL,
-        PRIMARY KEY (hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, priority_class, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE unallocated (
-        hour INTEGER NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL,
-        currency TEXT NOT NULL, seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (hour, node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE hwm (
-        node TEXT NOT NULL, key TEXT NOT NULL, allocated_s REAL NOT NULL, used_s REAL NOT NULL,
-        unmeasured_s REAL NOT NULL, energy_j REAL NOT NULL, PRIMARY KEY (node, key)
-    ) WITHOUT ROWID;
-    CREATE TABLE agents (node TEXT PRIMARY KEY, epoch TEXT NOT NULL, booked_ts REAL NOT NULL, seq INTEGER NOT NULL);
-    CREATE TABLE totals (
-        namespace TEXT NOT NULL, currency TEXT NOT NULL, allocated_s REAL NOT NULL, used_s REAL NOT NULL,
-        unmeasured_s REAL NOT NULL, cost REAL NOT NULL, idle_cost REAL NOT NULL,
-        PRIMARY KEY (namespace, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE unallocated_totals (
-        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
-        seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE quota_events (uid TEXT PRIMARY KEY, namespace TEXT NOT NULL, count INTEGER NOT NULL);
-    CREATE TABLE breakdown_totals (
-        namespace TEXT NOT NULL, pool TEXT NOT NULL, priority_class TEXT NOT NULL, currency TEXT NOT NULL,
-        allocated_s REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (namespace, pool, priority_class, currency)
-    ) WITHOUT ROWID;
-    CREATE INDEX usage_namespace ON usage (namespace, hour);
-    """,
-    2: """
-    CREATE TABLE unobserved (
-        hour INTEGER NOT NULL, node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL,
-        currency TEXT NOT NULL, seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (hour, node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE unobserved_totals (
-        node TEXT NOT NULL, pool TEXT NOT NULL, gpu_model TEXT NOT NULL, currency TEXT NOT NULL,
-        seconds REAL NOT NULL, cost REAL NOT NULL,
-        PRIMARY KEY (node, pool, gpu_model, currency)
-    ) WITHOUT ROWID;
-    CREATE TABLE agent_urls (node TEXT PRIMARY KEY, url TEXT NOT NULL);
-    CREATE TABLE quota_rejection_totals (namespace TEXT PRIMARY KEY, count INTEGER NOT NULL);
-    ALTER TABLE quota_events ADD COLUMN seen_at REAL NOT NULL DEFAULT 0;
-    ALTER TABLE agents ADD COLUMN since REAL;
-    UPDATE quota_events SET seen_at = CAST(strftime('%s', 'now') AS REAL)
-    """,
-}
 
 
 def statements(script: str) -> list[str]:
@@ -283,7 +214,7 @@ def add_list_prices(d: Dialect) -> list[str]:
     out: list[str] = []
     for table, cols in _V4_COLUMNS.items():
         for name, word in cols:
-            base = {"money": d.money, "real": d.real}[word]
+            base = {"money": d.money, "real": d.real}[word]  # schema 4's types
             out.append(f"ALTER TABLE {table} ADD COLUMN {name} {base} NOT NULL DEFAULT 0")
         out.append(f"UPDATE {table} SET list_cost = cost")
     out.append("UPDATE totals SET energy_j = COALESCE((SELECT SUM(u.energy_j) FROM usage u WHERE u.cluster = "
@@ -343,4 +274,9 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
             9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
             11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES],
-            13: lambda: add_split_and_emissions(d)}
+            13: lambda: add_split_and_emissions(d), EXACT_SCHEMA: lambda: _exact_amounts(d)}
+
+
+def _exact_amounts(d: Dialect) -> list[str]:
+    """Schema 13 -> 14 (``schema_exact``): this schema's tables made fixed-point."""
+    return exact_amounts(d, tables=TABLES, old=TABLES_V13)

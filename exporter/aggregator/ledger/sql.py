@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from exporter.aggregator.ledger.backend import Tx
+from exporter.aggregator.ledger.fixed import to_db
+from exporter.aggregator.ledger.schema import fixed_places
 from exporter.model.books import _Amounts
 from exporter.model.named_rows import Select
 
@@ -26,10 +28,14 @@ def accumulate(tx: Tx, table: str, *, keys: tuple[str, ...], rows: TableRows, cl
     cols = ", ".join(("cluster", *keys, *values))
     marks = ", ".join("?" * (1 + len(keys) + len(values)))
     add = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in values)
-    tx.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks}) "
-                   f"ON CONFLICT (cluster, {', '.join(keys)}) DO UPDATE SET {add}",
-                   ((cluster, *k, *v.values()) for k, v in rows.items()))  # streamed: no list of every row
-
+    sql = f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT (cluster, {', '.join(keys)}) DO UPDATE SET {add}"
+    if not tx.fixed_as_units:  # PostgreSQL: decimals into NUMERIC as they are
+        tx.executemany(sql, ((cluster, *k, *v.values()) for k, v in rows.items()))  # streamed: no list of every row
+        return
+    places = fixed_places(table)
+    at = tuple((c, places[c]) for c in values)
+    tx.executemany(sql, ((cluster, *k, *[to_db(x, column=c, places=p)
+                                         for (c, p), x in zip(at, v.values(), strict=True)]) for k, v in rows.items()))
 
 def load_table(tx: Tx, table: str, *, key: type[Any], amounts: type[_A], cluster: str) -> dict[Any, _A]:
     """Every row of ``table`` of this cluster as key -> amounts, read by the fields' names."""
@@ -37,5 +43,5 @@ def load_table(tx: Tx, table: str, *, key: type[Any], amounts: type[_A], cluster
     out = {}
     for r in tx.fetch(f"SELECT {cols.sql()} FROM {table} WHERE cluster = ?", (cluster,)):
         m = cols.mapping(r)
-        out[key(**{f: m[f] for f in key._fields})] = amounts(**{f: float(m[f]) for f in amounts.columns()})
+        out[key(**{f: m[f] for f in key._fields})] = amounts(**{f: m[f] for f in amounts.columns()})
     return out

@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from exporter.aggregator.ledger.backend import LedgerError, Row, Tx, migrate
+from exporter.aggregator.ledger.fixed import decoder, units_of_real
 from exporter.aggregator.ledger.schema import SQLITE
+from exporter.aggregator.ledger.schema_exact import SQLITE_UNITS_FN
 
 T = TypeVar("T")
 
 
 class SqliteTx:
-    """A transaction on the backend's one connection."""
+    """A transaction on the backend's one connection: amounts travel as integer units (``ledger.fixed``)."""
+
+    fixed_as_units = True
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
@@ -29,8 +33,8 @@ class SqliteTx:
         self.db.executemany(sql, rows)
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Rows as tuples."""
-        return list(self.db.execute(sql, tuple(params)))
+        """Rows as tuples, amounts as decimals."""
+        return decoded_rows(self.db.execute(sql, tuple(params)))
 
 
 class SqliteBackend:
@@ -57,6 +61,7 @@ class SqliteBackend:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA busy_timeout=5000")
             conn.execute("PRAGMA cache_size=-65536")
+            conn.create_function(SQLITE_UNITS_FN, 2, units_of_real, deterministic=True)  # schema 14's migration
             self._conn = conn
             self.transaction(lambda tx: migrate(tx, dialect=SQLITE, where=str(self.path)))
         except sqlite3.DatabaseError as exc:
@@ -102,6 +107,13 @@ class SqliteBackend:
         return self._db()
 
 
+def decoded_rows(cur: sqlite3.Cursor) -> list[Row]:
+    """A cursor's rows with amounts' integer units turned back into decimals."""
+    rows = cur.fetchall()
+    decode = decoder(cur.description)
+    return rows if decode is None else [decode(r) for r in rows]
+
+
 @contextmanager
 def sqlite_reader(path: Path) -> Iterator[Callable[[str, Iterable[Any]], list[Row]]]:
     """A read-only query function over a ledger file (``report``)."""
@@ -109,7 +121,7 @@ def sqlite_reader(path: Path) -> Iterator[Callable[[str, Iterable[Any]], list[Ro
         raise LedgerError(f"{path}: no such ledger")
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        yield lambda sql, params: list(conn.execute(sql, tuple(params)))
+        yield lambda sql, params: decoded_rows(conn.execute(sql, tuple(params)))
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"{path}: not a gpu-cost-exporter ledger ({exc})") from None
     finally:

@@ -31,7 +31,8 @@ from exporter.aggregator.ledger.nodes import (
 from exporter.aggregator.ledger.postgres import PostgresBackend, postgres_reader, redact
 from exporter.aggregator.ledger.report import Query, ReportRequest, report_rows
 from exporter.aggregator.ledger.rows import FleetFacts, LedgerState, NodeCounterMark, QuotaEvent, TickWrite
-from exporter.aggregator.ledger.schema import DEFAULT_CLUSTER, SCHEMA_VERSION, SQLITE_MIGRATIONS
+from exporter.aggregator.ledger.schema import DEFAULT_CLUSTER, SCHEMA_VERSION
+from exporter.aggregator.ledger.schema_v1 import SQLITE_MIGRATIONS
 from exporter.aggregator.ledger.sql import accumulate as _accumulate
 from exporter.aggregator.ledger.sql import load_table as _load
 from exporter.aggregator.ledger.sqlite import SqliteBackend, sqlite_reader

@@ -19,9 +19,9 @@ def co2e_counter(books: Books, *, namespaces: dict[str, NamespaceTotals]) -> Ite
                                labels=["namespace"])
     for ns, total in sorted(namespaces.items()):
         if total.co2e_s > 0:
-            co2e.add_metric([ns], total.co2e_g)
+            co2e.add_metric([ns], float(total.co2e_g))
     for name, capacity in (("__unallocated__", books.unallocated_totals), ("__unobserved__", books.unobserved_totals)):
         if sum(a.co2e_s for a in capacity.values()) > 0:
-            co2e.add_metric([name], sum(a.co2e_g for a in capacity.values()))
+            co2e.add_metric([name], float(sum(a.co2e_g for a in capacity.values())))
     if co2e.samples:
         yield co2e

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from exporter.aggregator.ledger.report import ReportError, parse_time
+from exporter.aggregator.ledger.report import ReportError, parse_time, to_json
 from exporter.aggregator.web.access.gate import SCOPE
 from exporter.aggregator.web.access.wiring import guard_for
 from exporter.aggregator.web.exposition import ExpositionRenderer
@@ -45,7 +44,7 @@ def build_app(agg: AggregatorView) -> web.Application:
             found = await agg.forecasts.compute(agg.ledger, budgets=agg.budgets(),
                                                 currency=agg.pricing.current.currency)
             return web.json_response(scope.rows(as_dict(f) for f in found),
-                                     dumps=lambda o: json.dumps(o, allow_nan=False))
+                                     dumps=to_json)
         try:
             now = agg.clock.now()
             by = q.get("by", "namespace")  # one key or several: by=cluster,namespace
@@ -59,7 +58,7 @@ def build_app(agg: AggregatorView) -> web.Application:
                                                until=parse_time(q.get("until"), now), cluster=cluster)
         except ReportError as exc:
             return bad(str(exc))
-        return web.json_response(scope.rows(rows), dumps=lambda o: json.dumps(o, allow_nan=False))
+        return web.json_response(scope.rows(rows), dumps=to_json)
 
     async def recommendations(req: web.Request) -> web.Response:
         from exporter.aggregator.advice.recommendations import as_dict, explicit_window
@@ -82,7 +81,7 @@ def build_app(agg: AggregatorView) -> web.Application:
         rows = await agg.advice.compute(agg.ledger, window_s=window, settings=rules, remember=False,
                                                since=since, until=until)
         return web.json_response(req[SCOPE].rows(as_dict(r) for r in rows),
-                                 dumps=lambda o: json.dumps(o, allow_nan=False))
+                                 dumps=to_json)
 
     async def keda(req: web.Request) -> web.Response:
         ns, wl = req.query.get("namespace", ""), req.query.get("workload", "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -98,18 +99,18 @@ def namespace_counters(books: Books) -> Iterator[Family]:
     seconds: dict[str, NamespaceTotals] = {}  # summed over currencies
     for key, t in sorted(books.totals.items()):
         seconds[key.namespace] = seconds[key.namespace] + t if key.namespace in seconds else t
-        cost.add_metric([key.namespace, key.currency], t.cost)
-        idle_cost.add_metric([key.namespace, key.currency], t.idle_cost)
-        list_cost.add_metric([key.namespace, key.currency], t.list_cost)
+        cost.add_metric([key.namespace, key.currency], float(t.cost))
+        idle_cost.add_metric([key.namespace, key.currency], float(t.idle_cost))
+        list_cost.add_metric([key.namespace, key.currency], float(t.list_cost))
     for ns, total in sorted(seconds.items()):
-        alloc.add_metric([ns], total.allocated_s)
-        used.add_metric([ns], total.used_s)
-        unmeasured.add_metric([ns], total.unmeasured_s)
-        split.add_metric([ns], total.split_s)
-        energy.add_metric([ns], total.energy_j)
+        alloc.add_metric([ns], float(total.allocated_s))
+        used.add_metric([ns], float(total.used_s))
+        unmeasured.add_metric([ns], float(total.unmeasured_s))
+        split.add_metric([ns], float(total.split_s))
+        energy.add_metric([ns], float(total.energy_j))
     for name, capacity in (("__unallocated__", books.unallocated_totals), ("__unobserved__", books.unobserved_totals)):
         if joules := sum(a.energy_j for a in capacity.values()):
-            energy.add_metric([name], joules)
+            energy.add_metric([name], float(joules))
     yield from (alloc, used, unmeasured, split, cost, idle_cost, list_cost, energy)
     yield from co2e_counter(books, namespaces=seconds)
 
@@ -120,7 +121,7 @@ def commitment_and_node_prices(books: Books) -> Iterator[Family]:
                                  "committed GPU time the fleet could not use (paid for nothing)",
                                  labels=["commitment", "gpu_model", "currency"])
     for key, amount in sorted(books.unused_commitment_totals.items()):
-        unused.add_metric(list(key), amount.cost)
+        unused.add_metric(list(key), float(amount.cost))
     node_price = GaugeMetricFamily("gpucost_node_gpu_hourly_price",
                                    "effective price of one GPU-hour on the node now (commitments blended in)",
                                    labels=["node", "gpu_model", "capacity_type", "pricing_source"])
@@ -152,18 +153,18 @@ def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Famil
                                     labels=["namespace", "pool", "priority_class"])
         cost = CounterMetricFamily("gpucost_breakdown_cost_total", "cost by namespace, node pool and priority class",
                                    labels=["namespace", "pool", "priority_class", "currency"])
-        per_key: dict[tuple[str, str, str], float] = defaultdict(float)
+        per_key: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
         for bk, bv in sorted(books.breakdown.items()):
             per_key[(bk.namespace, bk.pool, bk.priority_class)] += bv.allocated_s
-            cost.add_metric(list(bk), bv.cost)
+            cost.add_metric(list(bk), float(bv.cost))
         for labels, secs in sorted(per_key.items()):
-            alloc.add_metric(list(labels), secs)
+            alloc.add_metric(list(labels), float(secs))
         yield from (alloc, cost)
     unmeasured_energy = CounterMetricFamily(
         "gpucost_unmeasured_energy_seconds_total", "GPU-seconds whose energy DCGM did not measure (no energy field, "
         "DCGM down, an impossible reading): their energy is priced at nothing", labels=["node"])
     for key, gap in sorted(books.unmeasured_energy.items()):
-        unmeasured_energy.add_metric([key.node], gap.seconds)
+        unmeasured_energy.add_metric([key.node], float(gap.seconds))
     yield unmeasured_energy
     unpriced = CounterMetricFamily("gpucost_unpriced_gpu_seconds_total",
                                    "GPU-seconds of models missing from the pricing file (priced at default)",
@@ -176,12 +177,12 @@ def capacity_counters(books: Books, *, breakdown_series: bool) -> Iterator[Famil
 def seconds_and_cost(seconds: CounterMetricFamily, cost: CounterMetricFamily, *,
                      totals: Mapping[CapacityTotalKey, CapacityAmounts]) -> tuple[Family, Family]:
     """Seconds summed over currencies, cost per currency, from capacity totals."""
-    per_key: dict[tuple[str, str, str], float] = defaultdict(float)
+    per_key: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
     for key, amount in sorted(totals.items()):
         per_key[(key.node, key.pool, key.gpu_model)] += amount.seconds
-        cost.add_metric(list(key), amount.cost)
+        cost.add_metric(list(key), float(amount.cost))
     for labels, secs in sorted(per_key.items()):
-        seconds.add_metric(list(labels), secs)
+        seconds.add_metric(list(labels), float(secs))
     return seconds, cost
 
 
@@ -324,7 +325,7 @@ def recommendation_savings(rows: tuple[Recommendation, ...]) -> GaugeMetricFamil
                           "monthly (730 h) amount a right-sizing action would save, at the booked prices",
                           labels=["namespace", "workload", "action"])
     for r in rows:
-        g.add_metric([r.namespace, r.workload, str(r.action)], r.monthly_savings)
+        g.add_metric([r.namespace, r.workload, str(r.action)], round(r.monthly_savings, 2))  # as the API has it
     return g
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from exporter.model import books
@@ -33,16 +35,20 @@ def test_no_amount_is_built_by_position(cls: type[books._Amounts]) -> None:
 
 
 def test_addition_is_field_by_field() -> None:
-    a = CapacityAmounts(seconds=3600.0, cost=0.75, list_cost=1.0, energy_j=10.0)
-    b = CapacityAmounts(seconds=1800.0, cost=0.5, list_cost=0.5)
-    # 3600 + 1800 = 5400 s; 0.75 + 0.5 = 1.25; 1.0 + 0.5 = 1.5; 10 + 0 = 10 J (all exact in binary)
-    assert a + b == CapacityAmounts(seconds=5400.0, cost=1.25, list_cost=1.5, energy_j=10.0)
+    a = CapacityAmounts(seconds=Decimal(3600), cost=Decimal("0.75"), list_cost=Decimal(1), energy_j=Decimal(10))
+    b = CapacityAmounts(seconds=Decimal(1800), cost=Decimal("0.5"), list_cost=Decimal("0.5"))
+    # 3600 + 1800 = 5400 s; 0.75 + 0.5 = 1.25; 1.0 + 0.5 = 1.5; 10 + 0 = 10 J
+    assert a + b == CapacityAmounts(seconds=Decimal(5400), cost=Decimal("1.25"), list_cost=Decimal("1.5"),
+                                    energy_j=Decimal(10))
+    # 0.1 + 0.2 is 0.3 exactly in decimal (in binary it is 0.30000000000000004)
+    assert (CapacityAmounts(cost=Decimal("0.1")) + CapacityAmounts(cost=Decimal("0.2"))).cost == Decimal("0.3")
 
 
 def test_scaling_is_field_by_field() -> None:
-    t = NamespaceTotals(allocated_s=7200.0, used_s=3600.0, cost=8.0, idle_cost=4.0)
+    t = NamespaceTotals(allocated_s=Decimal(7200), used_s=Decimal(3600), cost=Decimal(8), idle_cost=Decimal(4))
     # a quarter of each: 1800 s, 900 s, 2.00, 1.00; zeros stay zero
-    assert t.scaled(0.25) == NamespaceTotals(allocated_s=1800.0, used_s=900.0, cost=2.0, idle_cost=1.0)
+    assert t.scaled(Decimal("0.25")) == NamespaceTotals(allocated_s=Decimal(1800), used_s=Decimal(900),
+                                                         cost=Decimal(2), idle_cost=Decimal(1))
 
 
 def test_columns_are_the_ledger_column_order() -> None:
@@ -56,12 +62,12 @@ def test_sums_and_scalings_are_frozen_and_equal_to_amounts_built_by_name(cls: ty
     frozen, hashable value ``cls(**fields)`` makes, each field from its own two operands (field i: (i + 1) and
     10 (i + 1), so a swapped slot or a dropped operand shows)."""
     names = cls.columns()
-    a = cls(**{n: float(i + 1) for i, n in enumerate(names)})
-    b = cls(**{n: 10.0 * (i + 1) for i, n in enumerate(names)})
-    total, tripled = a + b, a.scaled(3.0)
-    assert total == cls(**{n: 11.0 * (i + 1) for i, n in enumerate(names)})
-    assert tripled == cls(**{n: 3.0 * (i + 1) for i, n in enumerate(names)})
-    assert [getattr(total, n) for n in names] == [11.0 * (i + 1) for i in range(len(names))]
-    assert hash(total) == hash(cls(**{n: 11.0 * (i + 1) for i, n in enumerate(names)}))
+    a = cls(**{n: Decimal(i + 1) for i, n in enumerate(names)})
+    b = cls(**{n: Decimal(10 * (i + 1)) for i, n in enumerate(names)})
+    total, tripled = a + b, a.scaled(3)
+    assert total == cls(**{n: Decimal(11 * (i + 1)) for i, n in enumerate(names)})
+    assert tripled == cls(**{n: Decimal(3 * (i + 1)) for i, n in enumerate(names)})
+    assert [getattr(total, n) for n in names] == [Decimal(11 * (i + 1)) for i in range(len(names))]
+    assert hash(total) == hash(cls(**{n: Decimal(11 * (i + 1)) for i, n in enumerate(names)}))
     with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         setattr(total, names[0], 0.0)

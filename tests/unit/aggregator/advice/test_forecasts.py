@@ -6,7 +6,6 @@ The ledger's latest booked time is 2026-12-11 00:00 UTC: 504 h (21 days) are lef
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,13 @@ import pytest
 
 from exporter.aggregator.advice.forecasts import MonthForecasts, as_dict, forecasts, render
 from exporter.aggregator.kube.budgets import BUDGET_ANNOTATION, BudgetAnnotations, BudgetSource
+from exporter.aggregator.ledger.sqlite import sqlite_reader
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.aggregator.web.metrics import budget_families
 from exporter.aggregator.web.status_budgets import budgets_section
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
 from exporter.model.budget_values import parse_budget
+from exporter.model.exact import exact
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -38,7 +39,7 @@ H = 3600.0
 
 def _row(hour: float, ns: str, cost: float, currency: str = "USD") -> tuple[UsageKey, UsageAmounts]:
     key = UsageKey(int(hour), ns, f"{ns}-0", ns, "n1", "", "NVIDIA H100 80GB HBM3", "", "", currency)
-    return key, UsageAmounts(allocated_s=3600.0, cost=cost, list_cost=cost)
+    return key, UsageAmounts(allocated_s=exact(3600.0), cost=exact(cost), list_cost=exact(cost))
 
 
 def _book(path: Path | str, rows: list[tuple[UsageKey, UsageAmounts]], *, since: float, as_of: float,
@@ -66,9 +67,8 @@ def query(tmp_path: Path) -> Iterator[Any]:
     rows += [_row(DEC_2, "mixed", 1.0, "USD"), _row(DEC_2, "mixed", 1.0, "EUR")]
     _book(path, rows, since=NOV_25, as_of=DEC_11)
     _book(path, [_row(DEC_10, "ml", 999.0)], since=NOV_25, as_of=DEC_11 - H, cluster="other")
-    conn = sqlite3.connect(path)
-    yield lambda sql, params: list(conn.execute(sql, tuple(params)))
-    conn.close()
+    with sqlite_reader(path) as read:  # amounts back as decimals, as the aggregator reads them
+        yield read
 
 
 def test_forecast_from_the_ledger(query: Any) -> None:
@@ -109,8 +109,8 @@ def test_the_window_starts_where_the_books_begin(tmp_path: Path) -> None:
     24 + 2 x 504 = 1032.00 (not 24.00 / 24 h = 1.00/h)."""
     path = tmp_path / "young.db"
     _book(path, [_row(DEC_10 + k * H, "ml", 2.0) for k in range(12, 24)], since=DEC_10 + 12 * H, as_of=DEC_11)
-    conn = sqlite3.connect(path)
-    (ml,) = forecasts(lambda sql, p: list(conn.execute(sql, tuple(p))), cluster="default", budgets={})
+    with sqlite_reader(path) as read:
+        (ml,) = forecasts(read, cluster="default", budgets={})
     assert ml.burn_per_hour == pytest.approx(24.0 / 12)
     assert ml.month_cost == pytest.approx(24.0 + 2.0 * 504)  # 1032.00
 

@@ -25,6 +25,7 @@ from exporter.aggregator.ledger.devices import DeviceKey
 from exporter.aggregator.ledger.evidence import EvidenceKey, EvidenceRow
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.model.books import AgentMark, CapacityAmounts, CapacityKey, UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from exporter.model.rightsizing.evidence import UtilHistogram
 from exporter.model.rightsizing.types import Placement, RuleSettings
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
@@ -44,8 +45,9 @@ def _hold(w: TickWrite, *, hour: int, pod: str, node: str, model: str, price: fl
           seconds: float = H) -> None:
     """One whole GPU held for ``seconds`` of the hour: its usage and its evidence."""
     w.usage[UsageKey(hour, "infer", pod, pod.rsplit("-", 1)[0], node, "", model, "", "", "USD")] = UsageAmounts(
-        allocated_s=seconds, used_s=seconds * util, idle_s=seconds * (1 - util), cost=price * seconds / H,
-        list_cost=price * seconds / H)
+        allocated_s=exact(seconds), used_s=exact(seconds * util), idle_s=exact(seconds * (1 - util)),
+            cost=exact(price * seconds / H),
+        list_cost=exact(price * seconds / H))
     w.evidence[EvidenceKey(hour, "infer", pod, pod.rsplit("-", 1)[0], node, model, "", "gpu", f"GPU-{pod}")] = \
         EvidenceRow(1.0, UtilHistogram.of([(util, seconds)]), fb)
 
@@ -53,7 +55,7 @@ def _hold(w: TickWrite, *, hour: int, pod: str, node: str, model: str, price: fl
 def _free_gpu(w: TickWrite, *, hour: int, node: str, model: str, price: float, seconds: float = H) -> None:
     """``seconds`` of one GPU nobody held, as booking writes it, at ``price`` per GPU-hour."""
     w.unallocated[CapacityKey(hour, node, "", model, "USD")] = CapacityAmounts(
-        seconds=seconds, cost=price * seconds / H, list_cost=price * seconds / H)
+        seconds=exact(seconds), cost=exact(price * seconds / H), list_cost=exact(price * seconds / H))
 
 
 def _books(*, carved: bool = True) -> TickWrite:
@@ -128,7 +130,7 @@ async def test_held_devices_and_part_hours_are_not_free(ledger_target: LedgerTar
     _free_gpu(w, hour=H0, node="n4", model=A100, price=3.00, seconds=H / 2)
     _free_gpu(w, hour=H0 + H, node="n4", model=A100, price=3.00)
     w.usage[UsageKey(H0, "infer", "embed-0", "embed", "n2", "", A100, "1g.10gb", "", "USD")] = UsageAmounts(
-        allocated_s=7 * H / 7, cost=2.50)  # seven instances, each 1/7 of the GPU, the whole hour
+        allocated_s=exact(7 * H / 7), cost=exact(2.50))  # seven instances, each 1/7 of the GPU, the whole hour
     _free_gpu(w, hour=H0 + H, node="n2", model=A100, price=2.50)
     w.agents["n4"] = AgentMark("epoch-1", float(H0 + 2 * H), 480)
     w.books_since["n4"] = float(H0)

@@ -28,6 +28,7 @@ from exporter.aggregator.ledger.devices import DeviceKey
 from exporter.aggregator.ledger.evidence import EvidenceKey, EvidenceRow
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.model.books import AgentMark, UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from exporter.model.rightsizing.evidence import UtilHistogram
 from exporter.model.rightsizing.types import Recommendation, RuleSettings
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
@@ -51,8 +52,9 @@ def _hold(w: TickWrite, *, hour: int, ns: str, pod: str, workload: str, model: s
     fraction = 1 / 7 if profile else 1.0
     device = f"MIG-{pod}" if profile else f"GPU-{pod}"
     w.usage[UsageKey(hour, ns, pod, workload, "n1", "", model, profile, "", "USD")] = UsageAmounts(
-        allocated_s=fraction * H, used_s=fraction * H * util, idle_s=fraction * H * (1 - util), cost=price,
-        list_cost=price)
+        allocated_s=exact(fraction * H), used_s=exact(fraction * H * util), idle_s=exact(fraction * H * (1 - util)),
+            cost=exact(price),
+        list_cost=exact(price))
     kind = "mig" if profile else "gpu"
     w.evidence[EvidenceKey(hour, ns, pod, workload, "n1", model, profile, kind, device)] = EvidenceRow(
         fraction, UtilHistogram.of([(util, float(H))]), fb)
@@ -195,14 +197,16 @@ async def test_each_placement_counts_only_its_own_devices_hours(ledger_target: L
         hour = H0 + i * H
         if i < 2:
             w.usage[UsageKey(hour, "ml", "a", "train", "n1", "", H100, "", "", "USD")] = UsageAmounts(
-                allocated_s=float(H), used_s=180.0, idle_s=H - 180.0, cost=4.0, list_cost=4.0)
+                allocated_s=exact(float(H)), used_s=exact(180.0), idle_s=exact(H - 180.0), cost=exact(4.0),
+                    list_cost=exact(4.0))
             w.evidence[EvidenceKey(hour, "ml", "a", "train", "n1", H100, "", "gpu", "GPU-a")] = EvidenceRow(
                 1.0, UtilHistogram.of([(0.05, float(H))]), GIB)
             w.evidence[EvidenceKey(hour, "ml", "a", "train", "n1", H100, "", "", "GPU-old")] = EvidenceRow(
                 1.0, UtilHistogram.of([(0.05, float(H))]), None)
         else:
             w.usage[UsageKey(hour, "ml", "b", "train", "n1", "", H100, "", "", "USD")] = UsageAmounts(
-                allocated_s=H / 4, used_s=45.0, idle_s=H / 4 - 45.0, cost=0.10, list_cost=0.10)
+                allocated_s=exact(H / 4), used_s=exact(45.0), idle_s=exact(H / 4 - 45.0), cost=exact(0.10),
+                    list_cost=exact(0.10))
             w.evidence[EvidenceKey(hour, "ml", "b", "train", "n1", H100, "", "replica", "GPU-b::0")] = EvidenceRow(
                 0.25, UtilHistogram.of([(0.05, float(H))]), None)
     gated, (row,) = await _read_after(ledger_target, w, hours=25, read=lambda q, cluster: (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from exporter.aggregator.books.booking import Books, NodeGone
@@ -17,6 +19,7 @@ from exporter.model.books import (
     NamespaceTotals,
     UsageKey,
 )
+from exporter.model.exact import exact
 from exporter.model.pricing.document import parse_pricing
 from exporter.model.usage import GpuCapacity, HolderCounters, UnallocatedCounter, UsageSnapshot
 
@@ -52,19 +55,21 @@ def test_deltas_price_pool_and_breakdown() -> None:
     p = books.prepare([snap("e1", 2, 10800.0, 3600.0, 1800.0, unalloc=7200.0)], k, pricing=PRICING)
     # the delta covers [7200, 10800]: exactly the hour starting at 7200
     row = p.write.usage[UsageKey(7200, "ns", "p", "train", "n1", "spot", H100, "", "gpu-batch", "USD")]
-    assert (row.allocated_s, row.used_s, row.unmeasured_s, row.idle_s) == (3600.0, 1800.0, 0.0, 1800.0)
-    assert row.cost == pytest.approx(2.0) and row.idle_cost == pytest.approx(1.0)
+    assert (row.allocated_s, row.used_s, row.unmeasured_s, row.idle_s) == (
+        Decimal(3600), Decimal(1800), Decimal(0), Decimal(1800))
+    assert row.cost == 2 and row.idle_cost == 1
     assert p.write.breakdown[BreakdownKey("ns", "spot", "gpu-batch", "USD")] == BreakdownTotals(
-        allocated_s=3600.0, cost=2.0)
+        allocated_s=exact(3600.0), cost=exact(2.0))
     # list cost: 2 GPU-h x 4.00 list = 8.00 (the pool multiplier is a discount off the list price)
     assert p.write.unallocated[CapacityKey(7200, "n1", "spot", H100, "USD")] == CapacityAmounts(
-        seconds=7200.0, cost=4.0, list_cost=8.0)
+        seconds=exact(7200.0), cost=exact(4.0), list_cost=exact(8.0))
     books.apply(p)
     # list cost 1 GPU-h x 4.00 = 4.00; no energy reported
     assert books.totals[NamespaceKey("ns", "USD")] == NamespaceTotals(
-        allocated_s=3600.0, used_s=1800.0, unmeasured_s=0.0, cost=2.0, idle_cost=1.0, list_cost=4.0, energy_j=0.0)
+        allocated_s=exact(3600.0), used_s=exact(1800.0), unmeasured_s=exact(0.0), cost=exact(2.0),
+            idle_cost=exact(1.0), list_cost=exact(4.0), energy_j=exact(0.0))
     assert books.breakdown[BreakdownKey("ns", "spot", "gpu-batch", "USD")] == BreakdownTotals(
-        allocated_s=3600.0, cost=2.0)
+        allocated_s=exact(3600.0), cost=exact(2.0))
 
 
 def test_stale_and_repeated_snapshots_book_nothing() -> None:
@@ -93,7 +98,7 @@ def test_missed_pulls_lose_nothing() -> None:
     books.apply(books.prepare([snap("e1", 1, 15.0, 15.0, 15.0)], k, pricing=PRICING))
     p = books.prepare([snap("e1", 4, 60.0, 60.0, 30.0)], k, pricing=PRICING)
     (row,) = p.write.usage.values()
-    assert (row.allocated_s, row.used_s) == (45.0, 15.0)
+    assert (row.allocated_s, row.used_s) == (Decimal(45), Decimal(15))
 
 
 def test_a_delta_across_an_hour_boundary_is_split_by_wall_time() -> None:
@@ -104,10 +109,10 @@ def test_a_delta_across_an_hour_boundary_is_split_by_wall_time() -> None:
     p = books.prepare([snap("e1", 2, 3660.0, 120.0, 60.0, unalloc=240.0)], k, pricing=PRICING)
     before = p.write.usage[UsageKey(0, "ns", "p", "train", "n1", "spot", H100, "", "gpu-batch", "USD")]
     after = p.write.usage[UsageKey(3600, "ns", "p", "train", "n1", "spot", H100, "", "gpu-batch", "USD")]
-    assert before.allocated_s == pytest.approx(60.0) and after.allocated_s == pytest.approx(60.0)
-    assert before.cost == pytest.approx(60 / 3600 * 4.0 * 0.5)
-    assert p.write.unallocated[CapacityKey(0, "n1", "spot", H100, "USD")].seconds == pytest.approx(120.0)
-    assert p.write.unallocated[CapacityKey(3600, "n1", "spot", H100, "USD")].seconds == pytest.approx(120.0)
+    assert before.allocated_s == 60 and after.allocated_s == 60
+    assert before.cost == Decimal("0.033333333")  # 60 / 3600 x 2.00 = 0.0333333333|3, half-even to 9 digits
+    assert p.write.unallocated[CapacityKey(0, "n1", "spot", H100, "USD")].seconds == 120
+    assert p.write.unallocated[CapacityKey(3600, "n1", "spot", H100, "USD")].seconds == 120
 
 
 def test_new_epoch_books_the_gap_nobody_observed() -> None:
@@ -117,9 +122,9 @@ def test_new_epoch_books_the_gap_nobody_observed() -> None:
     books.apply(books.prepare([snap("e1", 9, 100.0, 100.0, 0.0, 100.0, started_at=0.0, gpus=2)], k, pricing=PRICING))
     p = books.prepare([snap("e2", 1, 430.0, 30.0, 0.0, 30.0, started_at=400.0, gpus=2)], k, pricing=PRICING)
     gap = p.write.unobserved[CapacityKey(0, "n1", "spot", H100, "USD")]
-    assert gap.seconds == pytest.approx(600.0) and gap.cost == pytest.approx(600 / 3600 * 4.0 * 0.5)
+    assert gap.seconds == 600 and gap.cost == Decimal("0.333333333")  # 600 / 3600 x 2.00
     books.apply(p)
-    assert books.unobserved_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds == pytest.approx(600.0)
+    assert books.unobserved_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds == 600
     # conservation over [0, 430] on 2 GPUs: allocated 100 + 30, unallocated 100 + 30, unobserved 600 = 860
     allocated = books.totals[NamespaceKey("ns", "USD")].allocated_s
     unallocated = books.unallocated_totals[CapacityTotalKey("n1", "spot", H100, "USD")].seconds

@@ -5,15 +5,17 @@ rows; exactly once across a restart on both backends; a schema-12 ledger migrate
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 
 from exporter.aggregator.books.booking import Books, Prepared
+from exporter.aggregator.ledger.schema import TABLES_V12
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger, LedgerState
-from exporter.model.books import CapacityKey, NamespaceKey, UsageKey
+from exporter.model.books import CapacityKey, NamespaceKey
 from exporter.model.pricing.document import Pricing, parse_pricing
 from exporter.model.usage import UnallocatedCounter, UsageSnapshot
-from tests.ledger_versions import back_to, idle_tick
+from tests.ledger_versions import back_to, usage_as_of
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
 from tests.unit.aggregator.books.pricing_books import A100, H100, T0, cluster, snap
 
@@ -93,9 +95,9 @@ def test_unmeasured_energy_has_unknown_co2e_and_its_seconds_on_the_row() -> None
     _b, p = book_hour("n", later=node_at("n", 2, T0 + 3600, held=3600.0, energy_j=0.0, idle_s=3600.0,
                                           idle_j=360_000.0, unmeasured_s=3600.0))
     (row,) = p.write.usage.values()
-    assert (row.co2e_g, row.co2e_s, row.unmeasured_energy_s) == (0.0, 0.0, 3600.0)
+    assert (row.co2e_g, row.co2e_s, row.unmeasured_energy_s) == (Decimal(0), Decimal(0), Decimal(3600))
     total = p.write.totals[NamespaceKey("ns", "USD")]
-    assert (total.co2e_s, total.unmeasured_energy_s) == (0.0, 3600.0)
+    assert (total.co2e_s, total.unmeasured_energy_s) == (Decimal(0), Decimal(3600))
     idle = p.write.unallocated[CapacityKey(HOUR, "n", "", H100, "USD")]
     assert idle.co2e_g == pytest.approx(48) and idle.unmeasured_energy_s == 0.0
 
@@ -106,9 +108,9 @@ def test_without_an_emissions_section_no_co2e_is_known_but_unmeasured_energy_is_
     _b, p = book_hour("n", pricing=SILENT, later=node_at("n", 2, T0 + 3600, held=3600.0, energy_j=0.0,
                                                           idle_s=3600.0, idle_j=360_000.0, unmeasured_s=3600.0))
     (row,) = p.write.usage.values()
-    assert (row.co2e_g, row.co2e_s, row.unmeasured_energy_s) == (0.0, 0.0, 3600.0)
+    assert (row.co2e_g, row.co2e_s, row.unmeasured_energy_s) == (Decimal(0), Decimal(0), Decimal(3600))
     idle = p.write.unallocated[CapacityKey(HOUR, "n", "", H100, "USD")]
-    assert (idle.co2e_g, idle.co2e_s) == (0.0, 0.0)
+    assert (idle.co2e_g, idle.co2e_s) == (Decimal(0), Decimal(0))
 
 
 async def test_co2e_is_booked_exactly_once_across_a_restart(ledger_target: LedgerTarget) -> None:
@@ -151,17 +153,20 @@ async def test_schema_12_ledger_migrates_to_13(ledger_target: LedgerTarget) -> N
     amounts with CO2e unknown (0 g over 0 known seconds) and 0 s unmeasured; rows booked after it carry CO2e."""
     ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
     await ledger.open()
-    await ledger.commit(idle_tick(UsageKey(HOUR, "ns", "p-n", "p-n", "n", "", H100, "", "", "USD"), seconds=3600.0,
-                                  price=1.0))  # booked before the downgrade: the columns go, the row stays
     await ledger.close()
-    raw_execute(ledger_target, *back_to(12),
+    raw_execute(ledger_target, *back_to(12, backend=ledger_target.backend),
+                *usage_as_of(TABLES_V12, backend=ledger_target.backend, hour=HOUR),
+                "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
+                "priority_class, currency, claim, sharing, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
+                f"energy_j, list_cost) VALUES ('default', {HOUR}, 'ns', 'p-n', 'p-n', 'n', '', '{H100}', '', '', "
+                "'USD', '', '', 3600, 0, 0, 3600, 1.0, 1.0, 0, 1.0)",
                 "INSERT INTO totals (cluster, namespace, currency, allocated_s, used_s, unmeasured_s, cost, idle_cost, "
                 "list_cost, energy_j) VALUES ('default', 'ns', 'USD', 3600, 0, 0, 1.0, 1.0, 1.0, 0)")
     again = Ledger(ledger_target.target, password_file=ledger_target.password_file)
     await again.open()
     try:
         assert await again.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 13
+        assert SCHEMA_VERSION >= 13
         rows = await again.query("SELECT allocated_s, energy_j, co2e_g, co2e_s, unmeasured_energy_s FROM usage")
         assert [tuple(float(v) for v in r) for r in rows] == [(3600.0, 0.0, 0.0, 0.0, 0.0)]
         state = await again.load_state()

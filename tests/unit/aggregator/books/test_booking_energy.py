@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 
@@ -55,11 +56,10 @@ def test_unallocated_energy_is_priced_on_owned_hardware() -> None:
     books.apply(books.prepare([first], k, pricing=OWNED))
     p = books.prepare([later], k, pricing=OWNED)
     row = p.write.unallocated[CapacityKey(int(T0), "dc", "", A100, "USD")]
-    assert row.seconds == 3600.0 and row.energy_j == pytest.approx(198_000.0)
-    assert row.cost == pytest.approx(17520 / (4 * 8760) + 198_000 / 3.6e6 * 0.12 * 1.5)
-    assert row.cost == pytest.approx(0.5099)
-    assert row.list_cost == pytest.approx(0.50)
-    assert p.write.unallocated_totals[CapacityTotalKey("dc", "", A100, "USD")].cost == pytest.approx(0.5099)
+    assert row.seconds == 3600 and row.energy_j == Decimal("198000.000")
+    assert row.cost == Decimal("0.509900000")  # 0.50 + 0.0099, exactly
+    assert row.list_cost == Decimal("0.50")
+    assert p.write.unallocated_totals[CapacityTotalKey("dc", "", A100, "USD")].cost == Decimal("0.5099")
 
 
 def test_unallocated_energy_costs_nothing_on_rented_gpus_but_is_kept() -> None:
@@ -69,7 +69,7 @@ def test_unallocated_energy_costs_nothing_on_rented_gpus_but_is_kept() -> None:
     books.apply(books.prepare([first], k, pricing=RENTED))
     p = books.prepare([later], k, pricing=RENTED)
     row = p.write.unallocated[CapacityKey(int(T0), "n", "", H100, "USD")]
-    assert row.cost == pytest.approx(4.0) and row.energy_j == pytest.approx(198_000.0)
+    assert row.cost == 4 and row.energy_j == 198_000
 
 
 def test_energy_without_new_idle_seconds_is_still_booked() -> None:
@@ -83,8 +83,8 @@ def test_energy_without_new_idle_seconds_is_still_booked() -> None:
     again = with_idle(snap("dc", 3, T0 + 3615, held=3615.0, gpus=2, model=A100), seconds=3600.0, energy_j=1000.0)
     p = books.prepare([again], k, pricing=OWNED)
     (row,) = p.write.unallocated.values()
-    assert row.seconds == 0.0 and row.energy_j == pytest.approx(1000.0)
-    assert row.cost == pytest.approx(1000 / 3.6e6 * 0.12 * 1.5)
+    assert row.seconds == 0 and row.energy_j == 1000
+    assert row.cost == Decimal("0.000050000")  # 1000 / 3.6e6 kWh x 0.12 x 1.5 = 0.00005
 
 
 def test_unmeasured_energy_seconds_per_node_and_the_series() -> None:
@@ -154,8 +154,8 @@ async def test_ledger_keeps_capacity_energy_and_unmeasured_seconds(ledger_target
     finally:
         await ledger.close()
     total = state.unallocated_totals[CapacityTotalKey("dc", "", A100, "USD")]
-    assert total.seconds == 3600.0 and total.energy_j == pytest.approx(198_000.0)
-    assert total.cost == pytest.approx(0.5099)
+    assert total.seconds == 3600 and total.energy_j == 198_000
+    assert total.cost == Decimal("0.5099")
     assert state.unmeasured_energy[NodeKey("dc")].seconds == 3600.0
     ((seconds, cost, joules),) = rows
     assert float(seconds) == 3600.0 and float(cost) == pytest.approx(0.5099)
@@ -168,7 +168,7 @@ async def test_schema_7_ledger_migrates_to_8(ledger_target: LedgerTarget) -> Non
     ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
     await ledger.open()
     await ledger.close()
-    raw_execute(ledger_target, *back_to(7),
+    raw_execute(ledger_target, *back_to(7, backend=ledger_target.backend),
                 "INSERT INTO unallocated (cluster, hour, node, pool, gpu_model, currency, seconds, cost, list_cost) "
                 "VALUES ('default', 3600, 'n1', 'p', 'M', 'USD', 7200, 8.0, 8.0)",
                 "INSERT INTO unallocated_totals (cluster, node, pool, gpu_model, currency, seconds, cost, list_cost) "
@@ -177,7 +177,7 @@ async def test_schema_7_ledger_migrates_to_8(ledger_target: LedgerTarget) -> Non
     await again.open()
     try:
         assert await again.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 13
+        assert SCHEMA_VERSION == 14
         rows = await again.query("SELECT seconds, cost, energy_j FROM unallocated")
         assert [tuple(float(v) for v in r) for r in rows] == [(7200.0, 8.0, 0.0)]
         assert await again.query("SELECT COUNT(*) FROM unmeasured_energy_totals") == [(0,)]

@@ -3,6 +3,8 @@ on owned hardware. (booking.py's other tests are in test_booking.py; these share
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from exporter.aggregator.books.booking import Books
@@ -25,10 +27,10 @@ def test_node_labels_set_list_and_effective_rates() -> None:
     p = books.prepare([snap("od", 2, T0 + 3600, held=3600.0), snap("spot", 2, T0 + 3600, held=3600.0)], k,
                       pricing=COMMITTED, now=T0 + 3600)
     rows = {key.node: amount for key, amount in p.write.usage.items()}
-    assert rows["od"].cost == pytest.approx(2.10) and rows["od"].list_cost == pytest.approx(55.04 / 8)
-    assert rows["spot"].cost == pytest.approx(55.04 / 8 * 0.35) and rows["spot"].list_cost == pytest.approx(6.88)
+    assert rows["od"].cost == Decimal("2.10") and rows["od"].list_cost == Decimal("6.88")  # 55.04 / 8
+    assert rows["spot"].cost == Decimal("2.408") and rows["spot"].list_cost == Decimal("6.88")  # 6.88 x 0.35
     unused = p.write.unused_commitment[CommitmentKey(int(T0), "h100-1yr", H100, "USD")]
-    assert unused.seconds == pytest.approx(4 * 3600) and unused.cost == pytest.approx(8.40)
+    assert unused.seconds == 4 * 3600 and unused.cost == Decimal("8.40")
     assert unused.list_cost == 0.0
     assert p.write.node_billing == {}  # unchanged since the first tick wrote them
     prices = {key.node: (str(n.rate.capacity_type), str(n.rate.source), round(n.rate.effective_per_gpu_hour, 6))
@@ -47,7 +49,7 @@ on_prem: [{model: "NVIDIA A100-SXM4-80GB", capex_per_gpu: 17520, years: 4, energ
     books.apply(books.prepare([snap("dc", 1, T0, held=0.0, gpus=1, model=A100)], k, pricing=pricing))
     p = books.prepare([snap("dc", 2, T0 + 3600, held=3600.0, gpus=1, model=A100, energy_j=7.2e6)], k, pricing=pricing)
     (row,) = p.write.usage.values()
-    assert row.cost == pytest.approx(0.50 + 0.36) and row.list_cost == pytest.approx(0.50)
+    assert row.cost == Decimal("0.86") and row.list_cost == Decimal("0.50")
     assert row.idle_cost == 0.0  # used the whole hour
     assert p.write.totals[NamespaceKey("ns", "USD")].energy_j == 7.2e6
 

@@ -145,11 +145,14 @@ def test_booked_rows_never_cost_more_than_list_and_blend_by_coverage(
 
     rows = [(k.node, a.allocated_s, a.energy_j, a.cost, a.list_cost) for k, a in p.write.usage.items()] + [
         (k.node, a.seconds, a.energy_j, a.cost, a.list_cost) for k, a in p.write.unallocated.items()]
-    assert sum(seconds for _n, seconds, *_ in rows) == pytest.approx(sum(n.gpus for n in fleet) * TICK)
-    for node, seconds, joules, cost, list_cost in rows:
+    assert float(sum(seconds for _n, seconds, *_ in rows)) == pytest.approx(sum(n.gpus for n in fleet) * TICK)
+    for node, *amounts in rows:
         n = nodes[node]
+        seconds, joules, cost, list_cost = (float(a) for a in amounts)
         energy = joules / 3.6e6 * 0.1 * 1.2 if n.model == OWNED else 0.0  # kWh x price x PUE, owned only
-        assert list_cost == pytest.approx(seconds / 3600 * list_price(n), rel=1e-9, abs=1e-12)
-        assert cost == pytest.approx(seconds / 3600 * rate(n) + energy, rel=1e-9, abs=1e-12)
+        # booked money: the price of the end position less that of the start, each rounded half-even to 9 digits
+        # (at most a nano-unit off the exact price of the row's seconds; the energy's own rounding on owned GPUs)
+        assert list_cost == pytest.approx(seconds / 3600 * list_price(n), rel=1e-9, abs=1e-9)
+        assert cost == pytest.approx(seconds / 3600 * rate(n) + energy, rel=1e-9, abs=1.5e-9)
         if n.model != OWNED:
             assert list_cost >= cost - 1e-9

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from decimal import Decimal
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -36,14 +37,14 @@ def _kube() -> KubeState:
     return k
 
 
-def _booked(*snaps: UsageSnapshot) -> dict[str, float]:
+def _booked(*snaps: UsageSnapshot) -> dict[str, Decimal]:
     """GPU-seconds booked per sharing mode over the snapshots, in order."""
     books, k = Books(LedgerState()), _kube()
-    out: dict[str, float] = {}
+    out: dict[str, Decimal] = {}
     for s in snaps:
         p = books.prepare([s], k, pricing=PRICING)
         for key, amount in p.write.usage.items():
-            out[key.sharing] = out.get(key.sharing, 0.0) + amount.allocated_s
+            out[key.sharing] = out.get(key.sharing, Decimal(0)) + amount.allocated_s
         books.apply(p)
     return out
 

@@ -4,7 +4,7 @@ Every figure is worked by hand in the test's docstring."""
 
 from __future__ import annotations
 
-import pytest
+from decimal import Decimal
 
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.kube.state import KubeState, PodInfo
@@ -66,7 +66,7 @@ def test_split_seconds_book_per_hour_and_namespace() -> None:
     for ns in ("a", "b"):
         for hour in (7200, 10800):
             row = p.write.usage[key(ns, hour)]
-            assert (row.allocated_s, row.split_s) == (900.0, 300.0)
+            assert (row.allocated_s, row.split_s) == (Decimal(900), Decimal(300))
     assert p.write.usage[key("a", 7200)].idle_s == 400.0 and p.write.usage[key("b", 7200)].idle_s == 700.0
     books.apply(p)
     for ns in ("a", "b"):
@@ -95,7 +95,7 @@ def test_split_above_allocated_is_refused_and_the_marks_kept() -> None:
     books.apply(p)
     p = books.prepare([snap(3, 160.0, holder("a", alloc=30.0, used=10.0, split=12.0))], k, pricing=PRICING)
     row = p.write.usage[key("a", 0)]
-    assert p.rejected == {} and (row.allocated_s, row.split_s) == (30.0, 12.0)
+    assert p.rejected == {} and (row.allocated_s, row.split_s) == (Decimal(30), Decimal(12))
 
 
 def test_a_decreasing_split_counter_is_a_counter_decrease() -> None:
@@ -150,7 +150,7 @@ async def test_split_is_booked_once_across_missed_pulls_restarts_and_epochs(ledg
         state = await ledger.load_state()
     finally:
         await ledger.close()
-    assert row["split_gpu_hours"] == pytest.approx(59 / 3600, abs=1e-12)
-    assert row["allocated_gpu_hours"] == pytest.approx(95 / 3600, abs=1e-12)
+    assert row["split_gpu_hours"] == Decimal("0.016388889")  # 59 / 3600 = 0.0163888..., half-even to 9 digits
+    assert row["allocated_gpu_hours"] == Decimal("0.026388889")  # 95 / 3600 = 0.0263888...
     assert state.totals[NamespaceKey("a", "USD")].split_s == 59.0
     assert state.totals[NamespaceKey("a", "USD")].allocated_s == 95.0

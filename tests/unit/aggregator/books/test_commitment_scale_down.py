@@ -4,6 +4,7 @@ the fleet shrinks. Both numbers are pinned so the difference stays known."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,10 @@ async def test_scale_down_hour_booked_per_tick_and_repriced_per_hour(tmp_path: P
     finally:
         await ledger.close()
     by_name = {r["namespace"]: r for r in booked}
-    assert by_name[UNALLOCATED]["cost"] == pytest.approx(8 * 2.575 + 4 * 2.10)  # 20.60 + 8.40 = 29.00
-    assert by_name[UNUSED_COMMITMENT]["cost"] == pytest.approx(4 * 0.5 * 2.10)  # 4.20
-    assert sum(r["cost"] for r in booked) == pytest.approx(33.20)
-    assert sum(r["cost"] for r in booked) == pytest.approx(12 * 2.10 + 4 * 0.5 * 4.00)  # the invoice line + PAYG
+    assert by_name[UNALLOCATED]["cost"] == Decimal("29.00")  # 20.60 + 8.40 = 29.00
+    assert by_name[UNUSED_COMMITMENT]["cost"] == Decimal("4.20")  # 4.20
+    assert sum(r["cost"] for r in booked) == Decimal("33.20")
+    assert sum(r["cost"] for r in booked) == Decimal("25.20") + Decimal("8.00")  # the invoice line + PAYG
     hourly = {r["namespace"]: r["reprice_cost"] for r in repriced}
     assert hourly[UNALLOCATED] == pytest.approx(12 * 2.10)  # 25.20
     assert hourly.get(UNUSED_COMMITMENT, 0.0) == 0.0

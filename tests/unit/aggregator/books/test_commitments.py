@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
-
-import pytest
 
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.ledger.store import Ledger
@@ -34,6 +33,6 @@ async def test_unused_commitment_is_booked_once_across_repeats_and_restarts(tmp_
     await reopened.commit(p.write)
     books.apply(p)
     rows = await reopened.query("SELECT SUM(seconds), SUM(cost) FROM unused_commitment")
-    assert rows[0] == (pytest.approx(4 * 3600.0), pytest.approx(8.40))
-    assert books.unused_commitment_totals[CommitmentTotalKey("h100-1yr", H100, "USD")].cost == pytest.approx(8.40)
+    assert rows[0] == (4 * 3600, Decimal("8.40"))
+    assert books.unused_commitment_totals[CommitmentTotalKey("h100-1yr", H100, "USD")].cost == Decimal("8.40")
     await reopened.close()

@@ -13,6 +13,7 @@ import pytest
 from exporter.aggregator.ledger.store import Ledger, StaleTerm, TickWrite
 from exporter.clock import VirtualClock
 from exporter.model.books import AgentMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from exporter.model.shard_spec import Shard
 from exporter.pipeline import Pipeline
 from exporter.sim.scenario import parse_scenario
@@ -69,8 +70,8 @@ async def test_shard_one_of_two_leads_under_its_own_lease_and_fence_row(postgres
 def _tick(seconds: float, node: str) -> TickWrite:
     w = TickWrite()
     w.usage[UsageKey(NOV, "ns", "p", "wl", node, "pool", "M", "", "", "USD")] = UsageAmounts(
-        allocated_s=seconds, cost=seconds / 3600)
-    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=seconds, cost=seconds / 3600)
+        allocated_s=exact(seconds), cost=exact(seconds / 3600))
+    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=exact(seconds), cost=exact(seconds / 3600))
     w.agents[node] = AgentMark("e1", float(NOV), 1)
     return w
 

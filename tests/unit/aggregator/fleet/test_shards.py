@@ -10,6 +10,7 @@ import pytest
 from exporter.aggregator.ledger.store import Ledger, NodeCounterMark, StaleMarks, TickWrite
 from exporter.config import AggregatorSettings
 from exporter.model.books import AgentMark, CounterMark, NamespaceKey, NamespaceTotals, UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from exporter.model.shard_spec import Shard, hostname_ordinal, owner
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 
@@ -168,6 +169,7 @@ def _usage(seconds: float) -> TickWrite:
     w = TickWrite()
     cost = seconds / 3600.0 * 2.5
     w.usage[UsageKey(0, "team-a", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
-        allocated_s=seconds, used_s=seconds, idle_s=0.0, cost=cost, idle_cost=0.0)
-    w.totals[NamespaceKey("team-a", "USD")] = NamespaceTotals(allocated_s=seconds, used_s=seconds, cost=cost)
+        allocated_s=exact(seconds), used_s=exact(seconds), idle_s=exact(0.0), cost=exact(cost), idle_cost=exact(0.0))
+    w.totals[NamespaceKey("team-a", "USD")] = NamespaceTotals(allocated_s=exact(seconds), used_s=exact(seconds),
+        cost=exact(cost))
     return w

@@ -11,13 +11,18 @@ import json
 import re
 import sqlite3
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+from exporter.aggregator.ledger.fixed import to_db
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.model.books import CapacityAmounts, CapacityKey, CommitmentKey, UsageAmounts, UsageKey
+from exporter.model.exact import exact
 
 CURRENCY = "USD"
 CLUSTER = "prod-eu1"  # the cluster the hand-built ledgers book for (the export's SubAccountId)
@@ -80,16 +85,19 @@ def write_ledger(path: Path | str, usage: list[UsageRow], unallocated: list[Capa
     for u in usage:
         key = UsageKey(u.hour, u.namespace, u.pod, u.workload, u.node, u.pool, u.gpu_model, u.mig_profile,
                        u.priority_class, CURRENCY)
-        w.usage[key] = UsageAmounts(allocated_s=u.allocated_s, used_s=u.used_s, unmeasured_s=u.unmeasured_s,
-                                    idle_s=u.idle_s, cost=u.cost, idle_cost=u.idle_cost, energy_j=u.energy_j,
-                                    list_cost=u.cost if u.list_cost is None else u.list_cost)
+        w.usage[key] = UsageAmounts(allocated_s=exact(u.allocated_s), used_s=exact(u.used_s),
+            unmeasured_s=exact(u.unmeasured_s),
+                                    idle_s=exact(u.idle_s), cost=exact(u.cost), idle_cost=exact(u.idle_cost),
+                                        energy_j=exact(u.energy_j),
+                                    list_cost=exact(u.cost if u.list_cost is None else u.list_cost))
     for table, rows in ((w.unallocated, unallocated), (w.unobserved, unobserved or [])):
         for c in rows:
             table[CapacityKey(c.hour, c.node, c.pool, c.gpu_model, CURRENCY)] = CapacityAmounts(
-                seconds=c.seconds, cost=c.cost, list_cost=c.cost if c.list_cost is None else c.list_cost)
+                seconds=exact(c.seconds), cost=exact(c.cost),
+                    list_cost=exact(c.cost if c.list_cost is None else c.list_cost))
     for x in unused or []:
         w.unused_commitment[CommitmentKey(x.hour, x.commitment, x.gpu_model, CURRENCY)] = CapacityAmounts(
-            seconds=x.seconds, cost=x.cost, list_cost=0.0)
+            seconds=exact(x.seconds), cost=exact(x.cost), list_cost=exact(0.0))
     w.namespace_teams.update(teams or {})
 
     async def commit() -> None:
@@ -106,8 +114,10 @@ def add_unobserved(path: Path, rows: list[CapacityRow], *, cluster: str = CLUSTE
     conn = sqlite3.connect(path)
     conn.executemany("INSERT INTO unobserved (cluster, hour, node, pool, gpu_model, currency, seconds, cost, "
                      "list_cost) VALUES (?,?,?,?,?,?,?,?,?)",
-                     [(cluster, c.hour, c.node, c.pool, c.gpu_model, CURRENCY, c.seconds, c.cost, c.cost)
-                      for c in rows])
+                     [(cluster, c.hour, c.node, c.pool, c.gpu_model, CURRENCY, *(
+                         to_db(v, column=n, places=9) for n, v in (("seconds", c.seconds), ("cost", c.cost),
+                                                                   ("list_cost", c.cost))))
+                      for c in rows])  # amounts in the ledger's integer nano-units
     conn.commit()
     conn.close()
 
@@ -124,7 +134,10 @@ def dec(text: str) -> Decimal:
 def report_total(ledger: Path, since: float | None = None, until: float | None = None) -> float:
     """``report``'s total cost over all its rows, incl. __unallocated__ (and unobserved capacity)."""
     conn = sqlite3.connect(ledger)
-    query = lambda sql, p: list(conn.execute(sql, tuple(p)))  # noqa: E731
+
+    def query(sql: str, p: Iterable[Any]) -> list[tuple[Any, ...]]:
+        return decoded_rows(conn.execute(sql, tuple(p)))  # amounts as decimals
+
     rows = build_report(query, "namespace", since=since, until=until)
     total = sum(r["cost"] for r in rows)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -139,7 +152,7 @@ def report_total(ledger: Path, since: float | None = None, until: float | None =
             where.append("hour < ?")
             params.append(until)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        total += conn.execute(f"SELECT COALESCE(SUM(cost), 0) FROM unobserved {clause}", params).fetchone()[0]
+        total += query(f"SELECT COALESCE(SUM(cost), 0) FROM unobserved {clause}", params)[0][0]
     conn.close()
     return float(total)
 

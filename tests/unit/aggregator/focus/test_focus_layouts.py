@@ -56,7 +56,7 @@ def test_list_cost_column_is_used_once_it_exists(tmp_path: Path) -> None:
     8.00/4.00, the price id at the list price. The undiscounted capacity row keeps ListCost = cost (24.00)."""
     ledger = _ledger(tmp_path, 21600.0, 24.0)
     conn = sqlite3.connect(ledger)
-    conn.execute("UPDATE usage SET list_cost = 10.0")
+    conn.execute("UPDATE usage SET list_cost = 10000000000")  # 10.00 in the ledger's nano-units
     conn.commit()
     conn.close()
     pod, free = export_rows(ledger, tmp_path)

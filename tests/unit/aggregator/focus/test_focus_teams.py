@@ -11,6 +11,7 @@ from exporter.aggregator.books.teams import book_teams
 from exporter.aggregator.kube.state import KubeState
 from exporter.aggregator.ledger.rows import TickWrite
 from exporter.model.books import UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from tests.unit.aggregator.focus.focus_helpers import CapacityRow, UsageRow, assert_focus13_rules, write_ledger
 from tests.unit.aggregator.focus.test_focus_golden import HOUR, export_rows
 
@@ -21,7 +22,7 @@ def test_book_teams_records_the_label_of_each_booked_namespace() -> None:
     kube = KubeState()
     kube.namespaces = {"ml-team": {LABEL: "research"}, "web": {"other": "x"}}
     w = TickWrite()
-    amounts = UsageAmounts(allocated_s=1.0)
+    amounts = UsageAmounts(allocated_s=exact(1.0))
     for hour, ns in ((HOUR, "ml-team"), (HOUR + 3600, "ml-team"), (HOUR, "web"), (HOUR, "gone")):
         w.usage[UsageKey(hour, ns, "p", "w", "n", "", "m", "", "", "USD")] = amounts
     book_teams(w, kube=kube, team_label=LABEL)

@@ -4,6 +4,8 @@ claim stay apart (the primary key includes it), so ``--by claim`` reports each c
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from exporter.aggregator.ledger.schema import TABLES_V6
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
 from exporter.model.books import UsageKey
@@ -23,11 +25,13 @@ def _ledger(t: LedgerTarget) -> Ledger:
 def _as_schema_6(t: LedgerTarget) -> None:
     """Put back the usage table as schema 6 made it (no claim column, claim not in the key) with one row:
     1 GPU-h (3600 s) at 4.00, half of it used."""
-    stmts = [*back_to(6), *usage_as_of(TABLES_V6, backend=t.backend, hour=HOUR),
+    stmts = usage_as_of(TABLES_V6, backend=t.backend, hour=HOUR)
+    stmts += [
               "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
               "priority_class, currency, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, energy_j, "
               f"list_cost) VALUES ('default', {HOUR}, 'ml', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
-              "3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)"]
+              "3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)",
+              *back_to(6, backend=t.backend, usage=False)]
     raw_execute(t, *stmts)
 
 
@@ -43,7 +47,7 @@ async def test_schema_6_ledger_gains_the_claim_key(ledger_target: LedgerTarget) 
     await ledger.open()
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 13
+        assert SCHEMA_VERSION == 14
         assert await ledger.query("SELECT claim, allocated_s, cost FROM usage") == [("", 3600.0, 4.0)]
         await ledger.commit(idle_tick(KEY, seconds=900.0, price=4.0))
         await ledger.commit(idle_tick(KEY._replace(claim="ml/c1"), seconds=1800.0, price=4.0))
@@ -73,4 +77,4 @@ async def test_fresh_ledger_keys_usage_by_claim(ledger_target: LedgerTarget) -> 
         await ledger.close()
     assert rows["ml/shared"]["allocated_gpu_hours"] == 2 * 1800 / 3600
     assert rows["ml/shared"]["cost"] == 2 * 1800 / 3600 * 4.0
-    assert rows["ml/other"]["allocated_gpu_hours"] == 600 / 3600
+    assert rows["ml/other"]["allocated_gpu_hours"] == Decimal("0.166666667")  # 600 / 3600 = 0.1666666666|7

@@ -27,6 +27,7 @@ from exporter.model.books import (
     UsageAmounts,
     UsageKey,
 )
+from exporter.model.exact import exact
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
 from tests.unit.aggregator.books.pricing_books import version_2_ledger
 
@@ -42,10 +43,12 @@ def _ledger(t: LedgerTarget) -> Ledger:
 def _write(hour: int, seconds: float) -> TickWrite:
     w = TickWrite()
     w.usage[UsageKey(hour, "ns", "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
-        allocated_s=seconds, used_s=seconds / 2, unmeasured_s=0.0, idle_s=seconds / 2, cost=1.0, idle_cost=0.5,
-        energy_j=0.0)
-    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=seconds, used_s=seconds / 2, unmeasured_s=0.0,
-                                                          cost=1.0, idle_cost=0.5)
+        allocated_s=exact(seconds), used_s=exact(seconds / 2), unmeasured_s=exact(0.0), idle_s=exact(seconds / 2),
+            cost=exact(1.0), idle_cost=exact(0.5),
+        energy_j=exact(0.0))
+    w.totals[NamespaceKey("ns", "USD")] = NamespaceTotals(allocated_s=exact(seconds), used_s=exact(seconds / 2),
+        unmeasured_s=exact(0.0),
+                                                          cost=exact(1.0), idle_cost=exact(0.5))
     w.hwm.append(NodeCounterMark("n1", "ns/p/c/GPU-1", CounterMark(allocated_s=seconds, used_s=seconds / 2,
                                                                    unmeasured_s=0.0, energy_j=0.0)))
     w.agents["n1"] = AgentMark("e1", float(hour), 1)
@@ -198,9 +201,10 @@ def test_version_2_ledger_migrates_with_list_cost_equal_to_cost(tmp_path: Path) 
     state = asyncio.run(reopen())
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
-    assert db.execute("SELECT cost, list_cost FROM usage").fetchall() == [(4.0, 4.0)]
-    assert db.execute("SELECT cost, list_cost FROM unallocated").fetchall() == [(8.0, 8.0)]
-    assert db.execute("SELECT cost, list_cost FROM unobserved").fetchall() == [(0.5, 0.5)]
+    # stored as integer nano-units since schema 13: 4.0 = 4 x 10^9
+    assert db.execute("SELECT cost, list_cost FROM usage").fetchall() == [(4_000_000_000, 4_000_000_000)]
+    assert db.execute("SELECT cost, list_cost FROM unallocated").fetchall() == [(8_000_000_000, 8_000_000_000)]
+    assert db.execute("SELECT cost, list_cost FROM unobserved").fetchall() == [(500_000_000, 500_000_000)]
     db.close()
     assert state.totals[NamespaceKey("ns", "USD")].list_cost == 4.0
     assert state.totals[NamespaceKey("ns", "USD")].energy_j == 500.0

@@ -4,6 +4,8 @@ from its kept hourly rows, and empty commitment and billing tables."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from exporter.aggregator.ledger.schema import TABLES_V3
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
 from exporter.model.books import CapacityTotalKey, NamespaceKey
@@ -18,7 +20,8 @@ HOUR = 1_764_547_200  # 2025-12-01T00:00:00Z
 def _as_schema_3(t: LedgerTarget) -> None:
     """A fresh ledger taken back to schema 3, with what a schema-3 build booked: ns held 1 GPU-h for 4.00
     (idle half of it, 2.00) drawing 500 J; 2 GPU-h nobody held for 8.00; 60 s nobody observed for 0.50."""
-    stmts = [*back_to(3), *usage_as_of(TABLES_V3, backend=t.backend, hour=HOUR),
+    stmts = usage_as_of(TABLES_V3, backend=t.backend, hour=HOUR)
+    stmts += [*back_to(3, backend=t.backend, usage=False),
               f"INSERT INTO usage VALUES ('default', {HOUR}, 'ns', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
               "3600, 1800, 0, 1800, 4.0, 2.0, 500.0)",
               f"INSERT INTO unallocated VALUES ('default', {HOUR}, 'n1', 'pool', 'M', 'USD', 7200, 8.0)",
@@ -52,7 +55,7 @@ async def test_schema_3_ledger_gains_list_cost_equal_to_cost(ledger_target: Ledg
     assert rows == {"usage": [(4.0, 4.0)], "unallocated": [(8.0, 8.0)], "unobserved": [(0.5, 0.5)],
                     "totals": [(4.0, 4.0)], "unallocated_totals": [(8.0, 8.0)], "unobserved_totals": [(0.5, 0.5)]}
     totals = state.totals[NamespaceKey("ns", "USD")]
-    assert (totals.cost, totals.list_cost, totals.energy_j) == (4.0, 4.0, 500.0)
+    assert (totals.cost, totals.list_cost, totals.energy_j) == (Decimal(4), Decimal(4), Decimal(500))
     assert state.unallocated_totals[CapacityTotalKey("n1", "pool", "M", "USD")].list_cost == 8.0
     assert state.unobserved_totals[CapacityTotalKey("n1", "pool", "M", "USD")].list_cost == 0.5
     assert state.commitment_marks == {} and state.node_billing == {} and state.unused_commitment_totals == {}

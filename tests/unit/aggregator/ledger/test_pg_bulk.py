@@ -1,7 +1,7 @@
 """Many-row upserts through ``COPY`` on PostgreSQL, and the room left on the pages updated every tick (schema 11).
 
 Against a real PostgreSQL server: the ledger's writes of many rows take the ``COPY`` path and land exactly the
-floats booked (row by row, a float parameter reaches NUMERIC rounded to 15 digits); rows repeating a conflict key
+decimals booked (the same as row by row); rows repeating a conflict key
 and statements that are not upserts go row by row, summed as before; fresh, migrated and new-partition tables
 carry the fill factor.
 """
@@ -9,6 +9,7 @@ carry the fill factor.
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 import psycopg
 import pytest
@@ -23,7 +24,8 @@ from tests.pg import PASSWORD, LedgerTarget, PgServer, ledger_target_fixture, po
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
 NOV = 1_793_491_200  # 2026-11-01T00:00:00Z
-THIRD = 1 / 3  # 0.3333333333333333: 16 significant digits, more than a float parameter keeps in NUMERIC
+THIRD = Decimal("0.333333333")  # a third, booked: half-even to 9 digits
+HALF_THIRD = Decimal("0.166666667")  # 0.1666666666|7 booked
 UPSERT = "INSERT INTO t (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = t.v + excluded.v"
 
 
@@ -32,32 +34,32 @@ def _many(pods: int) -> TickWrite:
     w = TickWrite()
     for i in range(pods):
         w.usage[UsageKey(NOV, "team", f"p{i}", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
-            allocated_s=3600.0, used_s=1200.0, idle_s=2400.0, cost=THIRD, idle_cost=THIRD / 2)
-    w.totals[NamespaceKey("team", "USD")] = NamespaceTotals(allocated_s=3600.0 * pods, cost=THIRD * pods)
+            allocated_s=Decimal(3600), used_s=Decimal(1200), idle_s=Decimal(2400), cost=THIRD, idle_cost=HALF_THIRD)
+    w.totals[NamespaceKey("team", "USD")] = NamespaceTotals(allocated_s=Decimal(3600) * pods, cost=THIRD * pods)
     return w
 
 
-async def test_many_rows_land_exactly_the_floats_booked(postgres: PgServer) -> None:
-    """Two commits of 300 rows costing 1/3 each: every row holds 2/3 as the float sum 1/3 + 1/3 reads back
-    (0.6666666666666666), not 0.666666666666666 as two 15-digit NUMERICs would add up to."""
+async def test_many_rows_land_exactly_the_decimals_booked(postgres: PgServer) -> None:
+    """Two commits of 300 rows costing a third (0.333333333) each: every row holds 0.666666666, idle
+    0.166666667 x 2 = 0.333333334, and the total 0.333333333 x 600 = 199.999999800, all exact."""
     ledger = Ledger(postgres.database(), cluster="bulk", password_file=postgres.password_file)
     await ledger.open()
     for _ in range(2):
         await ledger.commit(_many(300))
     rows = await ledger.query("SELECT cost, idle_cost, allocated_s FROM usage WHERE cluster = 'bulk'")
     assert len(rows) == 300
-    assert set(rows) == {(THIRD + THIRD, THIRD / 2 + THIRD / 2, 7200.0)}
-    assert await ledger.query("SELECT cost FROM totals WHERE cluster = 'bulk'") == [(THIRD * 300 * 2,)]
+    assert set(rows) == {(Decimal("0.666666666"), Decimal("0.333333334"), Decimal("7200.000000000"))}
+    assert await ledger.query("SELECT cost FROM totals WHERE cluster = 'bulk'") == [(Decimal("199.999999800"),)]
     await ledger.close()
 
 
 async def test_one_row_lands_exactly_too(postgres: PgServer) -> None:
-    """A tick with one namespace writes one totals row: it takes the same path, so 1/3 reads back as 1/3 (row by
-    row it would come back as 0.333333333333333): money never depends on how many rows a tick wrote."""
+    """A tick with one namespace writes one totals row: it takes the same path, and 0.333333333 reads back as it
+    was booked: money never depends on how many rows a tick wrote."""
     ledger = Ledger(postgres.database(), cluster="one", password_file=postgres.password_file)
     await ledger.open()
     w = TickWrite()
-    w.totals[NamespaceKey("team", "USD")] = NamespaceTotals(allocated_s=3600.0, cost=THIRD)
+    w.totals[NamespaceKey("team", "USD")] = NamespaceTotals(allocated_s=Decimal(3600), cost=THIRD)
     await ledger.commit(w)
     assert await ledger.query("SELECT cost FROM totals WHERE cluster = 'one'") == [(THIRD,)]
     await ledger.close()
@@ -164,13 +166,13 @@ async def test_pages_of_tables_updated_every_tick_keep_room_fresh_and_migrated(l
     if t.backend == "postgres":
         assert {n: o for n, o in _fillfactors(t.target).items() if n in UPDATED_EVERY_TICK} == dict.fromkeys(
             UPDATED_EVERY_TICK, want)
-    raw_execute(t, *(resets if t.backend == "postgres" else []), *back_to(10))
+    raw_execute(t, *(resets if t.backend == "postgres" else []), *back_to(10, backend=t.backend))
     ledger = Ledger(t.target, cluster="ff", password_file=t.password_file)
     await ledger.open()
     await ledger.commit(_many(2))
     assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     await ledger.close()
-    assert SCHEMA_VERSION == 13
+    assert SCHEMA_VERSION == 14
     if t.backend == "postgres":
         found = _fillfactors(t.target)
         assert {n: found[n] for n in UPDATED_EVERY_TICK} == dict.fromkeys(UPDATED_EVERY_TICK, want)

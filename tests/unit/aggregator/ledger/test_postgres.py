@@ -4,6 +4,7 @@ month partitions and NUMERIC money on PostgreSQL, and ``report``/``aggregator`` 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -19,6 +20,7 @@ from exporter.model.books import (
     UsageAmounts,
     UsageKey,
 )
+from exporter.model.exact import exact
 from tests.pg import PASSWORD, LedgerTarget, PgServer, ledger_target_fixture, postgres_fixture
 
 _FIXTURES = (ledger_target_fixture, postgres_fixture)  # used by name
@@ -27,10 +29,12 @@ DEC = 1_796_083_200  # 2026-12-01T00:00:00Z
 
 
 def _usage(hour: int, ns: str, seconds: float, cost: float) -> TickWrite:
+    """One holder's booked hour: the floats written here are read by their decimal text, as booking reads them."""
     w = TickWrite()
+    seconds_d, cost_d = Decimal(repr(seconds)), Decimal(repr(cost))
     w.usage[UsageKey(hour, ns, "p", "wl", "n1", "pool", "M", "", "", "USD")] = UsageAmounts(
-        allocated_s=seconds, used_s=seconds / 2, idle_s=seconds / 2, cost=cost, idle_cost=cost / 2)
-    w.totals[NamespaceKey(ns, "USD")] = NamespaceTotals(allocated_s=seconds, used_s=seconds / 2, cost=cost)
+        allocated_s=seconds_d, used_s=seconds_d / 2, idle_s=seconds_d / 2, cost=cost_d, idle_cost=cost_d / 2)
+    w.totals[NamespaceKey(ns, "USD")] = NamespaceTotals(allocated_s=seconds_d, used_s=seconds_d / 2, cost=cost_d)
     return w
 
 
@@ -80,7 +84,7 @@ async def test_capacity_rows_keep_the_cluster_when_grouping_by_cluster_and_names
     ledger = Ledger(ledger_target.target, cluster="a", password_file=ledger_target.password_file)
     await ledger.open()
     w = _usage(NOV, "team", 3600.0, 1.0)
-    w.unallocated[CapacityKey(NOV, "n1", "pool", "M", "USD")] = CapacityAmounts(seconds=1800.0, cost=0.75)
+    w.unallocated[CapacityKey(NOV, "n1", "pool", "M", "USD")] = CapacityAmounts(seconds=exact(1800.0), cost=exact(0.75))
     await ledger.commit(w)
     rows = await ledger.run_report("cluster,namespace", since=None, until=None, cluster=None)
     cap = [r for r in rows if r["namespace"] == "__unallocated__"]
@@ -89,8 +93,8 @@ async def test_capacity_rows_keep_the_cluster_when_grouping_by_cluster_and_names
 
 
 async def test_money_is_numeric_on_postgres(postgres: PgServer) -> None:
-    """Three ticks of 0.1 add up to exactly 0.3 in the database (float would give 0.30000000000000004);
-    the ledger hands it back as a float."""
+    """Three ticks of 0.1 add up to exactly 0.3 in the database (float would give 0.30000000000000004),
+    NUMERIC(38,9), handed back as that Decimal."""
     url = postgres.database()
     ledger = Ledger(url, cluster="a", password_file=postgres.password_file)
     await ledger.open()
@@ -100,8 +104,8 @@ async def test_money_is_numeric_on_postgres(postgres: PgServer) -> None:
         (text,) = conn.execute("SELECT cost::text FROM usage").fetchone() or ("",)
         (kind,) = conn.execute("SELECT data_type FROM information_schema.columns "
                                "WHERE table_name = 'totals' AND column_name = 'cost'").fetchone() or ("",)
-    assert (text, kind) == ("0.3", "numeric")
-    assert await ledger.query("SELECT cost FROM usage") == [(0.3,)]
+    assert (text, kind) == ("0.300000000", "numeric")
+    assert await ledger.query("SELECT cost FROM usage") == [(Decimal("0.300000000"),)]
     await ledger.close()
 
 

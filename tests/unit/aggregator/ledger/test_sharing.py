@@ -4,7 +4,7 @@ only by sharing stay apart (the primary key includes it), so ``--by sharing`` re
 
 from __future__ import annotations
 
-import pytest
+from decimal import Decimal
 
 from exporter.aggregator.ledger.schema import TABLES_V9
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger
@@ -25,11 +25,13 @@ def _ledger(t: LedgerTarget) -> Ledger:
 def _as_schema_9(t: LedgerTarget) -> None:
     """Put back the usage table as schema 9 made it (claim last in the key, no sharing) with one row:
     1 GPU-h (3600 s) at 4.00, half of it used, through claim ml/c1."""
-    stmts = [*back_to(9), *usage_as_of(TABLES_V9, backend=t.backend, hour=HOUR),
+    stmts = usage_as_of(TABLES_V9, backend=t.backend, hour=HOUR)
+    stmts += [
               "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
               "priority_class, currency, claim, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
               f"energy_j, list_cost) VALUES ('default', {HOUR}, 'ml', 'p', 'wl', 'n1', 'pool', 'M', '', '', 'USD', "
-              "'ml/c1', 3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)"]
+              "'ml/c1', 3600, 1800, 0, 1800, 4.0, 2.0, 0, 4.0)",
+              *back_to(9, backend=t.backend, usage=False)]
     raw_execute(t, *stmts)
 
 
@@ -46,7 +48,7 @@ async def test_schema_9_ledger_gains_the_sharing_key(ledger_target: LedgerTarget
     old = KEY._replace(claim="ml/c1")
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 13
+        assert SCHEMA_VERSION == 14
         assert await ledger.query("SELECT claim, sharing, allocated_s, cost FROM usage") == [
             ("ml/c1", "", 3600.0, 4.0)]
         await ledger.commit(idle_tick(old, seconds=900.0, price=4.0))
@@ -76,5 +78,5 @@ async def test_fresh_ledger_keys_usage_by_sharing(ledger_target: LedgerTarget) -
         await ledger.close()
     assert rows["time-slicing"]["allocated_gpu_hours"] == 1800 / 3600
     assert rows["time-slicing"]["cost"] == 1800 / 3600 * 4.0
-    assert rows["mps"]["allocated_gpu_hours"] == 600 / 3600
-    assert rows["mps"]["cost"] == pytest.approx(600 / 3600 * 4.0, abs=1e-9)  # NUMERIC on PostgreSQL
+    assert rows["mps"]["allocated_gpu_hours"] == Decimal("0.166666667")  # 600 / 3600 = 0.1666666666|7
+    assert rows["mps"]["cost"] == Decimal("0.666666667")  # 600 / 3600 x 4.00 = 0.6666666666|7, both backends

@@ -5,6 +5,8 @@ one interval's split (which would outrun the interval's allocation and be refuse
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.kube.state import KubeState, PodInfo
 from exporter.aggregator.ledger.schema import TABLES_V12
@@ -26,7 +28,7 @@ def _as_schema_12(t: LedgerTarget) -> None:
     """What a schema-12 build booked: ml held 1 GPU-h (3600 s) at 0.80, half used; its totals; the node's mark
     (7200 held, 3600 used) as of 10 s into the hour, and the agent's."""
     raw_execute(
-        t, *back_to(12), *usage_as_of(TABLES_V12, backend=t.backend, hour=HOUR),
+        t, *back_to(12, backend=t.backend), *usage_as_of(TABLES_V12, backend=t.backend, hour=HOUR),
         "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
         "priority_class, currency, claim, sharing, allocated_s, used_s, unmeasured_s, idle_s, cost, idle_cost, "
         f"energy_j, list_cost) VALUES ('default', {HOUR}, 'ml', 'p', 'wl', 'n1', '', '{L4}', '', '', 'USD', '', "
@@ -67,7 +69,7 @@ async def test_schema_12_ledger_gains_split_columns(ledger_target: LedgerTarget)
     await ledger.open()
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 13
+        assert SCHEMA_VERSION == 14
         usage = await ledger.query("SELECT allocated_s, used_s, cost, split_s FROM usage")
         assert [tuple(float(v) for v in r) for r in usage] == [(3600.0, 1800.0, 0.8, 0.0)]
         state = await ledger.load_state()
@@ -79,7 +81,7 @@ async def test_schema_12_ledger_gains_split_columns(ledger_target: LedgerTarget)
         for seq, alloc, split, booked in ((8, 7205.0, 2000.0, 0.0), (9, 7210.0, 2005.0, 5.0)):
             p = books.prepare([_snap(seq, HOUR + 10 * (seq - 6), alloc=alloc, split=split)], k, pricing=pricing)
             assert p.rejected == {}
-            assert [(a.allocated_s, a.split_s) for a in p.write.usage.values()] == [(5.0, booked)]
+            assert [(a.allocated_s, a.split_s) for a in p.write.usage.values()] == [(Decimal(5), Decimal(booked))]
             await ledger.commit(p.write)
             books.apply(p)
         (row,) = await ledger.run_report("namespace", since=None, until=None)
@@ -87,5 +89,5 @@ async def test_schema_12_ledger_gains_split_columns(ledger_target: LedgerTarget)
     finally:
         await ledger.close()
     assert [tuple(float(v) for v in r) for r in marks] == [(7210.0, 2005.0)]
-    assert row["allocated_gpu_hours"] == (3600 + 10) / 3600
-    assert row["split_gpu_hours"] == 5 / 3600
+    assert row["allocated_gpu_hours"] == Decimal("1.002777778")  # (3600 + 10) / 3600 = 1.0027777..., 9 digits
+    assert row["split_gpu_hours"] == Decimal("0.001388889")  # 5 / 3600 = 0.0013888..., half-even to 9 digits

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal as D
 
 import pytest
 
@@ -31,14 +32,16 @@ HOSTILE = 'we"ird\\pod\nname'
 def inputs(*, breakdown_series: bool = False) -> MetricsInputs:
     """The state the collector reads, with label values that need escaping."""
     books = Books(LedgerState(
-        totals={NamespaceKey("team-a", "USD"): NamespaceTotals(allocated_s=7200.0, used_s=3600.0, unmeasured_s=0.0,
-                                                               cost=8.0, idle_cost=4.0),
-                NamespaceKey(HOSTILE, "USD"): NamespaceTotals(allocated_s=1.0, used_s=0.5, unmeasured_s=0.0, cost=0.1,
-                                                              idle_cost=float("inf"))},
-        unallocated_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(seconds=3600.0,
-                                                                                                cost=0.8)},
-        unobserved_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(seconds=60.0, cost=0.2)},
-        breakdown={BreakdownKey("team-a", "spot", "gpu-batch", "USD"): BreakdownTotals(allocated_s=3600.0, cost=2.0)}))
+        totals={NamespaceKey("team-a", "USD"): NamespaceTotals(allocated_s=D(7200), used_s=D(3600), cost=D(8),
+                                                               idle_cost=D(4)),
+                NamespaceKey(HOSTILE, "USD"): NamespaceTotals(allocated_s=D(1), used_s=D("0.5"), cost=D("0.1"),
+                                                              idle_cost=D("Infinity"))},
+        unallocated_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(seconds=D(3600),
+                                                                                                cost=D("0.8"))},
+        unobserved_totals={CapacityTotalKey("n1", "pool", "NVIDIA L4", "USD"): CapacityAmounts(seconds=D(60),
+                                                                                               cost=D("0.2"))},
+        breakdown={BreakdownKey("team-a", "spot", "gpu-batch", "USD"): BreakdownTotals(allocated_s=D(3600),
+                                                                                       cost=D(2))}))
     gauges = Gauges()
     gauges.allocated_gpus = {"team-a": 2.0, HOSTILE: 0.25}
     gauges.pods = {("team-a", HOSTILE): PodGauge("wl", 1.0, "NVIDIA H100 80GB HBM3", 0.01, 600.0, 4.0)}

@@ -9,6 +9,7 @@ from exporter.aggregator.ledger.store import Ledger, TickWrite
 from exporter.aggregator.web.status_charts import render_trends
 from exporter.aggregator.web.status_trends import OTHER, CostSeries, Trends, read_trends
 from exporter.model.books import UsageAmounts, UsageKey
+from exporter.model.exact import exact
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture
 from tests.svg_values import svg_values
 
@@ -26,8 +27,9 @@ def _row(w: TickWrite, *, hour: int, ns: str, pod: str, alloc_h: float, used_h: 
     """One hourly row; cost = allocated GPU-h x price, idle seconds = allocated - used - unmeasured."""
     idle_h = alloc_h - used_h - unmeasured_h
     w.usage[UsageKey(hour, ns, pod, pod, "n1", "pool", "M", "", "", currency)] = UsageAmounts(
-        allocated_s=alloc_h * H, used_s=used_h * H, unmeasured_s=unmeasured_h * H, idle_s=idle_h * H,
-        cost=alloc_h * price, idle_cost=idle_cost, energy_j=0.0, list_cost=alloc_h * price)
+        allocated_s=exact(alloc_h * H), used_s=exact(used_h * H), unmeasured_s=exact(unmeasured_h * H),
+            idle_s=exact(idle_h * H),
+        cost=exact(alloc_h * price), idle_cost=exact(idle_cost), energy_j=exact(0.0), list_cost=exact(alloc_h * price))
 
 
 def _books() -> TickWrite:
