@@ -4,16 +4,21 @@ Memory stays bounded by one hour of rows whatever the window: the hours are list
 integers for a month), then each hour is read with ``WHERE hour = ?`` on the tables' primary keys (keyset
 pages of one hour, on SQLite and PostgreSQL alike). Rows are ordered in Python, by code point, so both
 backends give the same order whatever the database's collation. The capacity tables (time nobody held,
-time nobody could observe) share one shape and are one list.
+time nobody could observe) share one shape and are one list. Amounts become ``Decimal`` here, once: an
+exact ledger's decimals as they are, a float ledger's floats as their shortest decimal (never through a float).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from decimal import Decimal
 from functools import lru_cache
 from operator import attrgetter
+from typing import Any, TypeVar
 
 from exporter.aggregator.books.booking import hour_of
+from exporter.aggregator.focus.format import money
 from exporter.aggregator.ledger.report import Query
 from exporter.model.named_rows import Select
 
@@ -46,14 +51,14 @@ class UsageRecord:
     mig_profile: str
     priority_class: str
     currency: str
-    allocated_s: float
-    used_s: float
-    unmeasured_s: float
-    idle_s: float
-    cost: float
-    list_cost: float
-    idle_cost: float
-    energy_j: float
+    allocated_s: Decimal
+    used_s: Decimal
+    unmeasured_s: Decimal
+    idle_s: Decimal
+    cost: Decimal
+    list_cost: Decimal
+    idle_cost: Decimal
+    energy_j: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +71,9 @@ class CapacityRecord:
     pool: str
     gpu_model: str
     currency: str
-    seconds: float
-    cost: float
-    list_cost: float
+    seconds: Decimal
+    cost: Decimal
+    list_cost: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +84,9 @@ class CommitmentRecord:
     commitment: str
     gpu_model: str
     currency: str
-    seconds: float  # unused committed GPU-seconds
-    cost: float
-    list_cost: float
+    seconds: Decimal  # unused committed GPU-seconds
+    cost: Decimal
+    list_cost: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +189,19 @@ _CAPACITY_ORDER = attrgetter("node", "pool", "gpu_model", "currency")
 _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
+R = TypeVar("R")
+_READ: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "Decimal": money}
+
+
+def _records(record: type[R], cols: Select, *, rows: Iterable[Sequence[Any]], **fixed: Any) -> list[R]:
+    """Rows as ``record``s (``fixed``: fields the same in every row), each value converted to its field's type:
+    amounts through ``money``, never through a float."""
+    types = {f.name: str(f.type) for f in fields(record) if f.name not in fixed}  # type: ignore[arg-type]
+    names = cols.names
+    convert = tuple(_READ[types[n]] for n in names)
+    return [record(**fixed, **{n: c(v) for n, c, v in zip(names, convert, r, strict=False)}) for r in rows]
+
+
 @lru_cache(maxsize=64)
 def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = ()) -> Select:
     """One SELECT per record type and list-cost expression, built once: the export reads every hour alike."""
@@ -196,7 +214,7 @@ def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRe
     cols = _select(UsageRecord, list_cost_sql(layout, "usage"))
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
-    return sorted(cols.records(UsageRecord, rows), key=_USAGE_ORDER)
+    return sorted(_records(UsageRecord, cols, rows=rows), key=_USAGE_ORDER)
 
 
 def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[CapacityRecord]:
@@ -206,7 +224,7 @@ def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[Capa
     for cap in layout.capacity:
         cols = _select(CapacityRecord, list_cost_sql(layout, cap.table), skip=("state",))
         rows = query(f"SELECT {cols.sql()} FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
-        out += sorted(cols.records(CapacityRecord, rows, state=cap.state), key=_CAPACITY_ORDER)
+        out += sorted(_records(CapacityRecord, cols, rows=rows, state=cap.state), key=_CAPACITY_ORDER)
     return out
 
 
@@ -217,7 +235,7 @@ def read_unused_commitments(query: Query, layout: LedgerLayout, *, hour: int) ->
     cols = _select(CommitmentRecord, None)
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM unused_commitment WHERE hour = ?{scope}", (hour, *scope_params))
-    return sorted(cols.records(CommitmentRecord, rows), key=_COMMITMENT_ORDER)
+    return sorted(_records(CommitmentRecord, cols, rows=rows), key=_COMMITMENT_ORDER)
 
 
 def read_teams(query: Query, layout: LedgerLayout, *, hour: int) -> dict[str, str]:
