@@ -34,11 +34,27 @@ def extended(price: Decimal, quantity: Decimal) -> Decimal:
     return EXACT.multiply(price, quantity).quantize(NANO, rounding=ROUND_HALF_EVEN, context=EXACT)
 
 
+PRICE_TOLERANCE = Decimal("9e-7")  # per GPU-hour: above a booked cost's rounding, below a 6-digit price's step
+_PLACES = tuple(Decimal(1).scaleb(-n) for n in range(10))
+
+
+def price_point(per_gpu_hour: Decimal) -> Decimal:
+    """The shortest decimal (0 to 6 fractional digits) within ``PRICE_TOLERANCE`` of a price: the pricing file's
+    own price whenever it has at most 6 decimals, recovered from a booked cost / GPU-hours. Each booking rounds
+    its cost to 9 digits, so over a seventh of a GPU-hour 2.50 is booked 0.357142857 and cost / GPU-hours is
+    2.4999999993; a price of more digits becomes its nearest 6-digit decimal, on the price list alike."""
+    for quantum in _PLACES:
+        point = per_gpu_hour.quantize(quantum, rounding=ROUND_HALF_EVEN, context=EXACT)
+        if abs(EXACT.subtract(point, per_gpu_hour)) <= PRICE_TOLERANCE:
+            return point
+    return nano(per_gpu_hour)  # not reached: the nearest 6-digit decimal is within 5e-7
+
+
 def unit_price(cost: Decimal, gpu_hours: Decimal) -> Decimal | None:
-    """The price a ledger row was booked at (cost / GPU-hours, 9 digits); None when it booked no time."""
+    """The price a ledger row was booked at (``price_point`` of cost / GPU-hours); None when it booked no time."""
     if gpu_hours <= 0:
         return None
-    return EXACT.divide(cost, gpu_hours).quantize(NANO, rounding=ROUND_HALF_EVEN, context=EXACT)
+    return price_point(EXACT.divide(cost, gpu_hours))
 
 
 class CostCarry:

@@ -18,7 +18,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from exporter.aggregator.focus.amounts import nano
+from exporter.aggregator.focus.amounts import price_point
 from exporter.aggregator.focus.format import decimal_text, money, utc_text
 from exporter.model.pricing.document import Pricing
 from exporter.model.pricing.labels import NodeFacts
@@ -46,12 +46,6 @@ def sku_id(model: str, mig_profile: str, *, pool: str) -> str:
 def commitment_sku_id(name: str) -> str:
     """``gpu-commitment-<name>``: the SKU of a commitment's committed GPU-hours."""
     return f"gpu-commitment-{_slug(name) or 'unnamed'}"
-
-
-def price_point(per_gpu_hour: Decimal) -> Decimal:
-    """A unit price rounded half-even to 9 digits, as the export writes it, so the ledger and the pricing file
-    agree on it (9 digits are far below any price and far above the float noise of cost / GPU-hours)."""
-    return nano(per_gpu_hour)
 
 
 def sku_price_id(sku: str, currency: str, *, price: Decimal) -> str:
