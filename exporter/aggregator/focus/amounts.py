@@ -10,6 +10,7 @@ digits would round a large product twice).
 from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from functools import lru_cache
 
 from exporter.aggregator.focus.format import money
 
@@ -38,11 +39,13 @@ PRICE_TOLERANCE = Decimal("9e-7")  # per GPU-hour: above a booked cost's roundin
 _PLACES = tuple(Decimal(1).scaleb(-n) for n in range(10))
 
 
+@lru_cache(maxsize=65536)
 def price_point(per_gpu_hour: Decimal) -> Decimal:
     """The shortest decimal (0 to 6 fractional digits) within ``PRICE_TOLERANCE`` of a price: the pricing file's
     own price whenever it has at most 6 decimals, recovered from a booked cost / GPU-hours. Each booking rounds
     its cost to 9 digits, so over a seventh of a GPU-hour 2.50 is booked 0.357142857 and cost / GPU-hours is
-    2.4999999993; a price of more digits becomes its nearest 6-digit decimal, on the price list alike."""
+    2.4999999993; a price of more digits becomes its nearest 6-digit decimal, on the price list alike. Cached:
+    an export meets the same quotients hour after hour (equal decimals give equal points: caching is exact)."""
     for quantum in _PLACES:
         point = per_gpu_hour.quantize(quantum, rounding=ROUND_HALF_EVEN, context=EXACT)
         if abs(EXACT.subtract(point, per_gpu_hour)) <= PRICE_TOLERANCE:

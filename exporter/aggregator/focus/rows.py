@@ -124,14 +124,13 @@ def _pool_tags(pool: str) -> str | None:
     return json_object({f"{TAG_PREFIX}node-pool": pool}) if pool else None
 
 
-def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: str, fallback: Decimal | None,
-            ratio: Decimal) -> Row:
+def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: str, booked_list: Decimal | None,
+            fallback: Decimal | None, ratio: Decimal) -> Row:
     """Quantities, unit prices and the SKU: ListCost = ListUnitPrice x PricingQuantity and ContractedCost =
     ContractedUnitPrice x PricingQuantity, each rounded half-even to 9 digits. The prices are worked out against
     the unrounded GPU-hours, so they are the booked prices, not the quantity's rounding."""
     unrounded = exact_hours(share.seconds)
     hours = nano(unrounded)
-    booked_list = unit_price(share.list_cost, unrounded)
     list_price = booked_list if booked_list is not None else fallback
     booked = unit_price(share.cost, unrounded)
     contracted = booked if booked is not None else list_price
@@ -199,11 +198,11 @@ def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSetting
     prices = [unit_price(x.list_cost, exact_hours(x.seconds)) for x in shares]
     fallback = next((p for p in prices if p is not None), None)
     rows: list[Row] = []
-    for share, ratio, record in zip(shares, ratios, records, strict=True):
+    for share, ratio, record, price in zip(shares, ratios, records, prices, strict=True):
         mig = record.mig_profile if isinstance(record, UsageRecord) else ""
         row = _common(s, hour=record.hour, node=record.node, currency=record.currency, effective=share.effective)
         row |= _priced(share, model=record.gpu_model, mig_profile=mig, pool=record.pool, currency=record.currency,
-                       fallback=fallback if mig == "" else None, ratio=ratio)
+                       booked_list=price, fallback=fallback if mig == "" else None, ratio=ratio)
         row |= (_usage_row(record, s, team=teams.get(record.namespace)) if isinstance(record, UsageRecord)
                 else _capacity_row(record))
         rows.append(row)
