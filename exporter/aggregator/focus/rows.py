@@ -4,8 +4,9 @@ allocation), plus the capacity no holder is charged for as allocated charges wit
 The origin charge is one node's GPU time for one hour (node, pool, model, currency). Its ratios are the
 rows' shares of its effective cost, so they sum to 1 exactly (the largest share absorbs the rounding) and
 each row's cost is its own booked cost, never a ratio times a total. Amounts have 9 fractional digits
-(``amounts``): ``PricingQuantity`` is the GPU-hours rounded, the unit prices the booked cost / GPU-hours
-rounded, ``ListCost`` and ``ContractedCost`` their products rounded, ``EffectiveCost`` the booked cost.
+(``amounts``): ``PricingQuantity`` is the GPU-hours rounded, the unit prices the booked prices recovered
+from cost / GPU-hours, ``ListCost`` and ``ContractedCost`` their products rounded, ``EffectiveCost`` the
+booked cost.
 """
 
 from __future__ import annotations

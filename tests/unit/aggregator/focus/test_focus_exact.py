@@ -211,9 +211,12 @@ def test_every_row_is_exact_to_the_ninth_digit(nodes: list[Node], form: str, com
             assert isinstance(unit, Decimal)
             with localcontext(prec=80):
                 assert r[cost] == nano(unit * qty), (cost, unit, qty, r[cost])
+    costs: list[Decimal] = [x.cost for x in used] + [x.cost for x in free] + [x.cost for x in unused]
+    effective = [r["EffectiveCost"] for r in rows]
+    assert all(isinstance(x, Decimal) for x in effective)
     with localcontext(prec=80):
-        books = sum((x.cost for x in [*used, *free, *unused]), Decimal(0))
-        exported = sum((r["EffectiveCost"] for r in rows), Decimal(0))  # type: ignore[misc]
+        books = sum(costs, Decimal(0))
+        exported = sum((x for x in effective if isinstance(x, Decimal)), Decimal(0))
     assert exported == (books if form == "decimal" else nano(books)), (exported, books)
     ratios: dict[str, Decimal] = {}
     for r in rows:
