@@ -190,12 +190,22 @@ _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
 R = TypeVar("R")
-_READ: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "Decimal": money}
+
+
+def _amount(value: float | Decimal) -> Decimal:
+    """A ledger amount as a Decimal. An integer is refused: no REAL or NUMERIC column hands one over, so it
+    would be integer units that a reader forgot to decode (a cost a billion times too large)."""
+    if isinstance(value, int):
+        raise ValueError(f"amount {value!r} read as an integer: integer units must be decoded before the export")
+    return money(value)
+
+
+_READ: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "Decimal": _amount}
 
 
 def _records(record: type[R], cols: Select, *, rows: Iterable[Sequence[Any]], **fixed: Any) -> list[R]:
     """Rows as ``record``s (``fixed``: fields the same in every row), each value converted to its field's type:
-    amounts through ``money``, never through a float."""
+    amounts through ``_amount``, never through a float."""
     types = {f.name: str(f.type) for f in fields(record) if f.name not in fixed}  # type: ignore[arg-type]
     names = cols.names
     convert = tuple(_READ[types[n]] for n in names)

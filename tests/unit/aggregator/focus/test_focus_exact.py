@@ -4,18 +4,30 @@ with the arithmetic written out, and a property over random fleets booked either
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.aggregator.focus.amounts import CostCarry, price_point
 from exporter.aggregator.focus.columns import ColumnType, columns_for
 from exporter.aggregator.focus.format import Scalar, decimal_text, money
-from exporter.aggregator.focus.ledger_source import CapacityRecord, CommitmentRecord, UsageRecord
+from exporter.aggregator.focus.ledger_source import (
+    CapacityRecord,
+    CommitmentRecord,
+    UsageRecord,
+    inspect_ledger,
+    read_usage,
+)
 from exporter.aggregator.focus.rows import FocusSettings, Row, hour_rows
+from exporter.aggregator.ledger.report import Query
+from tests.unit.aggregator.focus.focus_helpers import CLUSTER, UsageRow, write_ledger
 
 HOUR = 1_793_714_400  # 2026-11-03T14:00:00Z
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -224,3 +236,27 @@ def test_every_row_is_exact_to_the_ninth_digit(nodes: list[Node], form: str, com
             ratio = Decimal(str(r["AllocatedMethodDetails"]).split('"AllocatedRatio":')[1].split(",")[0])
             ratios[str(r["ResourceId"])] = ratios.get(str(r["ResourceId"]), Decimal(0)) + ratio
     assert all(v == 1 for v in ratios.values()), ratios
+
+
+def test_the_reader_takes_decimals_as_they_are_and_refuses_integer_units(tmp_path: Path) -> None:
+    """A real SQLite ledger read three ways: its floats (0.35714285714285715 = 2.5 / 7 booked in float) become
+    their shortest decimal; decimals, as an exact ledger's reader hands them (0.357142857), stay exactly what
+    they are, never through a float; integer units (357142857 nano-units, a reader that forgot to decode them)
+    are refused rather than exported a billion times too large."""
+    path = tmp_path / "ledger.db"
+    write_ledger(path, [UsageRow(hour=HOUR, node="a100-1", namespace="ns", pod="p", allocated_s=3600 / 7,
+                                 used_s=0.0, idle_s=3600 / 7, cost=2.5 / 7, idle_cost=2.5 / 7)], [])
+    conn = sqlite3.connect(path)
+    plain: Query = lambda sql, p: list(conn.execute(sql, tuple(p)))  # noqa: E731
+
+    def converted(to: Callable[[float], object]) -> Query:
+        return lambda sql, p: [tuple(to(v) if isinstance(v, float) else v for v in r) for r in plain(sql, p)]
+
+    layout = inspect_ledger(plain, cluster=CLUSTER)
+    (floats,) = read_usage(plain, layout, hour=HOUR)
+    assert floats.cost == Decimal("0.35714285714285715") and floats.allocated_s == Decimal("514.2857142857143")
+    (exact,) = read_usage(converted(lambda v: nano(Decimal(repr(v)))), layout, hour=HOUR)
+    assert exact.cost == Decimal("0.357142857") and type(exact.cost) is Decimal
+    with pytest.raises(ValueError, match="integer units"):
+        read_usage(converted(lambda v: int(nano(Decimal(repr(v))).scaleb(9))), layout, hour=HOUR)
+    conn.close()
