@@ -240,9 +240,9 @@ def test_every_row_is_exact_to_the_ninth_digit(nodes: list[Node], form: str, com
 
 def test_the_reader_takes_decimals_as_they_are_and_refuses_integer_units(tmp_path: Path) -> None:
     """A real SQLite ledger read three ways: its floats (0.35714285714285715 = 2.5 / 7 booked in float) become
-    their shortest decimal; decimals, as an exact ledger's reader hands them (0.357142857), stay exactly what
-    they are, never through a float; integer units (357142857 nano-units, a reader that forgot to decode them)
-    are refused rather than exported a billion times too large."""
+    their shortest decimal; decimals, as an exact ledger's reader hands them (100000000.357142857, 18 digits),
+    stay exactly what they are, never through a float; integer units (357142857 nano-units, a reader that
+    forgot to decode them) are refused rather than exported a billion times too large."""
     path = tmp_path / "ledger.db"
     write_ledger(path, [UsageRow(hour=HOUR, node="a100-1", namespace="ns", pod="p", allocated_s=3600 / 7,
                                  used_s=0.0, idle_s=3600 / 7, cost=2.5 / 7, idle_cost=2.5 / 7)], [])
@@ -255,8 +255,9 @@ def test_the_reader_takes_decimals_as_they_are_and_refuses_integer_units(tmp_pat
     layout = inspect_ledger(plain, cluster=CLUSTER)
     (floats,) = read_usage(plain, layout, hour=HOUR)
     assert floats.cost == Decimal("0.35714285714285715") and floats.allocated_s == Decimal("514.2857142857143")
-    (exact,) = read_usage(converted(lambda v: nano(Decimal(repr(v)))), layout, hour=HOUR)
-    assert exact.cost == Decimal("0.357142857") and type(exact.cost) is Decimal
+    big = Decimal(10**8)  # 100000000.357142857 has 18 significant digits: no float holds it
+    (exact,) = read_usage(converted(lambda v: big + nano(Decimal(repr(v)))), layout, hour=HOUR)
+    assert exact.cost == Decimal("100000000.357142857") and type(exact.cost) is Decimal
     with pytest.raises(ValueError, match="integer units"):
         read_usage(converted(lambda v: int(nano(Decimal(repr(v))).scaleb(9))), layout, hour=HOUR)
     conn.close()
