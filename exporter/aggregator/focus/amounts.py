@@ -1,10 +1,10 @@
 """Fixed-point amounts of the export: every money and quantity value has at most 9 fractional digits.
 
 FinOps tools recompute ``ListCost = ListUnitPrice x PricingQuantity`` and add up ``EffectiveCost`` against the
-books, so the export writes what such a checker gets: quantities and unit prices rounded half-even to 9 digits,
-each cost the product of the two rounded half-even to 9 digits. The arithmetic runs in a context wide enough
-to be exact (a 9-digit price times a 9-digit quantity has 18 fractional digits; the default 28 significant
-digits would round a large product twice).
+books, so the export writes what such a checker gets: quantities rounded half-even to 9 digits, unit prices as
+the pricing file's (``price_point``), each cost the product of the two rounded half-even to 9 digits. The
+arithmetic runs in a context wide enough to be exact (a product of two 9-digit amounts has 18 fractional
+digits; the default 28 significant digits would round a large product twice).
 """
 
 from __future__ import annotations
