@@ -16,6 +16,7 @@ from exporter.aggregator.focus.export import focus_hours, query_of
 from exporter.aggregator.focus.ledger_source import Window
 from exporter.aggregator.focus.rows import FocusSettings
 from exporter.aggregator.ledger.report import build_report
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.aggregator.web.exposition import ExpositionRenderer
 from exporter.clock import VirtualClock
 from exporter.pipeline import Pipeline
@@ -62,7 +63,7 @@ async def _run(text: str, ledger: Path) -> str:
 def _report(ledger: Path, by: str) -> list[dict[str, Any]]:
     conn = sqlite3.connect(ledger)
     try:
-        return build_report(lambda sql, p: list(conn.execute(sql, tuple(p))), by, since=None, until=None)
+        return build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), by, since=None, until=None)
     finally:
         conn.close()
 
@@ -91,17 +92,17 @@ def test_a_whole_gpu_at_half_load_emits_192_g_an_hour(booked: tuple[Path, str]) 
     assert pytest.approx(0.4) == 400 * 3600 / 3.6e6
     assert pytest.approx(192) == 0.4 * 1.2 * 400
     rows = {r["namespace"]: r for r in _report(ledger, "namespace")}
-    assert rows["ml"]["co2e_kg"] == pytest.approx(0.384, rel=1e-9)
+    assert float(rows["ml"]["co2e_kg"]) == pytest.approx(0.384, rel=1e-9)
     assert rows["ml"]["unmeasured_energy_gpu_hours"] == 0.0
     assert _sample(metrics, "ml") == pytest.approx(384, rel=1e-9)
     conn = sqlite3.connect(ledger)
-    per_hour = conn.execute("SELECT hour, SUM(co2e_g), SUM(energy_j) FROM usage WHERE namespace = 'ml' "
-                            "GROUP BY hour ORDER BY hour").fetchall()
+    per_hour = decoded_rows(conn.execute("SELECT hour, SUM(co2e_g), SUM(energy_j) FROM usage WHERE namespace = 'ml' "
+                                         "GROUP BY hour ORDER BY hour"))
     conn.close()
     assert [h for h, _g, _j in per_hour] == [START, START + 3600]
     for _hour, grams, joules in per_hour:
-        assert joules == pytest.approx(1.44e6, rel=1e-9)
-        assert grams == pytest.approx(192, rel=1e-9)
+        assert float(joules) == pytest.approx(1.44e6, rel=1e-9)
+        assert float(grams) == pytest.approx(192, rel=1e-9)
     focus = [r for r in _focus(ledger) if r.get("x_Namespace") == "ml"]
     assert [r["x_Co2eKg"] for r in focus] == [pytest.approx(Decimal("0.192"), rel=Decimal("1e-9"))] * 2
 
@@ -118,7 +119,7 @@ def test_a_pool_intensity_overrides_the_grid(booked: tuple[Path, str]) -> None:
     ledger, metrics = booked
     assert pytest.approx(24) == 0.8 * 1.2 * 25
     rows = {r["namespace"]: r for r in _report(ledger, "namespace")}
-    assert rows["eco"]["co2e_kg"] == pytest.approx(0.024, rel=1e-9)
+    assert float(rows["eco"]["co2e_kg"]) == pytest.approx(0.024, rel=1e-9)
     assert _sample(metrics, "eco") == pytest.approx(24, rel=1e-9)
 
 
@@ -128,13 +129,13 @@ def test_energy_not_measured_has_unknown_co2e_and_its_hours_counted(booked: tupl
     ledger, metrics = booked
     rows = {r["namespace"]: r for r in _report(ledger, "namespace")}
     assert rows["legacy"]["co2e_kg"] is None
-    assert rows["legacy"]["unmeasured_energy_gpu_hours"] == pytest.approx(2.0, rel=1e-9)
-    assert rows["legacy"]["allocated_gpu_hours"] == pytest.approx(2.0, rel=1e-9)
+    assert float(rows["legacy"]["unmeasured_energy_gpu_hours"]) == pytest.approx(2.0, rel=1e-9)
+    assert float(rows["legacy"]["allocated_gpu_hours"]) == pytest.approx(2.0, rel=1e-9)
     assert _sample(metrics, "legacy") is None
     by_node = {r["node"]: r for r in _report(ledger, "node")}
     assert by_node["n-old"]["co2e_kg"] is None
-    assert by_node["n-old"]["unmeasured_energy_gpu_hours"] == pytest.approx(2.0, rel=1e-9)
-    assert by_node["n-p"]["co2e_kg"] == pytest.approx(0.384, rel=1e-9)
+    assert float(by_node["n-old"]["unmeasured_energy_gpu_hours"]) == pytest.approx(2.0, rel=1e-9)
+    assert float(by_node["n-p"]["co2e_kg"]) == pytest.approx(0.384, rel=1e-9)
     legacy = [r for r in _focus(ledger) if r.get("x_Namespace") == "legacy"]
     assert legacy and all(r["x_Co2eKg"] is None for r in legacy)
 
@@ -152,6 +153,6 @@ async def test_without_an_emissions_section_nothing_is_reported(tmp_path: Path) 
     assert "gpucost_co2e_grams_total" not in metrics
     assert all(r.get("x_Co2eKg") is None for r in _focus(tmp_path / "ledger.db"))
     conn = sqlite3.connect(tmp_path / "ledger.db")
-    (joules,) = conn.execute("SELECT SUM(energy_j) FROM usage WHERE namespace = 'ml'").fetchone()
+    ((joules,),) = decoded_rows(conn.execute("SELECT SUM(energy_j) FROM usage WHERE namespace = 'ml'"))
     conn.close()
-    assert joules == pytest.approx(1.44e6, rel=1e-9)
+    assert float(joules) == pytest.approx(1.44e6, rel=1e-9)

@@ -1,7 +1,8 @@
 """The FOCUS export of the default scenario and of a pricing scenario with a commitment larger than the fleet,
 run through ``simulate`` (real agents, aggregator and protocols): the FinOps Foundation's validator passes their
-FOCUS 1.2 projection, the 1.3 rules it cannot run offline hold, the export reconciles with ``report`` to 1e-9
-(unused commitments included), and ``/api/v1/focus`` streams the same bytes as the CLI."""
+FOCUS 1.2 projection, the 1.3 rules it cannot run offline hold, every amount is exact to the 9th digit, the
+export reconciles with ``report`` exactly (unused commitments included), and ``/api/v1/focus`` streams the same
+bytes as the CLI."""
 
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ from exporter.aggregator.service import Aggregator
 from exporter.config import AggregatorSettings
 from exporter.sim.runner import free_port
 from tests.integration.focus_validator_env import run_validator
-from tests.unit.aggregator.focus.focus_helpers import assert_focus13_rules, assert_formats, assert_reconciles, read_csv
+from tests.unit.aggregator.focus.focus_helpers import (
+    assert_focus13_rules,
+    assert_formats,
+    assert_products,
+    assert_reconciles,
+    read_csv,
+    report_total,
+)
 
 pytestmark = pytest.mark.timeout(400)  # the first test builds the FOCUS validator's environment: 133 s measured, loaded
 
@@ -151,6 +159,21 @@ def test_13_rules_and_reconciliation_on_the_default_scenario(sim_ledger: Path) -
     from exporter.aggregator.ledger.report import parse_time
 
     assert_reconciles(window, sim_ledger, parse_time(first, 0), parse_time(second, 0))
+
+
+def test_every_amount_is_exact_to_the_ninth_digit_on_the_default_scenario(sim_ledger: Path) -> None:
+    """Through ``simulate`` (a float ledger today) and the CLI: every row's ListCost and ContractedCost are its unit
+    price x PricingQuantity recomputed here and rounded half-even to 9 digits, digit for digit (the MIG rows'
+    quantities, n/7 of a GPU-hour, are rounded to 9 digits too); every amount has at most 9 fractional digits;
+    Σ EffectiveCost is report's total (its rows' costs as decimals, rounded to 9 digits) exactly."""
+    rows = read_csv(cli("export", "--ledger", str(sim_ledger), "--format", "focus-csv", *ALL).stdout)
+    assert_formats(rows)  # <= 9 fractional digits, no exponent, in every amount column
+    for r in rows:
+        assert_products(r)
+    mig = [r for r in rows if r["x_MigProfile"]]
+    assert mig and any(len(r["PricingQuantity"].split(".")[1]) == 9 for r in mig), [r["PricingQuantity"] for r in mig]
+    exported = sum((Decimal(r["EffectiveCost"]) for r in rows), Decimal(0))
+    assert exported == report_total(sim_ledger), (exported, report_total(sim_ledger))
 
 
 def test_unused_commitment_rows_reconcile_with_report(committed_ledger: Path) -> None:

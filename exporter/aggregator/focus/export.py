@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from exporter.aggregator.focus.amounts import CostCarry
 from exporter.aggregator.focus.ledger_open import open_sqlite
 from exporter.aggregator.focus.ledger_source import (
     LedgerLayout,
@@ -35,19 +36,22 @@ class Sink(Protocol):
         """Finish the output (a Parquet footer); nothing is written after it."""
 
 
-def rows_of_hour(query: Query, layout: LedgerLayout, *, hour: int, settings: FocusSettings) -> list[Row]:
-    """Every FOCUS row of one hour of the ledger."""
+def rows_of_hour(query: Query, layout: LedgerLayout, *, hour: int, settings: FocusSettings,
+                 carry: CostCarry | None = None) -> list[Row]:
+    """Every FOCUS row of one hour of the ledger; ``carry`` the export's rounding of booked costs (one per
+    export, so Σ EffectiveCost over the window is the books' total)."""
     return hour_rows(read_usage(query, layout, hour=hour), read_capacity(query, layout, hour=hour), s=settings,
                      unused=read_unused_commitments(query, layout, hour=hour),
-                     teams=read_teams(query, layout, hour=hour))
+                     teams=read_teams(query, layout, hour=hour), carry=carry)
 
 
 def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
                 dialect: str = "sqlite") -> Iterator[list[Row]]:
     """The rows of each hour of the window, in hour order; only one hour is held at a time."""
     layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
+    carry = CostCarry()
     for hour in window_hours(query, layout, window=window):
-        yield rows_of_hour(query, layout, hour=hour, settings=settings)
+        yield rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry)
 
 
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:

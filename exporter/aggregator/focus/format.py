@@ -16,11 +16,16 @@ from functools import lru_cache
 Scalar = str | int | bool | Decimal | None
 
 
-def money(value: float) -> Decimal:
-    """The ledger's float as the shortest decimal that reads back as the same float (no binary noise added)."""
+def money(value: float | Decimal | int) -> Decimal:
+    """A ledger value as a ``Decimal``: an exact ledger's ``Decimal`` as it is, a float ledger's float as the
+    shortest decimal that reads back as the same float (no binary noise added)."""
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"not a finite number: {value!r}")
+        return value
     if not math.isfinite(value):
         raise ValueError(f"not a finite number: {value!r}")
-    return Decimal(repr(float(value)))
+    return Decimal(repr(float(value))) if isinstance(value, float) else Decimal(value)
 
 
 @lru_cache(maxsize=65536)

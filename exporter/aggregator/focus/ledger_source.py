@@ -4,16 +4,21 @@ Memory stays bounded by one hour of rows whatever the window: the hours are list
 integers for a month), then each hour is read with ``WHERE hour = ?`` on the tables' primary keys (keyset
 pages of one hour, on SQLite and PostgreSQL alike). Rows are ordered in Python, by code point, so both
 backends give the same order whatever the database's collation. The capacity tables (time nobody held,
-time nobody could observe) share one shape and are one list.
+time nobody could observe) share one shape and are one list. Amounts become ``Decimal`` here, once: an
+exact ledger's decimals as they are, a float ledger's floats as their shortest decimal (never through a float).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from decimal import Decimal
 from functools import lru_cache
 from operator import attrgetter
+from typing import Any, TypeVar
 
 from exporter.aggregator.books.booking import hour_of
+from exporter.aggregator.focus.format import money
 from exporter.aggregator.ledger.report import Query
 from exporter.model.named_rows import Select
 
@@ -46,16 +51,16 @@ class UsageRecord:
     mig_profile: str
     priority_class: str
     currency: str
-    allocated_s: float
-    used_s: float
-    unmeasured_s: float
-    idle_s: float
-    cost: float
-    list_cost: float
-    idle_cost: float
-    energy_j: float
-    co2e_g: float  # 0 on a ledger from before schema 13
-    co2e_s: float  # GPU-seconds whose CO2e is known; 0: unknown
+    allocated_s: Decimal
+    used_s: Decimal
+    unmeasured_s: Decimal
+    idle_s: Decimal
+    cost: Decimal
+    list_cost: Decimal
+    idle_cost: Decimal
+    energy_j: Decimal
+    co2e_g: Decimal  # 0 on a ledger from before schema 13
+    co2e_s: Decimal  # GPU-seconds whose CO2e is known; 0: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +73,11 @@ class CapacityRecord:
     pool: str
     gpu_model: str
     currency: str
-    seconds: float
-    cost: float
-    list_cost: float
-    co2e_g: float
-    co2e_s: float
+    seconds: Decimal
+    cost: Decimal
+    list_cost: Decimal
+    co2e_g: Decimal
+    co2e_s: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +88,9 @@ class CommitmentRecord:
     commitment: str
     gpu_model: str
     currency: str
-    seconds: float  # unused committed GPU-seconds
-    cost: float
-    list_cost: float
+    seconds: Decimal  # unused committed GPU-seconds
+    cost: Decimal
+    list_cost: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +198,29 @@ _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 _NO_CARBON = {"co2e_g": "0", "co2e_s": "0"}  # a ledger from before schema 13: CO2e unknown
 
 
+R = TypeVar("R")
+
+
+def _amount(value: float | Decimal) -> Decimal:
+    """A ledger amount as a Decimal. An integer is refused: no REAL or NUMERIC column hands one over, so it
+    would be integer units that a reader forgot to decode (a cost a billion times too large)."""
+    if isinstance(value, int):
+        raise ValueError(f"amount {value!r} read as an integer: integer units must be decoded before the export")
+    return money(value)
+
+
+_READ: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "Decimal": _amount}
+
+
+def _records(record: type[R], cols: Select, *, rows: Iterable[Sequence[Any]], **fixed: Any) -> list[R]:
+    """Rows as ``record``s (``fixed``: fields the same in every row), each value converted to its field's type:
+    amounts through ``_amount``, never through a float."""
+    types = {f.name: str(f.type) for f in fields(record) if f.name not in fixed}  # type: ignore[arg-type]
+    names = cols.names
+    convert = tuple(_READ[types[n]] for n in names)
+    return [record(**fixed, **{n: c(v) for n, c, v in zip(names, convert, r, strict=False)}) for r in rows]
+
+
 @lru_cache(maxsize=64)
 def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = (), carbon: bool = True) -> Select:
     """One SELECT per record type and list-cost expression, built once: the export reads every hour alike."""
@@ -206,7 +234,7 @@ def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRe
     cols = _select(UsageRecord, list_cost_sql(layout, "usage"), carbon=layout.carbon)
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
-    return sorted(cols.records(UsageRecord, rows), key=_USAGE_ORDER)
+    return sorted(_records(UsageRecord, cols, rows=rows), key=_USAGE_ORDER)
 
 
 def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[CapacityRecord]:
@@ -216,7 +244,7 @@ def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[Capa
     for cap in layout.capacity:
         cols = _select(CapacityRecord, list_cost_sql(layout, cap.table), skip=("state",), carbon=layout.carbon)
         rows = query(f"SELECT {cols.sql()} FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
-        out += sorted(cols.records(CapacityRecord, rows, state=cap.state), key=_CAPACITY_ORDER)
+        out += sorted(_records(CapacityRecord, cols, rows=rows, state=cap.state), key=_CAPACITY_ORDER)
     return out
 
 
@@ -227,7 +255,7 @@ def read_unused_commitments(query: Query, layout: LedgerLayout, *, hour: int) ->
     cols = _select(CommitmentRecord, None)
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM unused_commitment WHERE hour = ?{scope}", (hour, *scope_params))
-    return sorted(cols.records(CommitmentRecord, rows), key=_COMMITMENT_ORDER)
+    return sorted(_records(CommitmentRecord, cols, rows=rows), key=_COMMITMENT_ORDER)
 
 
 def read_teams(query: Query, layout: LedgerLayout, *, hour: int) -> dict[str, str]:

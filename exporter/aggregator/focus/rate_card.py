@@ -18,12 +18,12 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+from exporter.aggregator.focus.amounts import price_point
 from exporter.aggregator.focus.format import decimal_text, money, utc_text
 from exporter.model.pricing.document import Pricing
 from exporter.model.pricing.labels import NodeFacts
 from exporter.model.pricing.resolve import GpuRate, PriceList
 
-PRICE_QUANTUM = Decimal("1e-12")  # far below any price; far above the float noise of cost / GPU-hours
 PRICING_UNIT = "GPU-Hours"
 SKU_METER = "GPU Hours"
 
@@ -48,21 +48,9 @@ def commitment_sku_id(name: str) -> str:
     return f"gpu-commitment-{_slug(name) or 'unnamed'}"
 
 
-def price_point(per_gpu_hour: Decimal) -> Decimal:
-    """A unit price rounded to the rate card's quantum, so the ledger and the pricing file agree on it."""
-    return per_gpu_hour.quantize(PRICE_QUANTUM)
-
-
 def sku_price_id(sku: str, currency: str, *, price: Decimal) -> str:
     """A price point's id: the SKU, currency and price, so a repricing gets a new id."""
     return f"{sku}-{currency.lower()}-{decimal_text(price)}"
-
-
-def unit_price(cost: Decimal, gpu_hours: Decimal) -> Decimal | None:
-    """The price a ledger row was booked at (cost / GPU-hours); None when it booked no time."""
-    if gpu_hours <= 0:
-        return None
-    return price_point(cost / gpu_hours)
 
 
 @dataclass(frozen=True, slots=True)

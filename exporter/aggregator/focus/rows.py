@@ -3,7 +3,10 @@ allocation), plus the capacity no holder is charged for as allocated charges wit
 
 The origin charge is one node's GPU time for one hour (node, pool, model, currency). Its ratios are the
 rows' shares of its effective cost, so they sum to 1 exactly (the largest share absorbs the rounding) and
-each row's cost is its own booked cost, never a ratio times a total.
+each row's cost is its own booked cost, never a ratio times a total. Amounts have 9 fractional digits
+(``amounts``): ``PricingQuantity`` is the GPU-hours rounded, the unit prices the booked prices recovered
+from cost / GPU-hours, ``ListCost`` and ``ContractedCost`` their products rounded, ``EffectiveCost`` the
+booked cost.
 """
 
 from __future__ import annotations
@@ -14,16 +17,10 @@ from decimal import ROUND_DOWN, Decimal
 from functools import lru_cache
 from itertools import groupby
 
-from exporter.aggregator.focus.format import Scalar, allocation_details, json_object, money, month_bounds
+from exporter.aggregator.focus.amounts import CostCarry, exact_hours, extended, nano, unit_price
+from exporter.aggregator.focus.format import Scalar, allocation_details, json_object, month_bounds
 from exporter.aggregator.focus.ledger_source import CapacityRecord, CommitmentRecord, UsageRecord
-from exporter.aggregator.focus.rate_card import (
-    PRICING_UNIT,
-    SKU_METER,
-    commitment_sku_id,
-    sku_id,
-    sku_price_id,
-    unit_price,
-)
+from exporter.aggregator.focus.rate_card import PRICING_UNIT, SKU_METER, commitment_sku_id, sku_id, sku_price_id
 
 Row = dict[str, Scalar]
 TAG_PREFIX = "gpu-cost-exporter/"
@@ -41,9 +38,7 @@ METHOD_DOC = (
     "part of a GPU commitment (committed GPUs the fleet did not have, paid all the same) is a charge of its own, "
     "not split from a node: CommitmentDiscountStatus Unused, no ResourceId and no Allocated* values.")
 COMMITMENT_TYPE = "GPU Commitment"
-RATIO_QUANTUM = Decimal("1e-12")
-HOURS_QUANTUM = Decimal("1e-12")
-SECONDS_PER_HOUR = Decimal(3600)
+RATIO_QUANTUM = Decimal("1e-12")  # a ratio, not an amount: finer than 9 digits, so small shares keep their order
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,15 +68,16 @@ class Share:
 
     usage: UsageRecord | None
     capacity: CapacityRecord | None
-    cost: Decimal
+    cost: Decimal  # as booked (exact)
+    effective: Decimal  # the booked cost to 9 digits: the row's EffectiveCost
     list_cost: Decimal
     seconds: Decimal
 
 
-def _share(record: UsageRecord | CapacityRecord) -> Share:
+def _share(record: UsageRecord | CapacityRecord, carry: CostCarry) -> Share:
     if isinstance(record, UsageRecord):
-        return Share(record, None, money(record.cost), money(record.list_cost), money(record.allocated_s))
-    return Share(None, record, money(record.cost), money(record.list_cost), money(record.seconds))
+        return Share(record, None, record.cost, carry.book(record.cost), record.list_cost, record.allocated_s)
+    return Share(None, record, record.cost, carry.book(record.cost), record.list_cost, record.seconds)
 
 
 def allocation_ratios(costs: Sequence[Decimal], seconds: Sequence[Decimal]) -> list[Decimal]:
@@ -129,20 +125,27 @@ def _pool_tags(pool: str) -> str | None:
     return json_object({f"{TAG_PREFIX}node-pool": pool}) if pool else None
 
 
-def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: str, fallback: Decimal | None,
-            ratio: Decimal) -> Row:
-    """Quantities, unit prices and the SKU: ListCost = ListUnitPrice x PricingQuantity (to the price quantum)."""
-    exact_hours = share.seconds / SECONDS_PER_HOUR
-    hours = exact_hours.quantize(HOURS_QUANTUM)
-    list_price = unit_price(share.list_cost, exact_hours) or fallback
-    contracted = unit_price(share.cost, exact_hours) or list_price
+def _priced(share: Share, *, model: str, mig_profile: str, pool: str, currency: str, booked_list: Decimal | None,
+            fallback: Decimal | None, ratio: Decimal) -> Row:
+    """Quantities, unit prices and the SKU: ListCost = ListUnitPrice x PricingQuantity and ContractedCost =
+    ContractedUnitPrice x PricingQuantity, each rounded half-even to 9 digits. The prices are worked out against
+    the unrounded GPU-hours, so they are the booked prices, not the quantity's rounding."""
+    unrounded = exact_hours(share.seconds)
+    hours = nano(unrounded)
+    list_price = booked_list if booked_list is not None else fallback
+    booked = unit_price(share.cost, unrounded)
+    contracted = booked if booked is not None else list_price
     sku = sku_id(model, mig_profile, pool=pool)
+    if list_price is None or contracted is None:  # no time and no price in the origin: the costs as booked
+        list_cost, contracted_cost = nano(share.list_cost), share.effective
+    else:
+        list_cost, contracted_cost = extended(list_price, hours), extended(contracted, hours)
     has_price = list_price is not None
     return {
         "ConsumedQuantity": hours if has_price else None, "ConsumedUnit": PRICING_UNIT if has_price else None,
         "PricingQuantity": hours if has_price else None, "PricingUnit": PRICING_UNIT if has_price else None,
         "ListUnitPrice": list_price, "ContractedUnitPrice": contracted if has_price else None,
-        "ListCost": share.list_cost, "ContractedCost": share.cost,
+        "ListCost": list_cost, "ContractedCost": contracted_cost,
         "SkuId": sku, "SkuMeter": SKU_METER,
         "SkuPriceId": sku_price_id(sku, currency, price=list_price) if list_price is not None else None,
         "SkuPriceDetails": _price_details(model, mig_profile, pool=pool) if list_price is not None else None,
@@ -166,9 +169,9 @@ def _usage_row(u: UsageRecord, s: FocusSettings, *, team: str | None) -> Row:
         "AllocatedResourceName": u.pod, "AllocatedTags": json_object(tags),
         "x_CapacityState": "Allocated", "x_Namespace": u.namespace, "x_Team": team, "x_WorkloadName": u.workload,
         "x_PodName": u.pod, "x_PriorityClass": u.priority_class or None,
-        "x_AllocatedGpuSeconds": money(u.allocated_s), "x_UsedGpuSeconds": money(u.used_s),
-        "x_IdleGpuSeconds": money(u.idle_s), "x_UnmeasuredGpuSeconds": money(u.unmeasured_s),
-        "x_IdleCost": money(u.idle_cost), "x_EnergyJoules": money(u.energy_j),
+        "x_AllocatedGpuSeconds": nano(u.allocated_s), "x_UsedGpuSeconds": nano(u.used_s),
+        "x_IdleGpuSeconds": nano(u.idle_s), "x_UnmeasuredGpuSeconds": nano(u.unmeasured_s),
+        "x_IdleCost": nano(u.idle_cost), "x_EnergyJoules": nano(u.energy_j),
         "x_Co2eKg": co2e_kg(u.co2e_g, known_s=u.co2e_s),
     }
 
@@ -180,31 +183,34 @@ def _capacity_row(c: CapacityRecord) -> Row:
         "AllocatedResourceId": None, "AllocatedResourceName": None, "AllocatedTags": None,
         "x_CapacityState": c.state, "x_Namespace": None, "x_WorkloadName": None, "x_PodName": None,
         "x_PriorityClass": None, "x_AllocatedGpuSeconds": zero, "x_UsedGpuSeconds": zero, "x_IdleGpuSeconds": zero,
-        "x_UnmeasuredGpuSeconds": zero, f"x_{c.state}GpuSeconds": money(c.seconds), "x_IdleCost": zero,
+        "x_UnmeasuredGpuSeconds": zero, f"x_{c.state}GpuSeconds": nano(c.seconds), "x_IdleCost": zero,
         "x_EnergyJoules": None, "x_Co2eKg": co2e_kg(c.co2e_g, known_s=c.co2e_s),
     }
 
 
-def co2e_kg(grams: float, *, known_s: float) -> Decimal | None:
-    """Kilograms CO2e, or None (empty) where none is known: no ``emissions:`` section, no energy measured."""
-    return money(grams) / 1000 if known_s > 0 else None
+def co2e_kg(grams: Decimal, *, known_s: Decimal) -> Decimal | None:
+    """Kilograms CO2e to 9 digits, or None (empty) where none is known: no ``emissions:`` section, no energy
+    measured."""
+    return nano(grams / 1000) if known_s > 0 else None
 
 
-def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSettings,
-                *, teams: Mapping[str, str] | None = None) -> list[Row]:
+def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSettings, *,
+                teams: Mapping[str, str] | None = None, carry: CostCarry | None = None) -> list[Row]:
     """The allocated charges of one origin (all records share node, pool, model, currency and hour); ``teams``
-    the namespaces' teams in that hour (a namespace missing has no known team)."""
+    the namespaces' teams in that hour (a namespace missing has no known team); ``carry`` the export's
+    rounding of booked costs (a fresh one: these rows alone)."""
     teams = teams or {}
-    shares = [_share(r) for r in records]
-    ratios = allocation_ratios([x.cost for x in shares], [x.seconds for x in shares])
-    prices = [unit_price(x.list_cost, x.seconds / SECONDS_PER_HOUR) for x in shares]
+    carry = carry or CostCarry()
+    shares = [_share(r, carry) for r in records]
+    ratios = allocation_ratios([x.effective for x in shares], [x.seconds for x in shares])
+    prices = [unit_price(x.list_cost, exact_hours(x.seconds)) for x in shares]
     fallback = next((p for p in prices if p is not None), None)
     rows: list[Row] = []
-    for share, ratio, record in zip(shares, ratios, records, strict=True):
+    for share, ratio, record, price in zip(shares, ratios, records, prices, strict=True):
         mig = record.mig_profile if isinstance(record, UsageRecord) else ""
-        row = _common(s, hour=record.hour, node=record.node, currency=record.currency, effective=share.cost)
+        row = _common(s, hour=record.hour, node=record.node, currency=record.currency, effective=share.effective)
         row |= _priced(share, model=record.gpu_model, mig_profile=mig, pool=record.pool, currency=record.currency,
-                       fallback=fallback if mig == "" else None, ratio=ratio)
+                       booked_list=price, fallback=fallback if mig == "" else None, ratio=ratio)
         row |= (_usage_row(record, s, team=teams.get(record.namespace)) if isinstance(record, UsageRecord)
                 else _capacity_row(record))
         rows.append(row)
@@ -220,18 +226,20 @@ def commitment_id(cluster: str, name: str) -> str:
     return f"gpu-cost-exporter://{cluster}/commitments/{name}"
 
 
-def unused_commitment_row(c: CommitmentRecord, s: FocusSettings) -> Row:
+def unused_commitment_row(c: CommitmentRecord, s: FocusSettings, *, carry: CostCarry | None = None) -> Row:
     """A commitment's unused part in one hour: a Usage charge with CommitmentDiscountStatus Unused (FOCUS
     DiscountHandling), no consumed quantity, no resource, priced at the commitment's rate. Its list cost is the
     ledger's (0: nothing ran, so nothing was priced at list), so ListUnitPrice = ListCost / PricingQuantity."""
-    exact_hours = money(c.seconds) / SECONDS_PER_HOUR
-    hours = exact_hours.quantize(HOURS_QUANTUM)
-    cost, list_cost = money(c.cost), money(c.list_cost)
-    list_price = unit_price(list_cost, exact_hours) or Decimal("0.0")
-    contracted = unit_price(cost, exact_hours) or Decimal("0.0")
-    sku = commitment_sku_id(c.commitment)
+    unrounded = exact_hours(c.seconds)
+    hours = nano(unrounded)
     zero = Decimal("0.0")
-    row = _common(s, hour=c.hour, node="", currency=c.currency, effective=cost)
+    list_price = unit_price(c.list_cost, unrounded)
+    list_price = zero if list_price is None else list_price
+    contracted = unit_price(c.cost, unrounded)
+    contracted = zero if contracted is None else contracted
+    list_cost, cost = extended(list_price, hours), extended(contracted, hours)
+    sku = commitment_sku_id(c.commitment)
+    row = _common(s, hour=c.hour, node="", currency=c.currency, effective=(carry or CostCarry()).book(c.cost))
     row |= {
         "ResourceId": None, "ResourceName": None, "ResourceType": None, "PricingCategory": "Committed",
         "ChargeDescription": f"Unused part of GPU commitment {c.commitment} ({c.gpu_model})",
@@ -246,20 +254,23 @@ def unused_commitment_row(c: CommitmentRecord, s: FocusSettings) -> Row:
         "AllocatedMethodDetails": None, "AllocatedResourceId": None, "AllocatedResourceName": None,
         "AllocatedTags": None, "x_CapacityState": "UnusedCommitment", "x_GpuModel": c.gpu_model,
         "x_AllocatedGpuSeconds": zero, "x_UsedGpuSeconds": zero, "x_IdleGpuSeconds": zero,
-        "x_UnmeasuredGpuSeconds": zero, "x_UnusedCommitmentGpuSeconds": money(c.seconds), "x_IdleCost": zero,
+        "x_UnmeasuredGpuSeconds": zero, "x_UnusedCommitmentGpuSeconds": nano(c.seconds), "x_IdleCost": zero,
     }
     return row
 
 
 def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], *, s: FocusSettings,
-              unused: Sequence[CommitmentRecord] = (), teams: Mapping[str, str] | None = None) -> list[Row]:
+              unused: Sequence[CommitmentRecord] = (), teams: Mapping[str, str] | None = None,
+              carry: CostCarry | None = None) -> list[Row]:
     """All rows of one hour, origin by origin: holders first, then the capacity no holder is charged for; then
-    the commitments' unused parts."""
+    the commitments' unused parts. ``carry``: the export's, so its Σ EffectiveCost is the books' (a fresh one:
+    this hour's)."""
+    carry = carry or CostCarry()
     records: list[UsageRecord | CapacityRecord] = [*usage, *capacity]
     records.sort(key=lambda r: (_origin(r), isinstance(r, CapacityRecord)))
     rows: list[Row] = []
     for _key, group in groupby(records, key=_origin):
-        rows += origin_rows(list(group), s, teams=teams)
-    rows += [unused_commitment_row(c, s) for c in unused]
+        rows += origin_rows(list(group), s, teams=teams, carry=carry)
+    rows += [unused_commitment_row(c, s, carry=carry) for c in unused]
     return rows
 

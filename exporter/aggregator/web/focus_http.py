@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from exporter.aggregator.focus.amounts import CostCarry
 from exporter.aggregator.focus.export import rows_of_hour
 from exporter.aggregator.focus.ledger_open import open_ledger
 from exporter.aggregator.focus.ledger_source import Window, inspect_ledger, window_hours
@@ -95,8 +96,10 @@ async def stream_focus(req: web.Request, *, ledger: str, now: float, cluster: st
         buf.truncate()
         return text
 
+    carry = CostCarry()  # one rounding carried through the window, as the CLI's export carries it
+
     def render(hour: int) -> str:
-        rows = rows_of_hour(query, layout, hour=hour, settings=settings)
+        rows = rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry)
         sink.write(rows if sees is None else [r for r in rows if sees(str(r.get("x_Namespace") or ""))])
         return take()
 

@@ -1,6 +1,6 @@
 """Shared by the FOCUS tests: a ledger written through the real ``Ledger``, the CSV read back, and the
 FOCUS 1.3 rules the validator cannot check offline (split allocation, provider columns, SKU price ids,
-cost = unit price x quantity) and the reconciliation with ``report``."""
+cost = unit price x quantity to the 9th digit) and the exact reconciliation with ``report``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -131,15 +131,37 @@ def dec(text: str) -> Decimal:
     return Decimal(text)
 
 
-def report_total(ledger: Path, since: float | None = None, until: float | None = None) -> float:
-    """``report``'s total cost over all its rows, incl. __unallocated__ (and unobserved capacity)."""
+NANO = Decimal("1e-9")
+
+
+def as_decimal(value: float | Decimal | int) -> Decimal:
+    """A number as the report hands it: a float by its shortest repr, a Decimal as it is."""
+    return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+
+
+def to_nano(value: Decimal) -> Decimal:
+    """Rounded half-even to 9 fractional digits, in a context wide enough that nothing is rounded before."""
+    with localcontext(prec=80):
+        return value.quantize(NANO, rounding=ROUND_HALF_EVEN)
+
+
+def times(price: Decimal, quantity: Decimal) -> Decimal:
+    """``price x quantity`` as a checker computes it: the exact product rounded half-even to 9 digits."""
+    with localcontext(prec=80):
+        return to_nano(price * quantity)
+
+
+def report_total(ledger: Path, since: float | None = None, until: float | None = None) -> Decimal:
+    """``report``'s total cost over all its rows, incl. __unallocated__ (and unobserved capacity), as the exact
+    sum of its rows' decimals, rounded to the 9 digits the report writes (a no-op on an exact ledger's)."""
     conn = sqlite3.connect(ledger)
 
     def query(sql: str, p: Iterable[Any]) -> list[tuple[Any, ...]]:
         return decoded_rows(conn.execute(sql, tuple(p)))  # amounts as decimals
 
     rows = build_report(query, "namespace", since=since, until=until)
-    total = sum(r["cost"] for r in rows)
+    with localcontext(prec=80):
+        total = sum((as_decimal(r["cost"]) for r in rows), Decimal(0))
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "unobserved" in tables and not any(r["namespace"] == "__unobserved__" for r in rows):
         # report does not list unobserved capacity yet: add it as report would
@@ -152,17 +174,18 @@ def report_total(ledger: Path, since: float | None = None, until: float | None =
             where.append("hour < ?")
             params.append(until)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        total += query(f"SELECT COALESCE(SUM(cost), 0) FROM unobserved {clause}", params)[0][0]
+        with localcontext(prec=80):
+            total += as_decimal(query(f"SELECT COALESCE(SUM(cost), 0) FROM unobserved {clause}", params)[0][0])
     conn.close()
-    return float(total)
+    return to_nano(total)
 
 
 def assert_reconciles(rows: list[dict[str, str]], ledger: Path, since: float | None = None,
                       until: float | None = None) -> None:
-    """Σ EffectiveCost = report's total to 1e-9, and Σ ratios of every origin charge = 1 exactly."""
+    """Σ EffectiveCost = report's total exactly, and Σ ratios of every origin charge = 1 exactly."""
     exported = sum((dec(r["EffectiveCost"]) for r in rows), Decimal(0))
     expected = report_total(ledger, since, until)
-    assert abs(float(exported) - expected) <= 1e-9, (exported, expected)
+    assert exported == expected, (exported, expected)
     ratios: dict[tuple[str, str, str, str, str], Decimal] = defaultdict(Decimal)
     for r in rows:
         if r["CommitmentDiscountStatus"] == "Unused":  # a charge of its own, not split from a node
@@ -207,11 +230,8 @@ def assert_focus13_rules(rows: list[dict[str, str]]) -> None:
         assert r["SkuPriceId"].startswith(r["SkuId"] + "-")
         for col in ("ConsumedQuantity", "PricingQuantity", "PricingCategory", "ListUnitPrice", "ContractedUnitPrice"):
             assert r[col] != "", col
-        # cost = unit price x pricing quantity, unconditionally in 1.3 (validator tolerance: 1e-9 relative)
-        qty = dec(r["PricingQuantity"])
-        for cost_col, price_col in (("ListCost", "ListUnitPrice"), ("ContractedCost", "ContractedUnitPrice")):
-            cost = dec(r[cost_col])
-            assert abs(dec(r[price_col]) * qty - cost) <= Decimal("1e-9") * max(abs(cost), Decimal(1)), (r, cost_col)
+        # cost = unit price x pricing quantity, unconditionally in 1.3: exactly, to the 9th digit
+        assert_products(r)
 
 
 def _assert_unused_commitment(r: dict[str, str]) -> None:
@@ -226,20 +246,27 @@ def _assert_unused_commitment(r: dict[str, str]) -> None:
         assert r[col] == "", col
     assert r["SkuPriceId"].startswith(r["SkuId"] + "-") and r["PricingCategory"] == "Committed"
     assert dec(r["CommitmentDiscountQuantity"]) == dec(r["PricingQuantity"])
-    assert abs(dec(r["PricingQuantity"]) * 3600 - dec(r["x_UnusedCommitmentGpuSeconds"])) <= Decimal("1e-8")
+    # the quantity is the seconds / 3600 rounded half-even to 9 digits
+    assert dec(r["PricingQuantity"]) == to_nano(dec(r["x_UnusedCommitmentGpuSeconds"]) / 3600)
+    assert_products(r)
+
+
+def assert_products(r: dict[str, str]) -> None:
+    """ListCost = ListUnitPrice x PricingQuantity and ContractedCost = ContractedUnitPrice x PricingQuantity,
+    recomputed exactly and rounded half-even to 9 digits, equal to the digit."""
     qty = dec(r["PricingQuantity"])
     for cost_col, price_col in (("ListCost", "ListUnitPrice"), ("ContractedCost", "ContractedUnitPrice")):
-        cost = dec(r[cost_col])
-        assert abs(dec(r[price_col]) * qty - cost) <= Decimal("1e-9") * max(abs(cost), Decimal(1)), (r, cost_col)
+        assert dec(r[cost_col]) == times(dec(r[price_col]), qty), (r, cost_col)
 
 
 DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-DECIMAL = re.compile(r"^-?\d+\.\d+$")
+DECIMAL = re.compile(r"^-?\d+\.\d{1,9}$")  # at most 9 fractional digits, never an exponent
 
 
 def assert_formats(rows: list[dict[str, str]], version: str = "1.3") -> None:
     """Strict FOCUS formats (the validator reads typed CSV columns leniently): UTC ``...Z`` date-times, decimals
-    with a point and no exponent, JSON objects in the key-value columns, and no empty strings but nulls."""
+    with a point, at most 9 fractional digits and no exponent (the allocation's ratio and quantity too), JSON
+    objects in the key-value columns, and no empty strings but nulls."""
     from exporter.aggregator.focus.columns import ColumnType, columns_for
 
     for column in columns_for(version):
@@ -253,3 +280,8 @@ def assert_formats(rows: list[dict[str, str]], version: str = "1.3") -> None:
                 assert DECIMAL.match(value), (column.name, value)
             elif column.type is ColumnType.JSON:
                 assert isinstance(json.loads(value), dict), (column.name, value)
+    for r in rows:
+        if r.get("AllocatedMethodDetails"):
+            element = json.loads(r["AllocatedMethodDetails"], parse_float=str)["Elements"][0]
+            assert DECIMAL.match(element["UsageQuantity"]), element
+            assert dec(element["UsageQuantity"]) == dec(r["PricingQuantity"]), element

@@ -83,7 +83,7 @@ def test_export_adds_up_to_the_report_incl_the_unused_commitment(committed_ledge
     rows = export_rows(committed_ledger, tmp_path)
     total = sum((dec(r["EffectiveCost"]) for r in rows), dec("0.0"))
     assert total == dec("33.6")  # 4.20 + 12.60 + 16.80 = 16 x 2.10
-    assert report_total(committed_ledger) == pytest.approx(4.2 + 12.6 + 16.8, abs=1e-12)
+    assert report_total(committed_ledger) == dec("33.6")
     assert_reconciles(rows, committed_ledger)
 
 
