@@ -61,8 +61,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         times.append(time.perf_counter() - t0)
         if clock is not None:
             phases.append(clock.take(times[-1]))
+    agents_up = sum(1 for a in agg.gauges.agents.values() if a.up)  # a tick that pulled nothing is not a figure
     await agg.close()
-    return {"nodes": args.nodes, "times": times, "phases": phases, "rss_after_start_mb": round(rss_started, 1),
+    return {"nodes": args.nodes, "agents_up": agents_up, "times": times, "phases": phases,
+            "rss_after_start_mb": round(rss_started, 1),
             "rss_mb": round(proc_mb("VmRSS"), 1), "peak_rss_mb": round(proc_mb("VmHWM"), 1)}
 
 
