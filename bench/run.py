@@ -685,11 +685,18 @@ def main() -> int:
     parser.add_argument("--only", choices=["agent", "ledger", "shards", "scale", "size"], default=None,
                         help="run one benchmark only (scale: 2,500 and 10,000 nodes per backend, 4 shards; ~10 min)")
     parser.add_argument("--focus-only", action="store_true", help="only the FOCUS export memory figure")
+    parser.add_argument("--targets", action="store_true",
+                        help="every target of issue 28 beside its baseline, with the per-node phase costs")
     args = parser.parse_args()
     from exporter.logs import configure_logging
 
     configure_logging("error", "json")
     quick = args.quick
+    if args.targets:
+        from bench.targets_run import FULL, QUICK, run_targets
+
+        print(json.dumps(run_targets(REPO, sizes=QUICK if quick else FULL), indent=2))
+        return 0
     if args.only == "agent":
         rss = bench_agent_rss(300 if quick else 1000)
         print(json.dumps({"agent_rss_mb": round(rss["rss_at_end"], 1),
