@@ -50,13 +50,15 @@ class Setup:
 def interleaved(setup: Setup, *, nodes: int, sizes: AggSizes) -> dict[str, Any]:
     """Old and new at ``nodes`` in ABBA order, each run with a fresh ledger; the best steady tick of each."""
     runs: dict[str, list[float]] = {"old": [], "new": []}
+    code: dict[str, str] = {}
     order = abba("old", "new", rounds=sizes.rounds)
     for side in order:
         run = run_driver(setup.trees[side], agents=setup.agents, nodes=nodes, ticks=sizes.ticks,
                          ledger=setup.fresh(), cwd=setup.cwd)
         runs[side].append(round(run.tick_s, 4))
-    return {"nodes": nodes, "order": order, "old_tick_s": runs["old"], "new_tick_s": runs["new"],
-            "best_old_s": best(runs["old"]), "best_new_s": best(runs["new"])}
+        code[side] = run.exporter
+    return {"nodes": nodes, "order": order, "exporter_timed": code, "old_tick_s": runs["old"],
+            "new_tick_s": runs["new"], "best_old_s": best(runs["old"]), "best_new_s": best(runs["new"])}
 
 
 def _large_entry(run: DriverRun) -> dict[str, Any]:

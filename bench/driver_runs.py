@@ -16,6 +16,7 @@ class DriverRun:
     """One aggregator process's ticks: their seconds, phases (when timed) and memory."""
 
     tree: str
+    exporter: str  # the ``exporter/__init__.py`` the process imported: which code was timed
     nodes: int
     agents_up: int
     times: list[float]
@@ -68,9 +69,9 @@ def run_driver(tree: Tree, *, agents: str, nodes: int, ticks: int, ledger: Ledge
     if proc.returncode != 0:
         raise RuntimeError(f"{tree.label}: tick driver failed: {proc.stderr.strip()[-2000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    run = DriverRun(tree=tree.label, nodes=nodes, agents_up=out["agents_up"], times=out["times"],
-                    phases=out["phases"], rss_after_start_mb=out["rss_after_start_mb"], rss_mb=out["rss_mb"],
-                    peak_rss_mb=out["peak_rss_mb"])
+    run = DriverRun(tree=tree.label, exporter=out["exporter"], nodes=nodes, agents_up=out["agents_up"],
+                    times=out["times"], phases=out["phases"], rss_after_start_mb=out["rss_after_start_mb"],
+                    rss_mb=out["rss_mb"], peak_rss_mb=out["peak_rss_mb"])
     if shard.count == 1 and run.agents_up != nodes:  # a tick that pulled nothing would be fast and meaningless
         raise RuntimeError(f"{tree.label}: {run.agents_up} of {nodes} agents up after the last tick")
     return run

@@ -20,8 +20,9 @@ PHASES = ("pull", "decode", "book", "commit")
 
 @dataclass(slots=True)
 class PhaseClock:
-    """Seconds spent in each phase since the last ``take``."""
+    """Seconds spent in each phase since the last ``take`` (``now``: the clock the wrappers read)."""
 
+    now: Callable[[], float] = time.perf_counter
     spent: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("pull_wall", "decode", "book", "commit"),
                                                                           0.0))
 
@@ -42,11 +43,11 @@ def timed_sync(fn: Callable[..., Any], clock: PhaseClock, phase: str) -> Callabl
     """``fn`` whose every call adds its duration to ``phase``."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
+        t0 = clock.now()
         try:
             return fn(*args, **kwargs)
         finally:
-            clock.add(phase, time.perf_counter() - t0)
+            clock.add(phase, clock.now() - t0)
     return wrapper
 
 
@@ -54,11 +55,11 @@ def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock, phase: str
     """Coroutine function ``fn`` whose every await adds its wall time to ``phase``."""
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
+        t0 = clock.now()
         try:
             return await fn(*args, **kwargs)
         finally:
-            clock.add(phase, time.perf_counter() - t0)
+            clock.add(phase, clock.now() - t0)
     return wrapper
 
 

@@ -41,6 +41,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    import exporter
     from exporter.aggregator.service import Aggregator
     from exporter.runtime import freeze_long_lived
 
@@ -63,9 +64,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             phases.append(clock.take(times[-1]))
     agents_up = sum(1 for a in agg.gauges.agents.values() if a.up)  # a tick that pulled nothing is not a figure
     await agg.close()
-    return {"nodes": args.nodes, "agents_up": agents_up, "times": times, "phases": phases,
-            "rss_after_start_mb": round(rss_started, 1),
-            "rss_mb": round(proc_mb("VmRSS"), 1), "peak_rss_mb": round(proc_mb("VmHWM"), 1)}
+    return {"exporter": exporter.__file__, "nodes": args.nodes, "agents_up": agents_up, "times": times,
+            "phases": phases, "rss_after_start_mb": round(rss_started, 1), "rss_mb": round(proc_mb("VmRSS"), 1),
+            "peak_rss_mb": round(proc_mb("VmHWM"), 1)}
 
 
 def main() -> int:
