@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,8 @@ def timed_sync(fn: Callable[..., Any], clock: PhaseClock, phase: str) -> Callabl
     return wrapper
 
 
-def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock, phase: str) -> Callable[..., Awaitable[Any]]:
+def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock,
+                phase: str) -> Callable[..., Coroutine[Any, Any, Any]]:
     """Coroutine function ``fn`` whose every await adds its wall time to ``phase``."""
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
