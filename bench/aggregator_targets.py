@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.agents_peer import agents_peer
 from bench.driver_runs import DriverRun, Ledger, Shard, run_driver
-from bench.fleet_math import per_node
+from bench.fleet_math import PhaseCosts, per_node, pull_at_cpu_cost
 from bench.interleave import abba, best
 from bench.old_tree import Tree, build_old, this_checkout
 from bench.targets import Rule, Target
@@ -66,7 +66,12 @@ def _large_entry(run: DriverRun) -> dict[str, Any]:
     return {"nodes": run.nodes, "ticks_s": [round(t, 4) for t in run.times], "tick_s": round(run.tick_s, 4),
             "rss_after_start_mb": run.rss_after_start_mb, "rss_mb": run.rss_mb, "peak_rss_mb": run.peak_rss_mb,
             "phases_s": {k: round(v, 4) for k, v in phases.items()},
-            "per_node_us": {k: round(v, 1) for k, v in asdict(per_node(phases, nodes=run.nodes)).items()}}
+            "per_node_us": _rounded(per_node(phases, nodes=run.nodes)),
+            "per_node_cpu_us": _rounded(per_node(pull_at_cpu_cost(phases), nodes=run.nodes))}
+
+
+def _rounded(costs: PhaseCosts) -> dict[str, float]:
+    return {k: round(v, 1) for k, v in asdict(costs).items()}
 
 
 def backend_targets(backend: str, setup: Setup, sizes: AggSizes) -> tuple[list[Target], dict[str, Any]]:

@@ -51,6 +51,14 @@ def plan(costs: PhaseCosts, *, nodes: int, interval_s: float) -> FleetPlan:
                      shard_tick_s=math.ceil(nodes / processes) * costs.total_us / 1e6)
 
 
+def pull_at_cpu_cost(phase_s: dict[str, float]) -> dict[str, float]:
+    """The phases with the pull at this process's CPU time instead of its wall time (the tick shortened by the
+    difference): what the aggregator itself spends when its agents run elsewhere, not on the cores it measures
+    on."""
+    waited = phase_s["pull"] - phase_s["pull_cpu"]
+    return phase_s | {"pull": phase_s["pull_cpu"], "tick": phase_s["tick"] - waited}
+
+
 def per_node(phase_s: dict[str, float], *, nodes: int) -> PhaseCosts:
     """Phase seconds of one tick over ``nodes`` nodes -> us per node (``tick`` is the whole tick)."""
     timed = phase_s["pull"] + phase_s["decode"] + phase_s["book"] + phase_s["commit"]

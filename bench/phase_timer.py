@@ -20,20 +20,24 @@ PHASES = ("pull", "decode", "book", "commit")
 
 @dataclass(slots=True)
 class PhaseClock:
-    """Seconds spent in each phase since the last ``take`` (``now``: the clock the wrappers read)."""
+    """Seconds spent in each phase since the last ``take`` (``now``: the wall clock the wrappers read, ``cpu``: this
+    process's CPU clock, read around the pull: its wall time also waits for the agents)."""
 
     now: Callable[[], float] = time.perf_counter
-    spent: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("pull_wall", "decode", "book", "commit"),
-                                                                          0.0))
+    cpu: Callable[[], float] = time.process_time
+    spent: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+        ("pull_wall", "pull_cpu", "decode", "book", "commit"), 0.0))
 
     def add(self, phase: str, seconds: float) -> None:
         """Count ``seconds`` in ``phase``."""
         self.spent[phase] += seconds
 
     def take(self, tick_s: float) -> dict[str, float]:
-        """This tick's phases (``pull`` without the decode inside it, ``tick`` the whole), then start afresh."""
+        """This tick's phases (``pull`` and its CPU time ``pull_cpu`` without the decode inside it, ``tick`` the
+        whole), then start afresh."""
         s = self.spent
-        out = {"pull": max(0.0, s["pull_wall"] - s["decode"]), "decode": s["decode"], "book": s["book"],
+        out = {"pull": max(0.0, s["pull_wall"] - s["decode"]), "pull_cpu": max(0.0, s["pull_cpu"] - s["decode"]),
+               "decode": s["decode"], "book": s["book"],
                "commit": s["commit"], "tick": tick_s}
         self.spent = dict.fromkeys(s, 0.0)
         return out
@@ -51,16 +55,19 @@ def timed_sync(fn: Callable[..., Any], clock: PhaseClock, phase: str) -> Callabl
     return wrapper
 
 
-def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock,
-                phase: str) -> Callable[..., Coroutine[Any, Any, Any]]:
-    """Coroutine function ``fn`` whose every await adds its wall time to ``phase``."""
+def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock, phase: str, *,
+                cpu_phase: str | None = None) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """Coroutine function ``fn`` whose every await adds its wall time to ``phase`` (and this process's CPU time
+    meanwhile to ``cpu_phase``, if given)."""
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t0 = clock.now()
+        t0, c0 = clock.now(), clock.cpu()
         try:
             return await fn(*args, **kwargs)
         finally:
             clock.add(phase, clock.now() - t0)
+            if cpu_phase is not None:
+                clock.add(cpu_phase, clock.cpu() - c0)
     return wrapper
 
 
@@ -77,7 +84,7 @@ def install() -> PhaseClock:
     from exporter.clients import agents
 
     clock = PhaseClock()
-    _wrap(agents.AgentPuller, "pull_all", lambda fn: timed_async(fn, clock, "pull_wall"))
+    _wrap(agents.AgentPuller, "pull_all", lambda fn: timed_async(fn, clock, "pull_wall", cpu_phase="pull_cpu"))
     _wrap(agents, "parse_snapshot", lambda fn: timed_sync(fn, clock, "decode"))
     _wrap(Books, "prepare", lambda fn: timed_sync(fn, clock, "book"))
     _wrap(service, "book_teams", lambda fn: timed_sync(fn, clock, "book"))

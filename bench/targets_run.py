@@ -75,14 +75,21 @@ def agent_targets(sizes: Sizes) -> tuple[list[Target], dict[str, Any]]:
                                                "rss_ticks": sizes.agent_rss_ticks}
 
 
-def fleet(aggregator: dict[str, Any]) -> dict[str, Any]:
-    """The 65,000-node arithmetic from the large run's per-node costs (PostgreSQL: the ledger shards share)."""
-    backend = "postgres" if isinstance(aggregator.get("postgres"), dict) else "sqlite"
-    costs = PhaseCosts(**aggregator[backend]["large"]["per_node_us"])
+def _plan(per_node_us: dict[str, float]) -> dict[str, Any]:
+    costs = PhaseCosts(**per_node_us)
     p = plan(costs, nodes=FLEET_NODES, interval_s=FLEET_INTERVAL_S)
-    return {"from": f"{backend}, {aggregator[backend]['large']['nodes']} nodes in one process",
-            "per_node_us": asdict(costs) | {"total_us": round(costs.total_us, 1)},
+    return {"per_node_us": asdict(costs) | {"total_us": round(costs.total_us, 1)},
             "plan": {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(p).items()}}
+
+
+def fleet(aggregator: dict[str, Any]) -> dict[str, Any]:
+    """The 65,000-node arithmetic from the large run's per-node costs (PostgreSQL: the ledger shards share), as
+    measured (the pull's wall time, which here includes the simulated agents on the same cores) and with the
+    pull at the aggregator's own CPU time."""
+    backend = "postgres" if isinstance(aggregator.get("postgres"), dict) else "sqlite"
+    large = aggregator[backend]["large"]
+    return {"from": f"{backend}, {large['nodes']} nodes in one process", "as_measured": _plan(large["per_node_us"]),
+            "pull_at_cpu_cost": _plan(large["per_node_cpu_us"])}
 
 
 def run_targets(repo: Path, *, sizes: Sizes) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.fleet_math import PhaseCosts, per_node, plan
+from bench.fleet_math import PhaseCosts, per_node, plan, pull_at_cpu_cost
 
 COSTS = PhaseCosts(pull_us=200.0, decode_us=50.0, book_us=250.0, commit_us=300.0, rest_us=100.0)
 
@@ -48,4 +48,16 @@ def test_phase_seconds_become_microseconds_per_node() -> None:
     book 0.625 -> 250, commit 0.75 -> 300; the rest is 2.5 - (0.5 + 0.125 + 0.625 + 0.75) = 0.5 s -> 200 us."""
     c = per_node({"pull": 0.5, "decode": 0.125, "book": 0.625, "commit": 0.75, "tick": 2.5}, nodes=2500)
     assert (c.pull_us, c.decode_us, c.book_us, c.commit_us) == pytest.approx((200.0, 50.0, 250.0, 300.0))
+    assert c.rest_us == pytest.approx(200.0)
+
+
+def test_the_pull_at_its_cpu_cost_shortens_the_tick_by_the_wait() -> None:
+    """Pull 0.5 s of wall time, 0.2 s of CPU: 0.3 s waited, so the tick 2.5 - 0.3 = 2.2 s; the rest (2.2 - 0.2 -
+    0.125 - 0.625 - 0.75 = 0.5 s) is unchanged: 200 us a node at 2,500 nodes; the pull 0.2 s -> 80 us."""
+    phases = {"pull": 0.5, "pull_cpu": 0.2, "decode": 0.125, "book": 0.625, "commit": 0.75, "tick": 2.5}
+    cpu = pull_at_cpu_cost(phases)
+    assert cpu["pull"] == 0.2
+    assert cpu["tick"] == pytest.approx(2.2)
+    c = per_node(cpu, nodes=2500)
+    assert c.pull_us == pytest.approx(80.0)
     assert c.rest_us == pytest.approx(200.0)

@@ -58,13 +58,29 @@ def test_an_awaited_call_counts_its_wall_time() -> None:
     assert clock.spent["pull_wall"] == 1.5
 
 
+def test_an_awaited_call_can_count_its_cpu_time_too() -> None:
+    """1.5 s of wall time of which 0.5 s this process's CPU (the rest waited for the agents)."""
+    now, cpu = Ticks(), Ticks()
+    clock = PhaseClock(now=now, cpu=cpu)
+
+    async def pull_all() -> None:
+        now.t += 1.5
+        cpu.t += 0.5
+
+    asyncio.run(timed_async(pull_all, clock, "pull_wall", cpu_phase="pull_cpu")())
+    assert (clock.spent["pull_wall"], clock.spent["pull_cpu"]) == (1.5, 0.5)
+
+
 def test_take_leaves_the_decode_out_of_the_pull_and_starts_afresh() -> None:
-    """Pull's wall 1.0 s of which decode 0.25 s: pull 0.75 s; book 0.5, commit 0.75; the tick 3.0 s."""
+    """Pull's wall 1.0 s (CPU 0.5 s) of which decode 0.25 s: pull 0.75 s, its CPU 0.25 s; book 0.5, commit 0.75;
+    the tick 3.0 s."""
     clock = PhaseClock()
-    for phase, s in (("pull_wall", 1.0), ("decode", 0.25), ("book", 0.5), ("commit", 0.75)):
+    for phase, s in (("pull_wall", 1.0), ("pull_cpu", 0.5), ("decode", 0.25), ("book", 0.5), ("commit", 0.75)):
         clock.add(phase, s)
-    assert clock.take(3.0) == {"pull": 0.75, "decode": 0.25, "book": 0.5, "commit": 0.75, "tick": 3.0}
-    assert clock.take(1.0) == {"pull": 0.0, "decode": 0.0, "book": 0.0, "commit": 0.0, "tick": 1.0}
+    assert clock.take(3.0) == {"pull": 0.75, "pull_cpu": 0.25, "decode": 0.25, "book": 0.5, "commit": 0.75,
+                               "tick": 3.0}
+    assert clock.take(1.0) == {"pull": 0.0, "pull_cpu": 0.0, "decode": 0.0, "book": 0.0, "commit": 0.0,
+                               "tick": 1.0}
 
 
 def _run(phases: list[dict[str, float]], times: list[float]) -> DriverRun:
