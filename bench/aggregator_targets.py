@@ -74,7 +74,7 @@ def _rounded(costs: PhaseCosts) -> dict[str, float]:
     return {k: round(v, 1) for k, v in asdict(costs).items()}
 
 
-def backend_targets(backend: str, setup: Setup, sizes: AggSizes) -> tuple[list[Target], dict[str, Any]]:
+def backend_targets(backend: str, setup: Setup, *, sizes: AggSizes) -> tuple[list[Target], dict[str, Any]]:
     """The three targets of one backend and the figures they come from."""
     compared = interleaved(setup, nodes=sizes.small, sizes=sizes)
     large = run_driver(setup.trees["new"], agents=setup.agents, nodes=sizes.large, ticks=sizes.ticks,
@@ -134,14 +134,14 @@ def aggregator_targets(repo: Path, sizes: AggSizes) -> tuple[list[Target], dict[
         files = iter(range(10**6))
         sqlite = Setup(trees=trees, agents=agents, cwd=tmp,
                        fresh=lambda: Ledger(target=str(tmp / f"ledger-{next(files)}.db")))
-        found, raw["sqlite"] = backend_targets("sqlite", sqlite, sizes)
+        found, raw["sqlite"] = backend_targets("sqlite", sqlite, sizes=sizes)
         targets += found
         if server is None:
             raw["postgres"] = "skipped: no PostgreSQL server binaries"
             return targets, raw
         pg = Setup(trees=trees, agents=agents, cwd=tmp,
                    fresh=lambda: Ledger(target=server.database(), password_file=server.password_file))
-        found, raw["postgres"] = backend_targets("postgres", pg, sizes)
+        found, raw["postgres"] = backend_targets("postgres", pg, sizes=sizes)
         targets += found
         shard_target, raw["postgres_shards"] = sharded_target(pg, sizes,
                                                               unsharded_s=raw["postgres"]["large"]["tick_s"])

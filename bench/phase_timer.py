@@ -43,7 +43,7 @@ class PhaseClock:
         return out
 
 
-def timed_sync(fn: Callable[..., Any], clock: PhaseClock, phase: str) -> Callable[..., Any]:
+def timed_sync(fn: Callable[..., Any], clock: PhaseClock, *, phase: str) -> Callable[..., Any]:
     """``fn`` whose every call adds its duration to ``phase``."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -55,7 +55,7 @@ def timed_sync(fn: Callable[..., Any], clock: PhaseClock, phase: str) -> Callabl
     return wrapper
 
 
-def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock, phase: str, *,
+def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock, *, phase: str,
                 cpu_phase: str | None = None) -> Callable[..., Coroutine[Any, Any, Any]]:
     """Coroutine function ``fn`` whose every await adds its wall time to ``phase`` (and this process's CPU time
     meanwhile to ``cpu_phase``, if given)."""
@@ -71,7 +71,7 @@ def timed_async(fn: Callable[..., Awaitable[Any]], clock: PhaseClock, phase: str
     return wrapper
 
 
-def _wrap(owner: object, name: str, wrapper: Callable[[Any], Any]) -> None:
+def _wrap(owner: object, name: str, *, wrapper: Callable[[Any], Any]) -> None:
     """Replace ``owner.name`` (a class's method or a module's function) by ``wrapper(original)``."""
     setattr(owner, name, wrapper(getattr(owner, name)))
 
@@ -84,9 +84,10 @@ def install() -> PhaseClock:
     from exporter.clients import agents
 
     clock = PhaseClock()
-    _wrap(agents.AgentPuller, "pull_all", lambda fn: timed_async(fn, clock, "pull_wall", cpu_phase="pull_cpu"))
-    _wrap(agents, "parse_snapshot", lambda fn: timed_sync(fn, clock, "decode"))
-    _wrap(Books, "prepare", lambda fn: timed_sync(fn, clock, "book"))
-    _wrap(service, "book_teams", lambda fn: timed_sync(fn, clock, "book"))
-    _wrap(Ledger, "commit_sync", lambda fn: timed_sync(fn, clock, "commit"))
+    _wrap(agents.AgentPuller, "pull_all",
+          wrapper=lambda fn: timed_async(fn, clock, phase="pull_wall", cpu_phase="pull_cpu"))
+    _wrap(agents, "parse_snapshot", wrapper=lambda fn: timed_sync(fn, clock, phase="decode"))
+    _wrap(Books, "prepare", wrapper=lambda fn: timed_sync(fn, clock, phase="book"))
+    _wrap(service, "book_teams", wrapper=lambda fn: timed_sync(fn, clock, phase="book"))
+    _wrap(Ledger, "commit_sync", wrapper=lambda fn: timed_sync(fn, clock, phase="commit"))
     return clock

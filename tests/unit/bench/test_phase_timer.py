@@ -29,7 +29,7 @@ def test_a_wrapped_call_counts_its_duration_in_its_phase() -> None:
         now.t += 0.25
         return x * 2
 
-    assert timed_sync(book, clock, "book")(21) == 42
+    assert timed_sync(book, clock, phase="book")(21) == 42
     assert clock.spent["book"] == 0.25
 
 
@@ -42,7 +42,7 @@ def test_a_call_that_raises_still_counts() -> None:
         raise RuntimeError("refused")
 
     with pytest.raises(RuntimeError):
-        timed_sync(commit, clock, "commit")()
+        timed_sync(commit, clock, phase="commit")()
     assert clock.spent["commit"] == 0.5
 
 
@@ -54,7 +54,7 @@ def test_an_awaited_call_counts_its_wall_time() -> None:
         now.t += 1.5
         return "pulled"
 
-    assert asyncio.run(timed_async(pull_all, clock, "pull_wall")()) == "pulled"
+    assert asyncio.run(timed_async(pull_all, clock, phase="pull_wall")()) == "pulled"
     assert clock.spent["pull_wall"] == 1.5
 
 
@@ -67,7 +67,7 @@ def test_an_awaited_call_can_count_its_cpu_time_too() -> None:
         now.t += 1.5
         cpu.t += 0.5
 
-    asyncio.run(timed_async(pull_all, clock, "pull_wall", cpu_phase="pull_cpu")())
+    asyncio.run(timed_async(pull_all, clock, phase="pull_wall", cpu_phase="pull_cpu")())
     assert (clock.spent["pull_wall"], clock.spent["pull_cpu"]) == (1.5, 0.5)
 
 
