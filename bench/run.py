@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from bench.agents_peer import AGENTS_SERVER  # noqa: E402
 from exporter.agent.attribution import attribute  # noqa: E402
 from exporter.agent.dcgm_devices import DEFAULT_NAME_TABLE, build_devices  # noqa: E402
 from exporter.agent.meter import Meter  # noqa: E402
@@ -158,26 +159,6 @@ def bench_agent_rss(ticks: int) -> dict[str, float]:
 
 
 # -- aggregator tick over N simulated agents ----------------------------------------------------------
-AGENTS_SERVER = r"""
-import json, sys, time
-from aiohttp import web
-n, port = int(sys.argv[1]), int(sys.argv[2])
-seq = {}
-async def usage(req):
-    i = int(req.match_info["i"])
-    k = seq.get(i, 0) + 1
-    seq[i] = k
-    holders = [{"namespace": f"ns-{(i * 8 + g) % 500}", "pod": f"pod-{i}-{g}", "container": "main",
-                "device_id": f"GPU-{i:05d}-{g}", "gpu_uuid": f"GPU-{i:05d}-{g}", "gpu_model": "NVIDIA H100 80GB HBM3",
-                "fraction": 1.0, "active": True, "allocated_s": 15.0 * k, "used_s": 7.5 * k, "unmeasured_s": 0.0,
-                "energy_j": 5000.0 * k, "utilization": 0.5} for g in range(8)]
-    body = {"node": f"node-{i}", "epoch": "e1", "timestamp": time.time(), "seq": k, "holders": holders,
-            "unallocated": [{"gpu_model": "NVIDIA H100 80GB HBM3", "seconds": 0.0}]}
-    return web.Response(body=json.dumps(body).encode(), content_type="application/json")
-app = web.Application()
-app.router.add_get("/a/{i}/v1/usage", usage)
-web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
-"""
 
 
 def bench_aggregator(nodes: int, ticks: int) -> dict[str, float]:
@@ -710,11 +691,18 @@ def main() -> int:
     parser.add_argument("--only", choices=["agent", "ledger", "shards", "scale", "size"], default=None,
                         help="run one benchmark only (scale: 2,500 and 10,000 nodes per backend, 4 shards; ~10 min)")
     parser.add_argument("--focus-only", action="store_true", help="only the FOCUS export memory figure")
+    parser.add_argument("--targets", action="store_true",
+                        help="every target of issue 28 beside its baseline, with the per-node phase costs")
     args = parser.parse_args()
     from exporter.logs import configure_logging
 
     configure_logging("error", "json")
     quick = args.quick
+    if args.targets:
+        from bench.targets_run import FULL, QUICK, run_targets
+
+        print(json.dumps(run_targets(REPO, sizes=QUICK if quick else FULL), indent=2))
+        return 0
     if args.only == "agent":
         rss = bench_agent_rss(300 if quick else 1000)
         print(json.dumps({"agent_rss_mb": round(rss["rss_at_end"], 1),

@@ -1,0 +1,1 @@
+"""Benchmarks: ``run.py`` prints figures beside baselines from the same run; the rest are its parts."""
