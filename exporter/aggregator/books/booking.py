@@ -338,13 +338,12 @@ class _NodeBooking:
         for unobserved, counters, prefix in ((False, snap.unallocated, UNALLOCATED_PREFIX),
                                              (True, snap.unobserved, UNOBSERVED_PREFIX)):
             for u in counters:
-                d = deltas.get(prefix + u.gpu_model)
-                if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
+                if (d := deltas.get(ck := prefix + u.gpu_model)) is None or (d.allocated_s <= 0 and d.energy_j <= 0):
                     continue
                 model = u.gpu_model if u.gpu_model != UNKNOWN else (node_model or UNKNOWN)
                 book_capacity(w, unobserved=unobserved, key=CapacityTotalKey(node, pool, model, currency),
                               hourly=priced_capacity(rates, node_facts(kube, node, model=model), seconds=d.allocated_s,
-                                                     energy_j=d.energy_j, parts=parts,
-                                                     unmeasured_energy_s=dark.get(prefix + u.gpu_model, 0.0)))
+                                                     energy_j=d.energy_j, parts=parts, unmeasured_energy_s=dark.get(
+                                                         ck, 0.0), span=(before.get(ck), after.get(ck))))
         if gap is not None and gap.allocated_s > 0:
             add(w.unmeasured_energy, NodeKey(node), amount=UnmeasuredEnergy(seconds=book(arrived(gap.allocated_s))))

@@ -85,22 +85,40 @@ def shares_of(parts: Sequence[Slice]) -> list[Decimal]:
     return [exact(p.share) for p in parts]
 
 
+Span = tuple[CounterMark | None, CounterMark | None]  # a counter's marks before and after a delta
+
+
 def priced_capacity(rates: TickRates, facts: NodeFacts, *, seconds: float, parts: list[Slice],
-                    energy_j: float = 0.0, unmeasured_energy_s: float = 0.0) -> list[tuple[int, CapacityAmounts]]:
+                    energy_j: float = 0.0, unmeasured_energy_s: float = 0.0,
+                    span: Span | None = None) -> list[tuple[int, CapacityAmounts]]:
     """Capacity GPU-seconds (and the energy DCGM measured on them) spread over their hours, each hour priced
     at the rate in force at its start: energy costs only where that rate prices it (owned hardware), and
-    emits CO2e where that document has an ``emissions:`` section."""
+    emits CO2e where that document has an ``emissions:`` section.
+
+    ``span``: the agent's capacity counter before and after (as in ``usage_amounts``): seconds, energy and money
+    are booked as positions along it, so many ticks telescope to their total; None (time nobody observed, which
+    has no counter): ``seconds`` booked as they are."""
     shares = shares_of(parts)
-    secs, joules = booked_parts(seconds, shares), booked_parts(energy_j, shares, places=ENERGY_PLACES)
+    delta = CounterMark(allocated_s=seconds, energy_j=energy_j)
+    before = (span[0] if span else None) or CounterMark()
+    after = (span[1] if span else None) or (before + delta if span and span[0] is not None else delta)
+    at = book(arrived(before.allocated_s))
+    secs_t = max(ZERO, book(arrived(after.allocated_s)) - at)
+    joules_t = max(ZERO, book(arrived(after.energy_j), places=ENERGY_PLACES)
+                   - book(arrived(before.energy_j), places=ENERGY_PLACES))
+    secs = [secs_t] if len(shares) == 1 else split(secs_t, shares)
+    joules = [joules_t] if len(shares) == 1 else split(joules_t, shares, places=ENERGY_PLACES)
     darks = booked_parts(unmeasured_energy_s, shares)
     out = []
     for part, s, j, dark in zip(parts, secs, joules, darks, strict=True):
         rate = rates.rate(facts, mig_profile=None, at=part.start)
-        cost = book(EXACT.add(div(mul(s, exact(rate.effective_per_gpu_hour)), Decimal(3600)),
-                              energy_money(rate.energy, j)))
-        co2e_g, co2e_s = carbon_of(rate, joules=j, seconds=s, unmeasured_s=dark)
-        out.append((part.hour, CapacityAmounts(seconds=s, cost=cost, list_cost=money(s, rate.list_per_gpu_hour),
-                                               energy_j=j, co2e_g=co2e_g, co2e_s=co2e_s, unmeasured_energy_s=dark)))
+        per_s = div(exact(rate.effective_per_gpu_hour), Decimal(3600))
+        cost = _between(at, s, per_s=per_s) + book(energy_money(rate.energy, j))
+        list_cost = _between(at, s, per_s=div(exact(rate.list_per_gpu_hour), Decimal(3600)))
+        co2e_g, co2e_s = carbon_of(rate, joules=j, seconds=s, unmeasured_s=min(dark, s))
+        out.append((part.hour, CapacityAmounts(seconds=s, cost=cost, list_cost=list_cost, energy_j=j,
+                                               co2e_g=co2e_g, co2e_s=co2e_s, unmeasured_energy_s=min(dark, s))))
+        at += s
     return out
 
 
@@ -113,8 +131,8 @@ def unmeasured_by_row(deltas: Mapping[str, CounterMark], *, gap_key: str) -> dic
 
 def carbon_of(rate: GpuRate, *, joules: Decimal, seconds: Decimal, unmeasured_s: Decimal) -> tuple[Decimal, Decimal]:
     """(grams CO2e, GPU-seconds whose CO2e is known), grams rounded once to 9 digits: both 0 without an
-    ``emissions:`` section, so an unknown amount is never mistaken for none."""
-    if rate.carbon is None:
+    ``emissions:`` section or without measured joules, so an unknown amount is never mistaken for none."""
+    if rate.carbon is None or not joules:  # a GPU always draws power: no joules is energy not measured
         return ZERO, ZERO
     grams = div(mul(joules, exact(rate.carbon.pue), exact(rate.carbon.g_per_kwh)), exact(JOULES_PER_KWH))
     return book(grams), max(ZERO, seconds - unmeasured_s)
@@ -195,6 +213,7 @@ def usage_amounts(d: CounterMark, *, parts: Sequence[Slice], rates: Sequence[Gpu
 
 def _carbon(rate: GpuRate, *, joules: Decimal, alloc: Decimal, dark: Decimal) -> dict[str, Decimal]:
     """A usage row's CO2e fields: grams, the seconds they are known for, and the unmeasured-energy seconds."""
+    dark = min(dark, alloc)  # booked from a float delta: never past the row's seconds booked as positions
     co2e_g, co2e_s = carbon_of(rate, joules=joules, seconds=alloc, unmeasured_s=dark)
     return {"co2e_g": co2e_g, "co2e_s": co2e_s, "unmeasured_energy_s": dark}
 

@@ -195,7 +195,7 @@ _CAPACITY_ORDER = attrgetter("node", "pool", "gpu_model", "currency")
 _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
-_NO_CARBON = {"co2e_g": "0", "co2e_s": "0"}  # a ledger from before schema 13: CO2e unknown
+_NO_CARBON = {"co2e_g": "0.0", "co2e_s": "0.0"}  # a ledger from before schema 13: CO2e unknown
 
 
 R = TypeVar("R")

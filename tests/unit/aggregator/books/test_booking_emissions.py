@@ -10,10 +10,13 @@ from decimal import Decimal
 import pytest
 
 from exporter.aggregator.books.booking import Books, Prepared
+from exporter.aggregator.books.priced_rows import carbon_of
 from exporter.aggregator.ledger.schema import TABLES_V12
 from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger, LedgerState
 from exporter.model.books import CapacityKey, NamespaceKey
 from exporter.model.pricing.document import Pricing, parse_pricing
+from exporter.model.pricing.labels import CapacityType
+from exporter.model.pricing.resolve import CarbonFactor, GpuRate, PriceSource
 from exporter.model.usage import UnallocatedCounter, UsageSnapshot
 from tests.ledger_versions import back_to, usage_as_of
 from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
@@ -183,3 +186,16 @@ async def test_schema_12_ledger_migrates_to_13(ledger_target: LedgerTarget) -> N
         await again.close()
     assert state.totals[NamespaceKey("ns", "USD")].co2e_s == 0.0
     assert [float(g) for (g,) in after] == [pytest.approx(192)]
+
+
+def test_no_joules_is_no_known_co2e_whatever_nanoseconds_the_counters_differ_by() -> None:
+    """A row that drew no measured joules has unknown CO2e, even where its booked seconds (positions along the
+    allocated counter, 1199.900000095) exceed the unmeasured-energy seconds given to it (a float delta,
+    1199.899999911) by a few nanoseconds: (0 g, 0 s known), never a known 0 g over 1.84e-7 s. With joules: 0.4 kWh
+    x 1.2 x 400 g/kWh = 192 g, known for 3600 - 0 s."""
+    rate = GpuRate(list_per_gpu_hour=1.0, effective_per_gpu_hour=1.0, source=PriceSource.MODEL,
+                   capacity_type=CapacityType.ON_DEMAND, known=True, carbon=CarbonFactor(g_per_kwh=400, pue=1.2))
+    assert carbon_of(rate, joules=Decimal(0), seconds=Decimal("1199.900000095"),
+                     unmeasured_s=Decimal("1199.899999911")) == (Decimal(0), Decimal(0))
+    assert carbon_of(rate, joules=Decimal(1_440_000), seconds=Decimal(3600), unmeasured_s=Decimal(0)) == (
+        Decimal(192), Decimal(3600))

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from exporter.aggregator.books.booking import Books, Prepared
 from exporter.aggregator.books.priced_rows import holder_totals, usage_amounts
 from exporter.aggregator.books.rates import slices
-from exporter.model.books import CounterMark, UsageAmounts
+from exporter.aggregator.kube.state import KubeState
+from exporter.aggregator.ledger.store import LedgerState
+from exporter.model.books import CapacityAmounts, CounterMark, UsageAmounts
+from exporter.model.pricing.document import parse_pricing
 from exporter.model.pricing.labels import CapacityType
 from exporter.model.pricing.resolve import EnergyTariff, GpuRate, PriceSource
+from exporter.model.usage import GpuCapacity, UnallocatedCounter, UsageSnapshot
+
+T0 = 1_800_000_000.0  # an hour boundary
+H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _rate(per_hour: float, *, list_per_hour: float | None = None, energy: EnergyTariff | None = None) -> GpuRate:
@@ -78,3 +86,32 @@ def test_money_of_many_ticks_telescopes_to_the_price_of_their_total() -> None:
         costs.append(row.cost)
     assert costs == [Decimal("0.000277778"), Decimal("0.000277778"), Decimal("0.000277777")]
     assert sum(costs) == Decimal("0.000833333")
+
+
+def _free_gpu_ticks(*, tick: float, ticks: int, pricing_yaml: str) -> list[Prepared]:
+    """One node whose one GPU nobody holds, its agent's unallocated counter advancing ``tick`` s a tick."""
+    books, kube = Books(LedgerState()), KubeState()
+    kube.nodes["n"] = {}
+    pricing = parse_pricing(pricing_yaml, "p.yaml")
+    out = []
+    for seq in range(ticks + 1):
+        snap = UsageSnapshot(node="n", epoch="e1", timestamp=T0 + seq * tick, seq=seq + 1, started_at=T0, holders=[],
+                             unallocated=[UnallocatedCounter(gpu_model=H100, seconds=seq * tick)],
+                             capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100)])
+        p = books.prepare([snap], kube, pricing=pricing)
+        books.apply(p)
+        out.append(p)
+    return out
+
+
+def test_capacity_of_many_ticks_telescopes_to_the_price_of_its_total() -> None:
+    """A free H100 at 1.00/h for two hours in 15 s ticks (480 ticks): each tick is 15 / 3600 x 1.00 =
+    0.0041666666|67, which rounded per tick (0.004166667) would book 480 x 0.004166667 = 2.000000160. Booked as
+    positions along the counter: each hour's row is exactly 3600 s and 1.000000000, the two 7200 s and 2.00."""
+    prepared = _free_gpu_ticks(tick=15.0, ticks=480, pricing_yaml=f'default_price: 1\nmodels: {{"{H100}": 1.0}}\n')
+    rows: dict[int, CapacityAmounts] = {}
+    for p in prepared:
+        for key, amount in p.write.unallocated.items():
+            rows[key.hour] = rows[key.hour] + amount if key.hour in rows else amount
+    assert sorted(rows) == [int(T0), int(T0) + 3600]
+    assert [(r.seconds, r.cost, r.list_cost) for r in rows.values()] == [(Decimal(3600), Decimal(1), Decimal(1))] * 2

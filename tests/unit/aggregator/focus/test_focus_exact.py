@@ -4,6 +4,7 @@ with the arithmetic written out, and a property over random fleets booked either
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,17 +18,22 @@ from hypothesis import strategies as st
 
 from exporter.aggregator.focus.amounts import CostCarry, price_point
 from exporter.aggregator.focus.columns import ColumnType, columns_for
+from exporter.aggregator.focus.export import focus_hours, query_of
 from exporter.aggregator.focus.format import Scalar, decimal_text, money
 from exporter.aggregator.focus.ledger_source import (
     CapacityRecord,
     CommitmentRecord,
     UsageRecord,
+    Window,
     inspect_ledger,
     read_usage,
 )
 from exporter.aggregator.focus.rows import FocusSettings, Row, hour_rows
 from exporter.aggregator.ledger.report import Query
+from exporter.aggregator.ledger.schema import TABLES_V12
 from exporter.aggregator.ledger.sqlite import decoded_rows
+from exporter.aggregator.ledger.store import Ledger
+from tests.ledger_versions import back_to, usage_as_of
 from tests.unit.aggregator.focus.focus_helpers import CLUSTER, UsageRow, write_ledger
 
 HOUR = 1_793_714_400  # 2026-11-03T14:00:00Z
@@ -264,3 +270,28 @@ def test_the_reader_takes_decimals_as_they_are_and_refuses_integer_units(tmp_pat
     with pytest.raises(ValueError, match="integer units"):
         read_usage(converted(lambda v: int(v.scaleb(9))), layout, hour=HOUR)
     conn.close()
+
+
+def test_a_ledger_from_before_emissions_exports_with_co2e_unknown(tmp_path: Path) -> None:
+    """A schema-12 ledger (REAL amounts, no CO2e columns) still exports: its one row (1 GPU-h at 2.50 = 2.5) has
+    an empty x_Co2eKg, not an error about integer units nor a known 0."""
+    path = tmp_path / "old.db"
+
+    async def fresh() -> None:
+        ledger = Ledger(str(path))
+        await ledger.open()
+        await ledger.close()
+
+    asyncio.run(fresh())
+    conn = sqlite3.connect(path)
+    for stmt in [*back_to(12), *usage_as_of(TABLES_V12, backend="sqlite", hour=HOUR),
+                 "INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, mig_profile, "
+                 "priority_class, currency, claim, sharing, allocated_s, used_s, unmeasured_s, idle_s, cost, "
+                 f"idle_cost, energy_j, list_cost) VALUES ('{CLUSTER}', {HOUR}, 'ns', 'p', 'w', 'a100-1', 'pool', "
+                 f"'{A100}', '', '', 'USD', '', '', 3600.0, 3600.0, 0, 0, 2.5, 0, 0, 2.5)"]:
+        conn.execute(stmt)
+    conn.commit()
+    rows = [r for hour in focus_hours(query_of(conn), FocusSettings(cluster=CLUSTER), window=Window(None, None))
+            for r in hour if r.get("x_PodName") == "p"]
+    conn.close()
+    assert [(r["EffectiveCost"], r["x_Co2eKg"]) for r in rows] == [(Decimal("2.5"), None)]
