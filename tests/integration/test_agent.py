@@ -337,7 +337,7 @@ async def test_aggregator_discovers_agents_through_the_api(tmp_path: Path) -> No
         assert agg.agent_urls() == [f"http://127.0.0.2:{port}"]
         assert agg.gauges.agents == {"a100": AgentHealth(up=True, dcgm_up=True)}
         assert agg.books is not None
-        assert agg.books.totals[NamespaceKey("t", "USD")].allocated_s == pytest.approx(30 * (1 + 3 / 7))
+        assert float(agg.books.totals[NamespaceKey("t", "USD")].allocated_s) == pytest.approx(30 * (1 + 3 / 7))
     finally:
         await agg.close()
         await agent.close()

@@ -4,6 +4,7 @@ watch, the real aggregator and the simulator's real API server, kubelet socket a
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ pods:
 """
 
 
-def near(got: float, exact_seconds: float) -> None:
+def near(got: float | Decimal, exact_seconds: float) -> None:
+    got = float(got)
     assert abs(got - exact_seconds / 3600) <= SECOND_H + 1e-9, f"{got * 3600:.3f} s vs exact {exact_seconds} s"
 
 
@@ -50,6 +52,6 @@ async def test_short_pods_are_charged_to_the_second(tmp_path: Path) -> None:
     near(pods["thirty-seven"]["used_gpu_hours"], 18.5)
     near(pods["offbeat"]["allocated_gpu_hours"], 151)
     near(pods["offbeat"]["used_gpu_hours"], 120.8)
-    assert pods["offbeat"]["cost"] == pytest.approx(151 / 3600 * 4.0, abs=SECOND_H * 4.0)
+    assert float(pods["offbeat"]["cost"]) == pytest.approx(151 / 3600 * 4.0, abs=SECOND_H * 4.0)
     by_ns = await simulate(SHORT, tmp_path / "ns")
     near(by_ns["__unallocated__"]["idle_gpu_hours"], 987)

@@ -15,10 +15,13 @@ import random
 import signal
 import sqlite3
 import time
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.sim.scenario import parse_scenario
 from tests.conftest import REPO
 from tests.procs import get, usage, wait
@@ -100,12 +103,17 @@ def test_chaos_conserves_gpu_seconds(sim_cluster: SimClusterFactory) -> None:
         agents = {node: usage(env) for node, env in agent_env.items()}
         assert c.stop("aggregator") == 0  # SIGTERM: final tick, flush, exit 0
         conn = sqlite3.connect(agg_env["GPUCOST_LEDGER"])
-        booked = dict(conn.execute("SELECT node, SUM(allocated_s) FROM usage GROUP BY node").fetchall())
-        unmeasured = dict(conn.execute("SELECT node, SUM(unmeasured_s) FROM usage GROUP BY node").fetchall())
-        unobserved = dict(conn.execute("SELECT node, SUM(seconds) FROM unobserved GROUP BY node").fetchall())
+
+        def q(sql: str) -> list[tuple[Any, ...]]:  # amounts decoded from SQLite's integer nano-units, as floats
+            rows = decoded_rows(conn.execute(sql))
+            return [tuple(float(v) if isinstance(v, Decimal) else v for v in r) for r in rows]
+
+        booked: dict[str, float] = dict(q("SELECT node, SUM(allocated_s) FROM usage GROUP BY node"))
+        unmeasured: dict[str, float] = dict(q("SELECT node, SUM(unmeasured_s) FROM usage GROUP BY node"))
+        unobserved: dict[str, float] = dict(q("SELECT node, SUM(seconds) FROM unobserved GROUP BY node"))
         per_hour: dict[tuple[str, int], float] = {}
         for table, column in (("usage", "allocated_s"), ("unallocated", "seconds"), ("unobserved", "seconds")):
-            for node, hour, secs in conn.execute(f"SELECT node, hour, SUM({column}) FROM {table} GROUP BY node, hour"):
+            for node, hour, secs in q(f"SELECT node, hour, SUM({column}) FROM {table} GROUP BY node, hour"):
                 per_hour[(node, hour)] = per_hour.get((node, hour), 0.0) + secs
         span = {n: (since, until) for n, since, until in conn.execute("SELECT node, since, booked_ts FROM agents")}
         resets = conn.execute("SELECT COUNT(*) FROM agents").fetchone()[0]

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.sim.runner import free_port
 from tests.procs import get, usage, wait
 from tests.sim_fixture import SimClusterFactory
@@ -68,7 +69,7 @@ def test_failover_to_standby(sim_cluster: SimClusterFactory) -> None:
         assert c.stop(f"agg-{standby}") == 0  # final tick books everything the agent has now
         after = agent_allocated()
         conn = sqlite3.connect(replicas[standby]["GPUCOST_LEDGER"])
-        booked = conn.execute("SELECT SUM(allocated_s) FROM usage").fetchone()[0]
+        ((booked,),) = decoded_rows(conn.execute("SELECT SUM(allocated_s) FROM usage"))  # from nano-units
         conn.close()
     finally:
         c.close()
