@@ -595,6 +595,8 @@ def _focus_ledger(path: Path, *, nodes: int, days: int, pods_per_node: int) -> i
     """A month of a big cluster written straight into a Ledger file with SQL (booking would take hours)."""
     from exporter.aggregator.ledger.store import Ledger
 
+    NANO = 10**9  # one unit of seconds or money in the ledger
+
     async def create() -> None:  # the schema, by the ledger itself
         ledger = Ledger(path)
         await ledger.open()
@@ -607,12 +609,13 @@ def _focus_ledger(path: Path, *, nodes: int, days: int, pods_per_node: int) -> i
     model = "NVIDIA H100 80GB HBM3"
     for h in range(days * 24):
         hour = start + h * 3600
+        # amounts in the ledger's integer units: nano-units (seconds, money), millijoules (energy)
         usage = [("default", hour, f"ns{p % 7}", f"pod-{n}-{p}", f"wl-{p % 11}", f"node-{n}", f"pool-{n % 5}", model,
-                  "", "", "USD", "", "", 3600.0, 1800.0, 0.0, 1800.0, 4.0, 2.0, 1.0e6, 4.0)
+                  "", "", "USD", "", "", 3600 * NANO, 1800 * NANO, 0, 1800 * NANO, 4 * NANO, 2 * NANO, 10**9, 4 * NANO)
                  for n in range(nodes) for p in range(pods_per_node)]
         idle_gpus = 8 - pods_per_node
-        free = [("default", hour, f"node-{n}", f"pool-{n % 5}", model, "USD", 3600.0 * idle_gpus, 4.0 * idle_gpus,
-                 4.0 * idle_gpus) for n in range(nodes)]
+        free = [("default", hour, f"node-{n}", f"pool-{n % 5}", model, "USD", 3600 * NANO * idle_gpus,
+                 4 * NANO * idle_gpus, 4 * NANO * idle_gpus) for n in range(nodes)]
         conn.executemany("INSERT INTO usage (cluster, hour, namespace, pod, workload, node, pool, gpu_model, "
                          "mig_profile, priority_class, currency, claim, sharing, allocated_s, used_s, unmeasured_s, "
                          "idle_s, cost, idle_cost, energy_j, list_cost) VALUES (" + ",".join("?" * 21) + ")", usage)
