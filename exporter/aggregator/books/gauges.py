@@ -58,9 +58,10 @@ class Gauges:
 
 
 def utilization_ratio(amount: UsageAmounts) -> float | None:
-    """Used over measured allocated time; None when nothing was measured."""
+    """Used over measured allocated time, to 6 digits (each side of a tick's delta is booked to the nanosecond,
+    so the quotient carries that rounding: 7.5 s of 15.000000001, not 0.5); None when nothing was measured."""
     measured = amount.allocated_s - amount.unmeasured_s
-    return min(1.0, max(0.0, float(amount.used_s / measured))) if measured > 0 else None
+    return min(1.0, max(0.0, round(float(amount.used_s / measured), 6))) if measured > 0 else None
 
 
 def ratios(deltas: Mapping[_Key, UsageAmounts]) -> dict[_Key, float]:

@@ -3,10 +3,13 @@ and the cardinality guard that folds the cheapest pods into one overflow series.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
-from exporter.aggregator.books.gauges import PodGauge, fold_overflow, hourly_rate
+from exporter.aggregator.books.gauges import PodGauge, fold_overflow, hourly_rate, utilization_ratio
 from exporter.aggregator.kube.state import KubeState
+from exporter.model.books import UsageAmounts
 from exporter.model.pricing.document import parse_pricing
 
 PRICING = parse_pricing("""
@@ -51,3 +54,11 @@ def test_cardinality_guard_folds_cheapest_pods() -> None:
     assert folded == {"ns": 4}
     over = out[("ns", "__overflow__")]
     assert (over.gpus, over.hourly_cost, over.idle_seconds) == (4.0, 0 + 1 + 2 + 3, 3.0)
+
+
+def test_utilization_of_booked_deltas_reads_to_six_digits() -> None:
+    """A tick's delta booked to the nanosecond: 7.5 s used of 15.000000001 s held is 0.49999999997 as a
+    quotient, and 0.5 on the gauge (6 digits); 2 s of 3 s is 0.666667; nothing measured is no ratio at all."""
+    assert utilization_ratio(UsageAmounts(allocated_s=Decimal("15.000000001"), used_s=Decimal("7.5"))) == 0.5
+    assert utilization_ratio(UsageAmounts(allocated_s=Decimal(3), used_s=Decimal(2))) == 0.666667
+    assert utilization_ratio(UsageAmounts(allocated_s=Decimal(3), unmeasured_s=Decimal(3))) is None
