@@ -253,6 +253,13 @@ def hours(seconds: Any) -> Decimal:
     return book(amount(seconds) / 3600)
 
 
+def _cell(v: Any) -> str:
+    """A table cell: numbers rounded for display, a value nobody knows (None) as ``unknown``, never ``None``."""
+    if isinstance(v, float | Decimal):
+        return f"{v:,.4f}"
+    return "unknown" if v is None else str(v)
+
+
 def _round(v: Any) -> Any:
     if isinstance(v, Decimal):
         return text(v)
@@ -293,8 +300,7 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         return buf.getvalue()
     if fmt != "table":
         raise ReportError(f"unknown --format {fmt!r}: use table, json or csv")
-    cells = [[(f"{r.get(h):,.4f}" if isinstance(r.get(h), float | Decimal) else str(r.get(h, ""))) for h in headers]
-             for r in rows]
+    cells = [[_cell(r.get(h, "")) for h in headers] for r in rows]
     short = [h.replace("_gpu_hours", " GPU-h").replace("_", " ") for h in headers]
     widths = [max(len(short[i]), *(len(c[i]) for c in cells)) for i in range(len(headers))]
     lines = ["  ".join(s.ljust(w) if i < 1 else s.rjust(w) for i, (s, w) in enumerate(zip(short, widths, strict=True)))]

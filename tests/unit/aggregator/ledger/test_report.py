@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
+from exporter.aggregator.ledger.report import render
 from exporter.aggregator.ledger.store import SCHEMA_VERSION
 from tests.unit.aggregator.books.pricing_books import version_2_ledger
 
@@ -19,3 +21,13 @@ def test_report_on_an_unmigrated_ledger_says_so(tmp_path: Path, capsys: pytest.C
     conn.close()
     assert main(["report", "--ledger", str(path)]) == 2
     assert f"schema version 2 is older than this build's ({SCHEMA_VERSION})" in capsys.readouterr().err
+
+
+def test_a_table_shows_what_nobody_knows_as_unknown() -> None:
+    """CO2e nobody measured is None in JSON and "unknown" in the table, never "None" nor 0; amounts round to 4
+    digits for display (1.25 -> 1.2500, 1234.5 -> 1,234.5000)."""
+    text = render([{"namespace": "ml", "cost": Decimal("1.25"), "co2e_kg": None},
+                   {"namespace": "web", "cost": Decimal("1234.5"), "co2e_kg": Decimal("0.384")}], "table")
+    lines = text.splitlines()
+    assert lines[1].split() == ["ml", "1.2500", "unknown"]
+    assert lines[2].split() == ["web", "1,234.5000", "0.3840"]
