@@ -44,6 +44,45 @@ _POD_LABELS = (("namespace", "pod", "container"), ("exported_namespace", "export
                ("pod_namespace", "pod_name", "container_name"))
 
 
+def _pod_labelled(labels: dict[str, str]) -> bool:
+    return any(labels.get(pod_l) for _, pod_l, _ in _POD_LABELS)
+
+
+@dataclass(slots=True)
+class SeriesRoles:
+    """A scrape's series sorted by what they say, as dcgm-exporter emits them.
+
+    Per device and metric, an unlabelled series is the device's reading and the pod-labelled series beside it
+    are per-pod readings (virtual-GPU mode's per-process ``GPU_UTIL``/``FB_USED``). Without an unlabelled
+    series, every pod-labelled series is a copy of the device's reading (default mode labels the one series
+    of a held GPU, with ``pod_uid`` when pod UIDs are on, even an empty one; virtual mode copies the device
+    value to each sharing pod, with or without ``vgpu``). Copies that disagree leave the reading unknown."""
+
+    device: list[Sample] = field(default_factory=list)
+    per_pod: list[Sample] = field(default_factory=list)
+    conflicting: list[Sample] = field(default_factory=list)
+
+
+def series_roles(samples: list[Sample]) -> SeriesRoles:
+    """Sort ``samples`` into device readings, per-pod readings and disagreeing copies (see ``SeriesRoles``)."""
+    groups: dict[tuple[str, str, str], list[Sample]] = {}
+    for s in samples:
+        labels = s.labels
+        uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
+        groups.setdefault((s.name, uuid, labels.get("GPU_I_ID") or ""), []).append(s)
+    roles = SeriesRoles()
+    for group in groups.values():
+        plain = [s for s in group if not _pod_labelled(s.labels)]
+        if plain:
+            roles.device.extend(plain)
+            roles.per_pod.extend(s for s in group if _pod_labelled(s.labels))
+        elif len({s.value for s in group}) == 1 or all(math.isnan(s.value) for s in group):
+            roles.device.append(group[0])
+        else:
+            roles.conflicting.append(group[0])
+    return roles
+
+
 #: What a DCGM field measures, from the stem of its name (checked in order).
 _STEMS = (("GR_ENGINE_ACTIVE", "gr_engine"), ("GR_ENGINE_UTIL", "gr_engine"), ("GPU_UTIL", "util"),
           ("FB_USED", "fb_used"), ("FB_FREE", "fb_free"), ("TOTAL_ENERGY", "energy"), ("GPU_ENERGY", "energy"),
@@ -139,6 +178,9 @@ def build_devices(samples: list[Sample], table: dict[str, tuple[str, float]] | N
     """Group samples by (GPU UUID, GPU instance id). Samples without a UUID are ignored."""
     names = table or DEFAULT_NAME_TABLE
     devices: dict[tuple[str, str], DcgmDevice] = {}
+    roles = series_roles(samples)
+    readings = {id(s) for s in roles.device}
+    conflicting = {id(s) for s in roles.conflicting}
     for s in samples:
         labels = s.labels
         uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid")
@@ -161,7 +203,9 @@ def build_devices(samples: list[Sample], table: dict[str, tuple[str, float]] | N
                 dev.pods.add((labels.get(ns_l, ""), pod, labels.get(ctr_l, "")))
                 break
         spec = names.get(s.name)
-        if spec is None or "pod_uid" in labels:  # a pod's own series (per-process), not the device's reading
+        if spec is None or id(s) not in readings:  # a pod's own reading, or a further copy of the device's
+            if spec is not None and id(s) in conflicting:
+                dev.bad_readings += 1
             continue
         quantity, scale = spec
         value = s.value

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from exporter.agent.assignment import Assignment
+from exporter.agent.dcgm_devices import series_roles
 from exporter.model.accounting import Holding, Reading, Usage, charge_shared
 from exporter.model.samples import Sample
 
@@ -50,13 +51,12 @@ def _value(s: Sample) -> float | None:
 
 
 def dcgm_pod_use(samples: Iterable[Sample]) -> PodUse:
-    """dcgm-exporter's per-pod ``DCGM_FI_DEV_GPU_UTIL`` series (those with ``pod_uid``); device series skipped."""
+    """dcgm-exporter's per-pod ``DCGM_FI_DEV_GPU_UTIL`` series: pod-labelled ones beside the device's own
+    unlabelled series (``series_roles``); a pod-labelled series alone is a copy of the device's reading."""
     out = PodUse()
     seen: dict[tuple[str, str], float | None] = {}
     pods: dict[tuple[str, str], PodKey] = {}
-    for s in samples:
-        if s.name != DCGM_UTIL or "pod_uid" not in s.labels:
-            continue
+    for s in series_roles([s for s in samples if s.name == DCGM_UTIL]).per_pod:
         labels = s.labels
         uuid, uid, ns, pod = (labels.get(k, "") for k in ("UUID", "pod_uid", "namespace", "pod"))
         value = _value(s)

@@ -118,8 +118,12 @@ def test_hami_measured(legacy: bool) -> None:
 
 
 def test_refused_samples_are_counted_and_never_reach_a_holder() -> None:
-    """NaN, negative, no UUID, no pod, a MIG instance, and a pod's two series disagreeing: refused, counted."""
+    """NaN, negative, no UUID, a MIG instance, and a pod's two series disagreeing: refused, counted. Each sits
+    beside its device's own unlabelled series (else it is a copy of the device's reading, not a pod's); a
+    series with pod="" is such a device series, not a pod's."""
     body = "\n".join([
+        f"DCGM_FI_DEV_GPU_UTIL{{{DEV}}} 70", 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 70',
+        f'DCGM_FI_DEV_GPU_UTIL{{{DEV},GPU_I_ID="1"}} 70',
         pod_line(float("nan"), "a", "uid-a", vgpu="0"),
         pod_line(-5, "b", "uid-b", vgpu="0"),
         'DCGM_FI_DEV_GPU_UTIL{gpu="0",container="c",namespace="ml",pod="c",pod_uid="uid-c"} 5',
@@ -128,7 +132,7 @@ def test_refused_samples_are_counted_and_never_reach_a_holder() -> None:
         pod_line(30, "f", "uid-f", vgpu="0"), pod_line(40, "f", "uid-f", vgpu="1"),
         pod_line(20, "g", "uid-g", vgpu="0")])
     use = dcgm_pod_use(parse_exposition(body).samples)
-    assert use.refused == 6
+    assert use.refused == 5
     assert use.by_gpu == {L4: {("ml", "g"): 0.2}}
     bad = "\n".join([hami_line(float("inf"), "p"), hami_line(10, "q"), hami_line(10, "q"),
                      'hami_container_device_utilization_ratio{namespace="ml",pod="r",device_uuid=""} 3'])
