@@ -46,6 +46,15 @@ class AgentCollector(Collector):
         yield GaugeMetricFamily("gpucost_agent_podresources_up",
                                 "1 when the last kubelet pod-resources List succeeded",
                                 value=1.0 if health.podresources_up else 0.0)
+        ready = GaugeMetricFamily("gpucost_agent_ready", "1 when /readyz answers 200: pod-resources and this "
+                                  "node's exporter read, the state written", labels=["node"])
+        ready.add_metric([node], 0.0 if health.not_ready() else 1.0)
+        yield ready
+        refused = CounterMetricFamily("gpucost_agent_exporter_refused", "exporter scrapes refused as not this node's",
+                                      labels=["node", "reason"])
+        for reason, count in sorted(health.exporter_refusals.items()):
+            refused.add_metric([node, reason], count)
+        yield refused
         yield GaugeMetricFamily("gpucost_agent_tick_duration_seconds", "wall time of the last tick",
                                 value=health.last_tick_duration)
         yield GaugeMetricFamily("gpucost_agent_last_tick_timestamp_seconds", "time of the last tick",

@@ -160,10 +160,7 @@ class Agent:
         """The /readyz body: "degraded" with its reasons while a peer is down, before the first tick,
         or while the state file cannot be written."""
         h = self.health
-        reasons = [r for r, bad in (("dcgm down", not h.dcgm_up), ("pod-resources down", not h.podresources_up),
-                                    ("no tick yet", h.ticks == 0),
-                                    (f"state write failing: {h.state_write_error}", bool(h.state_write_error)))
-                   if bad]
+        reasons = h.not_ready()
         return {"status": "degraded" if reasons else "ok", "reasons": reasons, "node": self.settings.node_name,
                 "dcgm_up": h.dcgm_up, "podresources_up": h.podresources_up, "ticks": h.ticks,
                 "epoch": self.meter.epoch, "last_tick_at": h.last_tick_at, "last_error": h.last_error,

@@ -211,7 +211,10 @@ def test_helm_template_renders_valid_kubernetes_objects(variant: str) -> None:
         if doc["kind"] in ("DaemonSet", "Deployment", "StatefulSet"):
             for ctr in doc["spec"]["template"]["spec"]["containers"]:
                 sc = ctr["securityContext"]
-                assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+                assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+                assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+                # the agent is the kubelet socket's owner, root with no capability; the aggregator is not root
+                assert sc["runAsNonRoot"] is (doc["kind"] != "DaemonSet"), doc["kind"]
         if doc["kind"] == "DaemonSet":
             mounts = {m["name"]: m for m in doc["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
             assert mounts["pod-resources"]["readOnly"] is True
