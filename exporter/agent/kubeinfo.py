@@ -117,6 +117,12 @@ class KubeInfo:
             log.warning("kube_get_failed", call=what, args=list(args), error=str(exc)[:200])
             return None
 
+    async def node_pods(self, label_selector: str) -> list[dict[str, Any]] | None:
+        """This node's pods matching ``label_selector`` (exporter discovery); None when the API cannot be read."""
+        doc = await self._get("list_pod_for_all_namespaces", field_selector=f"spec.nodeName={self.node}",
+                              label_selector=label_selector)
+        return None if doc is None else [i for i in doc.get("items") or [] if isinstance(i, dict)]
+
     async def _dra(self, claims: list[ContainerClaim]) -> None:
         """Slices when a listed device is unknown or due; each newly listed claim once, for adminAccess."""
         keys = {DeviceKey(d.driver, d.pool, d.device) for c in claims for d in c.devices}

@@ -18,17 +18,19 @@ from exporter.agent.dcgm_devices import (
     extend_name_table,
     parse_name_table,
 )
+from exporter.agent.exporters.own_node import ScrapeOrigin, scrape_origin
 from exporter.agent.health import Health
 from exporter.agent.http import build_app
 from exporter.agent.kubeinfo import KubeInfo, hami_pods
 from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
+from exporter.agent.node_exporter import NodeExporter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
 from exporter.agent.vendors.amd import amd_devices, looks_like_amd
 from exporter.agent.vendors.gaudi import gaudi_devices, looks_like_gaudi
 from exporter.agent.vendors.measured import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
-from exporter.clients.device_metrics import DeviceMetricsClient, split_urls
+from exporter.clients.device_metrics import DeviceMetricsClient
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
 from exporter.clients.kube import Watcher, WatchSpec, make_api_client
@@ -58,12 +60,11 @@ class Agent:
         self.clock = clock or RealClock()
         self.mig_resolver = mig_resolver
         self.name_table = {**DEFAULT_NAME_TABLE, **parse_name_table(settings.dcgm_metric_names)}
-        self.dcgm = DeviceMetricsClient(split_urls(settings.device_metrics_url or settings.dcgm_url),
-                                        settings.dcgm_timeout, max_bytes=settings.dcgm_max_bytes)
         self.hami_monitor = (DeviceMetricsClient([settings.hami_monitor_url], settings.dcgm_timeout,
                                         max_bytes=settings.dcgm_max_bytes) if settings.hami_monitor_url else None)
         self.exporter_vendor = "nvidia"  # whose exporter the device-metrics URL serves, as last seen
         self.pod_use = PodUse()  # measured per-pod use of shared GPUs, from this tick's scrapes
+        self.origin = ScrapeOrigin(frozenset(), frozenset())  # hostnames and GPU UUIDs of this tick's scrape
         self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout,
                                                rate=settings.podresources_qps)
         self.health = Health()
@@ -84,6 +85,7 @@ class Agent:
         self._api_client: Any = None
         self.kubeinfo = KubeInfo(node=settings.node_name, kubeconfig=settings.kubeconfig,
                                  timeout=settings.podresources_timeout)
+        self.dcgm = NodeExporter(settings, self.health, list_pods=self.kubeinfo.node_pods)
         self.sharing: dict[str, SharingMode] = {}  # physical GPU uuid -> how it is shared (device metric label)
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
@@ -157,10 +159,8 @@ class Agent:
         self.acked_until = ts if self.acked_until is None else max(self.acked_until, ts)
 
     def health_report(self) -> dict[str, Any]:
-        """The /readyz body: "degraded" with its reasons while a peer is down, before the first tick,
-        or while the state file cannot be written."""
-        h = self.health
-        reasons = h.not_ready()
+        """The /readyz body: "degraded" with its reasons (``Health.not_ready``)."""
+        h, reasons = self.health, self.health.not_ready()
         return {"status": "degraded" if reasons else "ok", "reasons": reasons, "node": self.settings.node_name,
                 "dcgm_up": h.dcgm_up, "podresources_up": h.podresources_up, "ticks": h.ticks,
                 "epoch": self.meter.epoch, "last_tick_at": h.last_tick_at, "last_error": h.last_error,
@@ -189,6 +189,7 @@ class Agent:
         if not self.health.dcgm_up and self.health.ticks > 0:
             log.info("dcgm_up", node=self.settings.node_name)
         self.health.dcgm_up = True
+        self.origin = scrape_origin(parsed.samples)
         self.pod_use = dcgm_pod_use(parsed.samples)
         return build_devices(parsed.samples, self.name_table)
 
@@ -212,6 +213,7 @@ class Agent:
             log.warning("device_metrics_empty", node=self.settings.node_name, vendor="gaudi")
             return None
         parsed = parse_exposition(text)
+        self.origin = scrape_origin(parsed.samples)
         scrape = gaudi_devices(parsed.samples) if gaudi else amd_devices(parsed.samples)
         self.exporter_vendor = "gaudi" if gaudi else "amd"
         if parsed.errors or scrape.refused:
@@ -257,6 +259,8 @@ class Agent:
             self.pod_use = PodUse()
             dcgm, held, hami_use = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()),
                                                         self._fetch_hami())
+            if dcgm is not None and not self.dcgm.accept(self.origin, self._allocatable):
+                dcgm, self.pod_use = None, PodUse()  # another node's readings: never booked here
             self.pod_use.merge(hami_use)
             self.meter.pod_use = self.pod_use.by_gpu
             now = self.clock.now()

@@ -8,17 +8,22 @@ only while it does not answer.
 
 from __future__ import annotations
 
+import ssl
+
 from exporter.clients.dcgm import DcgmClient
 from exporter.clients.errors import PeerError
+from exporter.secrets import SecretFile
 
 
 class DeviceMetricsClient:
     """Candidate exporter URLs, in order; ``fetch`` returns the first answer."""
 
-    def __init__(self, urls: list[str], timeout: float, *, max_bytes: int) -> None:
+    def __init__(self, urls: list[str], timeout: float, *, max_bytes: int, token: SecretFile | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         if not urls:
             raise ValueError("no device-metrics URL")
-        self.clients = [DcgmClient(u, timeout, max_bytes=max_bytes) for u in urls]
+        self.clients = [DcgmClient(u, timeout, max_bytes=max_bytes, token=token, ssl_context=ssl_context)
+                        for u in urls]
         self.current = 0
 
     @property

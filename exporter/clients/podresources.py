@@ -64,8 +64,12 @@ class PodResourcesClient:
         """``UNIMPLEMENTED`` is raised as the :class:`GrpcError` itself (callers decide what it means)."""
         if not self._bucket.take():
             raise PeerRateLimited("client-side pod-resources budget exhausted")
-        if not self.socket_path.exists():
-            raise PeerUnavailable(f"pod-resources socket {self.socket_path} does not exist")
+        try:
+            self.socket_path.stat()  # Path.exists() raises on a folder it may not search (root's 0750)
+        except FileNotFoundError:
+            raise PeerUnavailable(f"pod-resources socket {self.socket_path} does not exist") from None
+        except OSError as exc:  # EACCES: the agent is not the socket's owner (docs/install.md)
+            raise PeerUnavailable(f"pod-resources socket {self.socket_path}: {exc.strerror or exc}") from None
         try:
             data = await unary_call(self.socket_path, f"/v1.PodResourcesLister/{method}",
                                     request=request.SerializeToString(),

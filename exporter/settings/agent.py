@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from exporter.settings.common import CommaList, DaemonSettings, Duration
 
@@ -16,6 +17,19 @@ class AgentSettings(DaemonSettings):
     dcgm_url: str = Field(default="http://localhost:9400/metrics", description="DCGM Exporter /metrics URL, or "
                           "AMD's or Gaudi's exporter; several comma-separated: the first that answers")
     device_metrics_url: str = Field(default="", description="vendor-neutral alias of dcgm_url; wins when set")
+    exporter_mode: Literal["url", "discover"] = Field(
+        default="url", description="url: scrape dcgm_url; discover: list this node's exporter pods in the API "
+        "(exporter_selectors, spec.nodeName) and scrape their pod IP (needs list on pods)")
+    exporter_selectors: str = Field(
+        default="app=nvidia-dcgm-exporter@9400;app=nvidia-dcgm-exporter-dra@9400;"
+        "app.kubernetes.io/name=dcgm-exporter@9400;app.kubernetes.io/name=metrics-exporter@5000;"
+        "app=metric-exporter-ds@41611;app=habana-metric-exporter-ds@41611",
+        description="discover: exporter pods as LABELS@PORT[/https];... (each upstream install's labels)")
+    exporter_token_file: Path | None = Field(
+        default=None, description="bearer token sent to https exporters (AMD's kube-rbac-proxy): the "
+        "ServiceAccount token file")
+    exporter_ca_file: Path | None = Field(
+        default=None, description="CA bundle that verifies https exporters (default: the system's)")
     hami_monitor_url: str = Field(default="", description="HAMi vGPU monitor /metrics URL (its port is 9394), for "
                                   "measured per-pod use of HAMi-shared GPUs; empty: not read")
     dcgm_timeout: Duration = Field(default=5.0, description="DCGM scrape timeout")
@@ -55,6 +69,14 @@ class AgentSettings(DaemonSettings):
     usage_token_file: Path | None = Field(
         default=None, description="when set, /v1/usage requires 'Authorization: Bearer <token in this file>'")
     max_holder_series: int = Field(default=5000, ge=1, description="per-holder series on /metrics before folding")
+
+    @field_validator("exporter_selectors")
+    @classmethod
+    def _selectors(cls, value: str) -> str:
+        from exporter.agent.exporters.discovery import parse_selectors  # the one parser of the form
+
+        parse_selectors(value)
+        return value
 
     def charge_cap(self) -> float:
         """Seconds one tick may charge at most: ``max_charge_interval``, or 4 ticks when it is unset (0)."""
