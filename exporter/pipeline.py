@@ -52,7 +52,9 @@ class Pipeline:
     def agent_settings(self, node: str) -> AgentSettings:
         """The settings of node ``node``'s agent, pointed at its simulated peers."""
         env = self.peers.agent_env(node)
-        return AgentSettings(node_name=node, dcgm_url=env["GPUCOST_DCGM_URL"], listen=env["GPUCOST_LISTEN"],
+        return AgentSettings(node_name=node, listen=env["GPUCOST_LISTEN"],
+                             # as the chart's default: the exporter pod on its node, found through the API
+                             exporter_mode="discover", exporter_selectors=env["GPUCOST_EXPORTER_SELECTORS"],
                              podresources_socket=Path(env["GPUCOST_PODRESOURCES_SOCKET"]),
                              state_dir=Path(env["GPUCOST_STATE_DIR"]), tick=self.scenario.tick,
                              podresources_qps=1e6 if self.virtual_time else 5.0, state_fsync=not self.virtual_time,

@@ -8,11 +8,11 @@ kubelet answers look is decided by ``kube_objects``, ``dcgm_text`` and ``kubelet
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from exporter.sim import dcgm_text, dra_objects
+from exporter.sim.kube import exporter_pods
 from exporter.sim.kube import objects as kube_objects
 from exporter.sim.kube.objects import GPU_QUOTA_KEY, EventInfo, stable_uid
 from exporter.sim.kube.store import KubeStore
@@ -59,7 +59,8 @@ class SimCluster:
         self.energy = EnergyMeter()
         self._timeline = self._build_timeline()
         self._next = 0
-        self.hostnames = {n: f"dcgm-exporter-{hashlib.sha1(n.encode()).hexdigest()[:5]}" for n in self.layouts}
+        # The exporter's Hostname label: NODE_NAME, which every upstream install sets from spec.nodeName.
+        self.hostnames = {n: layout.spec.exporter_hostname or n for n, layout in self.layouts.items()}
         self.event_counter = 0
 
     # -- time ----------------------------------------------------------------------------------------
@@ -171,8 +172,10 @@ class SimCluster:
             if ns.gpu_quota is not None:
                 self.store.upsert("resourcequotas", kube_objects.quota_object(
                     ns.name, hard=ns.gpu_quota, used=0, created=self.wall_start))
-        for layout in self.layouts.values():
+        for index, layout in enumerate(self.layouts.values()):
             self.store.upsert("nodes", self.node_object(layout))
+            self.store.upsert("pods", exporter_pods.exporter_pod(layout, index,
+                                                                 created=kube_objects.iso(self.wall_start)))
             if layout.spec.dra:
                 shared = frozenset(d for p in self.scenario.pods if p.node == layout.spec.name for c in p.claims
                                    if c.memory_mib is not None for d in c.devices)
@@ -185,8 +188,12 @@ class SimCluster:
         self._queue_objects()
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
-        """The Node object the API server serves for ``layout``."""
-        return kube_objects.node_object(layout, created=self.wall_start)
+        """The Node object the API server serves for ``layout``, its InternalIP a loopback address of its own."""
+        node = kube_objects.node_object(layout, created=self.wall_start)
+        index = list(self.layouts).index(layout.spec.name)
+        node["status"]["addresses"] = [{"type": "InternalIP", "address": exporter_pods.node_address(index)},
+                                       {"type": "Hostname", "address": layout.spec.name}]
+        return node
 
     def pending_message(self, pod: PodSpec) -> str:
         """Why ``pod`` is Pending, as the scheduler's condition message would put it."""

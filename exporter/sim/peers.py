@@ -145,13 +145,17 @@ class PodResourcesServer:
         """Serve the kubelet PodResources API on the unix socket, replacing a stale socket file."""
         if self._server is not None:
             return
-        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        # As the kubelet makes them (MkdirAll 0750, then net.Listen with its umask 022, no chmod, no chown):
+        # run as root, the folder is root:root 0750 and the socket root:root 0755 -- connecting needs write
+        # permission on the socket, so only its owner (or a capability) can.
+        self.socket_path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
         server = grpc.aio.server()
         pb_grpc.add_PodResourcesListerServicer_to_server(_Servicer(self), server)
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
+        self.socket_path.chmod(0o755)
         self._server = server
 
     async def stop(self) -> None:

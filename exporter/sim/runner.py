@@ -26,6 +26,7 @@ import yaml
 from aiohttp import web
 
 from exporter.sim.cluster import Happening, SimCluster
+from exporter.sim.kube import exporter_pods
 from exporter.sim.kube.reviews import calling_as_users, write_tokens
 from exporter.sim.kube.server import KubeApiServer
 from exporter.sim.peers import DcgmEndpoint, PodResourcesServer
@@ -45,7 +46,7 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def free_port() -> int:
+def free_port(host: str = HOST) -> int:
     """A free loopback port below the kernel's ephemeral range.
 
     A port the kernel hands out for ``bind(0)`` lies in the range it also draws outgoing connections'
@@ -59,7 +60,7 @@ def free_port() -> int:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
-                s.bind((HOST, port))
+                s.bind((host, port))
             except OSError:
                 continue
             chosen = int(s.getsockname()[1])
@@ -132,13 +133,18 @@ class SimPeers:
         self._api_runner = web.AppRunner(self.api.app, access_log=None)
         await self._api_runner.setup()
         await web.TCPSite(self._api_runner, HOST, self.api_port).start()
-        for name in self.cluster.layouts:
-            dcgm = DcgmEndpoint(self.cluster, name, host=HOST, port=free_port())
+        for index, (name, layout) in enumerate(self.cluster.layouts.items()):
+            host = exporter_pods.exporter_address(layout, index)  # the exporter pod's own address
+            dcgm = DcgmEndpoint(self.cluster, name, host=host, port=free_port(host))
             await dcgm.start()
             sock = self._socket_dir() / name / "kubelet.sock"
             kubelet = PodResourcesServer(self.cluster, name, socket_path=sock)
             await kubelet.start()
-            self.nodes[name] = NodePorts(dcgm, kubelet, f"{HOST}:{free_port()}", self.workdir / "state" / name)
+            state = self.workdir / "state" / name
+            # The agent's state hostPath (DirectoryOrCreate), made as the kubelet makes it: 0755, the kubelet's
+            # own user (root when sim-cluster runs as root); fsGroup does not apply to a hostPath.
+            state.mkdir(mode=0o755, parents=True, exist_ok=True)
+            self.nodes[name] = NodePorts(dcgm, kubelet, f"{HOST}:{free_port()}", state)
             if self.cluster.layouts[name].spec.per_pod_metrics == "hami":
                 hami = self.nodes[name].hami = HamiMonitorEndpoint(self.cluster, name, host=HOST, port=free_port())
                 await hami.start()
@@ -168,7 +174,12 @@ class SimPeers:
     def agent_env(self, name: str) -> dict[str, str]:
         """The environment an agent for node ``name`` runs with, pointed at that node's peers."""
         n = self.nodes[name]
-        return {"GPUCOST_NODE_NAME": name, "GPUCOST_DCGM_URL": n.dcgm.url,
+        # As the chart configures it: the exporter pod on its node, found through the API by its install's labels
+        # (at the port this node's simulated exporter got; a real one has its install's fixed port).
+        selector = exporter_pods.install_of(self.cluster.layouts[name]).selector
+        return {"GPUCOST_NODE_NAME": name, "GPUCOST_EXPORTER_MODE": "discover",
+                "GPUCOST_EXPORTER_SELECTORS": f"{selector}@{n.dcgm.port}",
+                "GPUCOST_DCGM_URL": n.dcgm.url,  # unused in discover mode; where the exporter pod answers
                 "GPUCOST_PODRESOURCES_SOCKET": str(n.kubelet.socket_path), "GPUCOST_LISTEN": n.agent_listen,
                 "GPUCOST_STATE_DIR": str(n.state_dir), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
                 "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_WATCH_PODS": "true",

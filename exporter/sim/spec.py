@@ -84,6 +84,8 @@ class NodeSpec:
     partition: str | None = None  # AMD compute partition mode: cpx | qpx | dpx | spx (8/4/2/1 per GPU)
     per_pod_metrics: str | None = None  # dcgm | hami: per-pod utilisation series served beside the device's
     power: PowerRange | None = None  # the node's GPUs' board power, overriding the model's (``hardware.power_range``)
+    exporter_hostname: str | None = None  # its exporter's Hostname label (None: the node's name, as NODE_NAME)
+    exporter_host_network: bool = False  # its exporter answers on the node's address (hostNetwork), not its pod's
 
 
 @dataclass(slots=True)

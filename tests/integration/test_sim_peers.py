@@ -140,7 +140,8 @@ async def test_field_and_label_selectors(peers: SimPeers) -> None:
     async with api_client:
         v1 = client.CoreV1Api(api_client)
         on_l4 = await v1.list_pod_for_all_namespaces(field_selector="spec.nodeName=gpu-l4-0")
-        assert {p.metadata.name for p in on_l4.items} == {"dev-bob", "dev-carol", "dev-dan"}
+        workloads = {p.metadata.name for p in on_l4.items if p.metadata.namespace != "gpu-operator"}
+        assert workloads == {"dev-bob", "dev-carol", "dev-dan"}  # beside the node's dcgm-exporter pod
         inf = await v1.list_namespaced_pod("ai-inference", label_selector="app=embed")
         assert len(inf.items) == 3
         quotas = await v1.list_resource_quota_for_all_namespaces()
@@ -188,3 +189,30 @@ queues:
         assert state.quota_sources() == {("b", "kueue"): (6.0, 3.0)}
     finally:
         await peers.close()
+
+
+async def test_exporters_answer_at_their_pods_address_as_their_node_like_a_real_node(peers: SimPeers) -> None:
+    """Each node's exporter pod (the GPU Operator's labels, in gpu-operator) shows the address its exporter
+    answers on as status.podIP; nothing answers on the node's InternalIP; Hostname is the node's name."""
+    import os
+
+    api_client = await config.new_client_from_config(config_file=str(peers.kubeconfig))
+    async with api_client:
+        v1 = client.CoreV1Api(api_client)
+        for node, ports in peers.nodes.items():
+            (pod,) = (await v1.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={node}", label_selector="app=nvidia-dcgm-exporter")).items
+            assert pod.metadata.namespace == "gpu-operator" and pod.status.phase == "Running"
+            assert ports.dcgm.url == f"http://{pod.status.pod_ip}:{ports.dcgm.port}/metrics"
+            internal = next(a.address for a in (await v1.read_node(node)).status.addresses if a.type == "InternalIP")
+            assert internal != pod.status.pod_ip and pod.status.host_ip == internal
+            async with aiohttp.ClientSession() as s:
+                async with s.get(ports.dcgm.url) as resp:
+                    assert f'Hostname="{node}"' in await resp.text()
+                with pytest.raises(aiohttp.ClientConnectionError):
+                    await s.get(f"http://{internal}:{ports.dcgm.port}/metrics")
+            if os.geteuid() == 0:  # as a kubelet makes them: root's, folder 0750, socket 0755, state 0755
+                sock = ports.kubelet.socket_path
+                assert (sock.stat().st_mode & 0o7777, sock.parent.stat().st_mode & 0o7777) == (0o755, 0o750)
+                assert (sock.stat().st_uid, ports.state_dir.stat().st_uid) == (0, 0)
+                assert ports.state_dir.stat().st_mode & 0o7777 == 0o755

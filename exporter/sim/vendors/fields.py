@@ -1,4 +1,5 @@
-"""Scenario fields of a node's vendor: ``vendor``, ``partition`` and ``per_pod_metrics`` (SCENARIO.md)."""
+"""Scenario fields of a node's vendor and exporter: ``vendor``, ``partition``, ``per_pod_metrics``,
+``exporter_hostname`` and ``exporter_host_network`` (SCENARIO.md)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ PARTITIONS = {"spx": 1, "dpx": 2, "qpx": 4, "cpx": 8}
 PER_POD_SOURCES = ("dcgm", "hami")
 #: The resource a pod on a node of this vendor asks for unless it names one.
 DEFAULT_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "gaudi": "habana.ai/gaudi"}
-KEYS = {"vendor", "partition", "per_pod_metrics"}
+KEYS = {"vendor", "partition", "per_pod_metrics", "exporter_hostname", "exporter_host_network"}
 
 
 def vendor_fields(ctx: Ctx, n: dict[str, Any], *, node: NodeSpec, where: str) -> None:
-    """Read the three fields into ``node``; raise naming the field when they contradict the node."""
+    """Read the fields into ``node``; raise naming the field when they contradict the node."""
     vendor = ctx.string(n.get("vendor", "nvidia"), f"{where}.vendor")
     if vendor not in VENDORS:
         raise ctx.fail(f"{where}.vendor", f"expected one of {', '.join(VENDORS)}, got {vendor!r}")
@@ -39,6 +40,12 @@ def vendor_fields(ctx: Ctx, n: dict[str, Any], *, node: NodeSpec, where: str) ->
         if per_pod == "hami" and node.sharing != "hami":
             raise ctx.fail(f"{where}.per_pod_metrics", "HAMi's monitor needs hami: true")
     node.vendor, node.partition, node.per_pod_metrics = vendor, partition, per_pod
+    host = n.get("exporter_hostname")  # another node's name: a scrape that reaches the wrong node
+    node.exporter_hostname = None if host is None else ctx.string(host, f"{where}.exporter_hostname")
+    hostnet = n.get("exporter_host_network", False)
+    if not isinstance(hostnet, bool):
+        raise ctx.fail(f"{where}.exporter_host_network", f"expected true or false, got {hostnet!r}")
+    node.exporter_host_network = hostnet or vendor == "gaudi"  # gaudi-metric-exporter runs with hostNetwork
 
 
 def default_resource(p: dict[str, Any], nodes: list[NodeSpec]) -> str:
