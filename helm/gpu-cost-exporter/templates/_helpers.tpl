@@ -59,7 +59,20 @@ app.kubernetes.io/component: aggregator
 {{/* Whether the agent reads the API at all (pod watch, shared-GPU context, DRA): only then is its
 ServiceAccount token mounted and its ClusterRole rendered. */}}
 {{- define "gce.agentReadsApi" -}}
-{{- if or .Values.agent.watchPods .Values.agent.sharing.enabled .Values.agent.dra.enabled }}true{{ else }}false{{ end }}
+{{- if or .Values.agent.watchPods .Values.agent.sharing.enabled .Values.agent.dra.enabled (eq .Values.agent.dcgm.mode "discover") }}true{{ else }}false{{ end }}
+{{- end -}}
+
+{{/* Exporter discovery: LABELS@PORT[/https];... as GPUCOST_EXPORTER_SELECTORS reads it. */}}
+{{- define "gce.exporterSelectors" -}}
+{{- $out := list }}
+{{- range .Values.agent.dcgm.selectors }}
+{{- $out = append $out (printf "%s@%d%s" .labels (int .port) (ternary "/https" "" (eq (default "http" .scheme) "https"))) }}
+{{- end }}
+{{- join ";" $out }}
+{{- end -}}
+
+{{- define "gce.exporterHttps" -}}
+{{- range .Values.agent.dcgm.selectors }}{{ if eq (default "http" .scheme) "https" }}true{{ end }}{{ end }}
 {{- end -}}
 
 {{- define "gce.agentTokenDir" -}}/var/run/gpu-cost-exporter/agent-token{{- end -}}

@@ -111,12 +111,13 @@ def test_secure_by_default() -> None:
     assert "readOnly: true" in mount
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
-    # cluster reads; the Lease only for HA; the agent's reads each behind its value (watchPods, sharing, dra)
-    assert verbs == ["get, list, watch"] * 4 + ["create", "create", "get, create, update", "get, list, watch", "get",
+    # cluster reads; the Lease only for HA; the agent's reads each behind its value (watchPods, sharing, dra,
+    # discovery: its pod verbs are composed of get, list, watch, tests/unit/repo/test_helm_real_node.py)
+    assert verbs == ["get, list, watch"] * 4 + ["create", "create", "get, create, update", '{{ join ", " . }}',
                                                 "get", "list", "get"]
     assert re.findall(r"resources: \[(.*?)\]", rbac) == [
         "pods, nodes, namespaces, resourcequotas, events", "queues", "clusterqueues, localqueues",
-        "resourceclaims, resourceslices", "tokenreviews", "subjectaccessreviews", "leases", "pods", "pods", "nodes",
+        "resourceclaims, resourceslices", "tokenreviews", "subjectaccessreviews", "leases", "pods", "nodes",
         "resourceslices", "resourceclaims"]
     assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()

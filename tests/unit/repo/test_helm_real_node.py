@@ -60,3 +60,42 @@ def test_a_not_ready_agent_is_still_scraped() -> None:
     """The headless Service publishes not-ready agents, so GPUCostAgentNotReady sees gpucost_agent_ready 0."""
     service = render({}).named("Service", f"{FULL}-agent")
     assert service["spec"]["publishNotReadyAddresses"] is True and service["spec"]["clusterIP"] == "None"
+
+
+def agent_rules(values: dict[str, Any]) -> list[dict[str, Any]]:
+    rendered = render(values)
+    role = rendered.named("ClusterRole", f"{FULL}-agent")
+    return role["rules"]  # type: ignore[no-any-return]
+
+
+def test_default_mode_discovers_the_exporter_pod_with_each_upstream_installs_labels() -> None:
+    """Discover by default: the GPU Operator's, the dcgm-exporter chart's, AMD's and Gaudi's labels and ports;
+    no node-IP URL (no upstream install answers there); the API reachable (token mounted)."""
+    pod = render({}).pod("DaemonSet")
+    env = {e["name"]: e.get("value") for e in agent_container(pod)["env"]}
+    assert env["GPUCOST_EXPORTER_MODE"] == "discover" and "GPUCOST_DCGM_URL" not in env
+    assert env["GPUCOST_EXPORTER_SELECTORS"].split(";") == [
+        "app=nvidia-dcgm-exporter@9400", "app=nvidia-dcgm-exporter-dra@9400",
+        "app.kubernetes.io/name=dcgm-exporter@9400", "app.kubernetes.io/name=metrics-exporter@5000",
+        "app=metric-exporter-ds@41611", "app=habana-metric-exporter-ds@41611"]
+    assert "GPUCOST_EXPORTER_TOKEN_FILE" not in env  # no https selector: the token goes nowhere
+    assert pod["automountServiceAccountToken"] is True
+
+
+def test_discovery_rbac_is_list_on_pods_and_nothing_more() -> None:
+    """With every other API read off, discovery alone grants list on pods: no get, no watch, no other kind."""
+    off = {"watchPods": False, "sharing": {"enabled": False}, "dra": {"enabled": False}}
+    assert agent_rules({"agent": off}) == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    at_node_ip = render({"agent": {**off, "dcgm": {"mode": "hostIP"}}})
+    assert f"{FULL}-agent" not in {d["metadata"]["name"] for d in at_node_ip.of_kind("ClusterRole")}
+    assert at_node_ip.pod("DaemonSet")["automountServiceAccountToken"] is False
+    pods = [r for r in agent_rules({}) if r["resources"] == ["pods"]]
+    assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+
+
+def test_https_exporter_selector_sends_the_service_account_token() -> None:
+    values = {"agent": {"dcgm": {"selectors": [{"labels": "app.kubernetes.io/name=metrics-exporter", "port": 5000,
+                                                "scheme": "https"}]}}}
+    env = {e["name"]: e.get("value") for e in agent_container(render(values).pod("DaemonSet"))["env"]}
+    assert env["GPUCOST_EXPORTER_SELECTORS"] == "app.kubernetes.io/name=metrics-exporter@5000/https"
+    assert env["GPUCOST_EXPORTER_TOKEN_FILE"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"

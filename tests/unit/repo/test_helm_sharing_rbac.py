@@ -9,7 +9,8 @@ import pytest
 
 from tests.unit.repo.helm_render import FULL, render
 
-OFF = {"watchPods": False, "sharing": {"enabled": False}, "dra": {"enabled": False}}
+#: Every API read off, the exporter read at the node's IP (discovery, the default, lists pods).
+OFF = {"watchPods": False, "sharing": {"enabled": False}, "dra": {"enabled": False}, "dcgm": {"mode": "hostIP"}}
 
 
 def rules_of(values: dict[str, Any]) -> set[tuple[str, str, tuple[str, ...]]]:
@@ -81,9 +82,9 @@ def _env(values: dict[str, Any]) -> dict[str, str]:
 
 def test_agent_scrapes_every_vendors_exporter_port_and_runs_on_every_vendors_gpu_nodes() -> None:
     """One DaemonSet for NVIDIA, AMD and Gaudi nodes: DCGM Exporter (9400), device-metrics-exporter (5000) and
-    gaudi-metric-exporter (41611) on the node's IP, tried in that order; node affinity selects a node labelled
-    as a GPU node by any vendor's discovery."""
-    assert _env({})["GPUCOST_DCGM_URL"] == ("http://$(HOST_IP):9400/metrics,http://$(HOST_IP):5000/metrics,"
+    gaudi-metric-exporter (41611) on the node's IP (mode hostIP), tried in that order; node affinity selects a
+    node labelled as a GPU node by any vendor's discovery."""
+    assert _env({"agent": {"dcgm": {"mode": "hostIP"}}})["GPUCOST_DCGM_URL"] == ("http://$(HOST_IP):9400/metrics,http://$(HOST_IP):5000/metrics,"
                                             "http://$(HOST_IP):41611/metrics")
     terms = _agent_pod({})["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"]
@@ -96,7 +97,8 @@ def test_agent_scrapes_every_vendors_exporter_port_and_runs_on_every_vendors_gpu
 
 def test_vendor_ports_and_hami_monitor_are_values() -> None:
     """A port of 0 is not tried; HAMi's monitor URL (port 9394) is set only when enabled."""
-    env = _env({"agent": {"vendorExporters": {"gaudiPort": 0, "amdPort": 5001}, "hamiMonitor": {"enabled": True}}})
+    env = _env({"agent": {"vendorExporters": {"gaudiPort": 0, "amdPort": 5001}, "hamiMonitor": {"enabled": True},
+                          "dcgm": {"mode": "hostIP"}}})
     assert env["GPUCOST_DCGM_URL"] == "http://$(HOST_IP):9400/metrics,http://$(HOST_IP):5001/metrics"
     assert env["GPUCOST_HAMI_MONITOR_URL"] == "http://$(HOST_IP):9394/metrics"
     assert "GPUCOST_HAMI_MONITOR_URL" not in _env({})
