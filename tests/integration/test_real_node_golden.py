@@ -71,10 +71,11 @@ async def test_own_exporters_book_exactly_and_another_nodes_scrape_books_nothing
     rows = build_report(lambda sql, p: decoded_rows(conn.execute(sql, tuple(p))), "pod", since=None, until=None)
     conn.close()
     by_pod = {r["pod"]: r for r in rows}
-    p0, p1, p2 = by_pod["p0"], by_pod["p1"], by_pod["p2"]
-    assert (Decimal(str(p0["allocated_gpu_hours"])), Decimal(str(p0["used_gpu_hours"]))) == (Decimal(1), Decimal("0.5"))
-    assert (Decimal(str(p1["allocated_gpu_hours"])), Decimal(str(p1["used_gpu_hours"]))) == (Decimal(1), Decimal("0.25"))
-    assert Decimal(str(p0["cost"])) == Decimal(str(p1["cost"])) == Decimal(4)
-    assert p0["unmeasured_gpu_hours"] == p1["unmeasured_gpu_hours"] == 0
-    assert Decimal(str(p2["allocated_gpu_hours"])) == Decimal(1) and Decimal(str(p2["cost"])) == Decimal(4)
-    assert p2["used_gpu_hours"] == 0 and Decimal(str(p2["unmeasured_gpu_hours"])) == Decimal(1)
+    def row(pod: str) -> tuple[Decimal, ...]:
+        r = by_pod[pod]
+        return tuple(Decimal(str(r[k])) for k in ("allocated_gpu_hours", "used_gpu_hours", "unmeasured_gpu_hours",
+                                                   "cost"))
+
+    assert row("p0") == (Decimal(1), Decimal("0.5"), Decimal(0), Decimal(4))
+    assert row("p1") == (Decimal(1), Decimal("0.25"), Decimal(0), Decimal(4))
+    assert row("p2") == (Decimal(1), Decimal(0), Decimal(1), Decimal(4))

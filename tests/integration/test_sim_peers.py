@@ -191,6 +191,11 @@ queues:
         await peers.close()
 
 
+def _owner_mode(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_uid, st.st_mode & 0o7777
+
+
 async def test_exporters_answer_at_their_pods_address_as_their_node_like_a_real_node(peers: SimPeers) -> None:
     """Each node's exporter pod (the GPU Operator's labels, in gpu-operator) shows the address its exporter
     answers on as status.podIP; nothing answers on the node's InternalIP; Hostname is the node's name."""
@@ -213,6 +218,5 @@ async def test_exporters_answer_at_their_pods_address_as_their_node_like_a_real_
                     await s.get(f"http://{internal}:{ports.dcgm.port}/metrics")
             if os.geteuid() == 0:  # as a kubelet makes them: root's, folder 0750, socket 0755, state 0755
                 sock = ports.kubelet.socket_path
-                assert (sock.stat().st_mode & 0o7777, sock.parent.stat().st_mode & 0o7777) == (0o755, 0o750)
-                assert (sock.stat().st_uid, ports.state_dir.stat().st_uid) == (0, 0)
-                assert ports.state_dir.stat().st_mode & 0o7777 == 0o755
+                assert [_owner_mode(p) for p in (sock, sock.parent, ports.state_dir)] == [
+                    (0, 0o755), (0, 0o750), (0, 0o755)]
