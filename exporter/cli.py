@@ -173,13 +173,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not settings.node_name:
             raise UsageError("setting node_name (GPUCOST_NODE_NAME): required")
         configure_logging(settings.log_level, settings.log_format)
-        from exporter.agent.dcgm_devices import parse_name_table
+        from exporter.agent.exporters.dcgm import parse_name_table
+        from exporter.agent.exporters.discovery import parse_selectors
         from exporter.agent.service import Agent
 
         try:
             parse_name_table(settings.dcgm_metric_names)
         except ValueError as exc:
             raise UsageError(f"setting dcgm_metric_names: {exc}") from None
+        try:
+            parse_selectors(settings.exporter_selectors)
+        except ValueError as exc:
+            raise UsageError(f"setting exporter_selectors (GPUCOST_EXPORTER_SELECTORS): {exc}") from None
         from exporter.agent.nvml import load_nvml_resolver
 
         resolver = load_nvml_resolver() if settings.nvml else None

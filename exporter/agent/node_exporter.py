@@ -4,14 +4,15 @@ and whether what it answered is this node's (``exporters.own_node``), before the
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from exporter.agent.exporters.discovery import ExporterFinder, ListPods, discover, parse_selectors
-from exporter.agent.exporters.own_node import ScrapeOrigin, check_own_node
+from exporter.agent.exporters.own_node import ScrapeOrigin, check_own_node, scrape_origin
 from exporter.agent.health import Health
 from exporter.clients.device_metrics import DeviceMetricsClient, split_urls
 from exporter.clients.errors import PeerUnavailable
 from exporter.logs import get_logger
+from exporter.model.samples import Sample
 from exporter.secrets import SecretFile
 from exporter.settings.agent import AgentSettings
 
@@ -30,6 +31,7 @@ class NodeExporter:
                             if settings.exporter_ca_file else None)
         self.finder = ExporterFinder()
         self.pod = ""  # the discovered exporter pod's name: its hostname label when NODE_NAME is unset
+        self.origin = ScrapeOrigin(frozenset(), frozenset())  # hostnames and GPU UUIDs of the last scrape
         self.client = None if self.discovering else self._client(
             split_urls(settings.device_metrics_url or settings.dcgm_url))
         self._ticks = 0
@@ -76,11 +78,15 @@ class NodeExporter:
             self.pod = self.finder.found[self.client.current].pod
         return text
 
-    def accept(self, origin: ScrapeOrigin, allocatable: Mapping[str, tuple[str, ...]] | None) -> bool:
-        """Whether the scrape is this node's; a refusal is counted by reason, logged when it starts or changes,
-        and keeps /readyz not ready until a scrape is accepted again."""
+    def observe(self, samples: Iterable[Sample]) -> None:
+        """Note where the parsed scrape says it comes from (its hostname labels and GPU UUIDs)."""
+        self.origin = scrape_origin(samples)
+
+    def accept(self, allocatable: Mapping[str, tuple[str, ...]] | None) -> bool:
+        """Whether the last scrape is this node's; a refusal is counted by reason, logged when it starts or
+        changes, and keeps /readyz not ready until a scrape is accepted again."""
         node = self.settings.node_name
-        verdict = check_own_node(origin, node=node, exporter_pod=self.pod, allocatable=allocatable)
+        verdict = check_own_node(self.origin, node=node, exporter_pod=self.pod, allocatable=allocatable)
         h = self.health
         if verdict.ok:
             if h.exporter_refused:

@@ -9,17 +9,19 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from exporter.agent.attribution import MigResolver, attribute
 from exporter.agent.collector import AgentCollector, AgentView
-from exporter.agent.dcgm_devices import (
+from exporter.agent.exporters.amd import amd_devices, looks_like_amd
+from exporter.agent.exporters.dcgm import (
     DEFAULT_NAME_TABLE,
     DcgmDevice,
     build_devices,
     extend_name_table,
     parse_name_table,
 )
-from exporter.agent.exporters.own_node import ScrapeOrigin, scrape_origin
+from exporter.agent.exporters.gaudi import gaudi_devices, looks_like_gaudi
+from exporter.agent.exporters.per_pod import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
 from exporter.agent.health import Health
+from exporter.agent.holders.attribution import MigResolver, attribute
 from exporter.agent.http import build_app
 from exporter.agent.kubeinfo import KubeInfo, hami_pods
 from exporter.agent.lifecycle import PodLifetimes
@@ -27,9 +29,6 @@ from exporter.agent.meter import Meter
 from exporter.agent.node_exporter import NodeExporter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
-from exporter.agent.vendors.amd import amd_devices, looks_like_amd
-from exporter.agent.vendors.gaudi import gaudi_devices, looks_like_gaudi
-from exporter.agent.vendors.measured import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
 from exporter.clients.device_metrics import DeviceMetricsClient
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
@@ -64,7 +63,6 @@ class Agent:
                                         max_bytes=settings.dcgm_max_bytes) if settings.hami_monitor_url else None)
         self.exporter_vendor = "nvidia"  # whose exporter the device-metrics URL serves, as last seen
         self.pod_use = PodUse()  # measured per-pod use of shared GPUs, from this tick's scrapes
-        self.origin = ScrapeOrigin(frozenset(), frozenset())  # hostnames and GPU UUIDs of this tick's scrape
         self.podresources = PodResourcesClient(settings.podresources_socket, settings.podresources_timeout,
                                                rate=settings.podresources_qps)
         self.health = Health()
@@ -189,7 +187,7 @@ class Agent:
         if not self.health.dcgm_up and self.health.ticks > 0:
             log.info("dcgm_up", node=self.settings.node_name)
         self.health.dcgm_up = True
-        self.origin = scrape_origin(parsed.samples)
+        self.dcgm.observe(parsed.samples)
         self.pod_use = dcgm_pod_use(parsed.samples)
         return build_devices(parsed.samples, self.name_table)
 
@@ -213,7 +211,7 @@ class Agent:
             log.warning("device_metrics_empty", node=self.settings.node_name, vendor="gaudi")
             return None
         parsed = parse_exposition(text)
-        self.origin = scrape_origin(parsed.samples)
+        self.dcgm.observe(parsed.samples)
         scrape = gaudi_devices(parsed.samples) if gaudi else amd_devices(parsed.samples)
         self.exporter_vendor = "gaudi" if gaudi else "amd"
         if parsed.errors or scrape.refused:
@@ -259,7 +257,7 @@ class Agent:
             self.pod_use = PodUse()
             dcgm, held, hami_use = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()),
                                                         self._fetch_hami())
-            if dcgm is not None and not self.dcgm.accept(self.origin, self._allocatable):
+            if dcgm is not None and not self.dcgm.accept(self._allocatable):
                 dcgm, self.pod_use = None, PodUse()  # another node's readings: never booked here
             self.pod_use.merge(hami_use)
             self.meter.pod_use = self.pod_use.by_gpu

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from exporter.settings.common import CommaList, DaemonSettings, Duration
 
@@ -69,14 +69,6 @@ class AgentSettings(DaemonSettings):
     usage_token_file: Path | None = Field(
         default=None, description="when set, /v1/usage requires 'Authorization: Bearer <token in this file>'")
     max_holder_series: int = Field(default=5000, ge=1, description="per-holder series on /metrics before folding")
-
-    @field_validator("exporter_selectors")
-    @classmethod
-    def _selectors(cls, value: str) -> str:
-        from exporter.agent.exporters.discovery import parse_selectors  # the one parser of the form
-
-        parse_selectors(value)
-        return value
 
     def charge_cap(self) -> float:
         """Seconds one tick may charge at most: ``max_charge_interval``, or 4 ticks when it is unset (0)."""

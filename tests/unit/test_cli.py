@@ -92,3 +92,13 @@ def test_ledger_commands_refuse_a_ledger_they_cannot_read_in_one_line(
         assert main([*command, "--ledger", str(ledger)]) == 2
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1 and f"{ledger}: {says}" in err
+
+
+def test_agent_exits_2_on_a_bad_exporter_selector(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """One line naming the setting and the entry; nothing started."""
+    monkeypatch.setenv("GPUCOST_NODE_NAME", "gpu-1")
+    monkeypatch.setenv("GPUCOST_EXPORTER_SELECTORS", "app=nvidia-dcgm-exporter@9400;app=x")
+    assert main(["agent"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "exporter_selectors" in err and "'app=x'" in err

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-from exporter.agent.dcgm_devices import build_devices, series_roles
-from exporter.agent.vendors.measured import dcgm_pod_use
+from exporter.agent.exporters.dcgm import build_devices, series_roles
+from exporter.agent.exporters.per_pod import dcgm_pod_use
 from exporter.clients.exposition import parse_exposition
 from exporter.model.samples import Sample
 

@@ -1,0 +1,11 @@
+"""What the node's exporters say: their scrapes read into device records and per-pod series.
+
+This package owns reading NVIDIA's dcgm-exporter (``dcgm``: device series, metric names and units, the
+device-level series told apart from per-pod copies), AMD's device-metrics-exporter (``amd``: whole GPUs and
+compute partitions), Intel's gaudi-metric-exporter (``gaudi``) and the per-pod utilisation series of
+dcgm-exporter and HAMi's vGPU monitor (``per_pod``), where the node's exporter answers (``discovery``: its pod on
+this node, through the API) and whether a scrape is this node's (``own_node``). Each exporter's quirks stay in
+its module. Import rule:
+only ``exporter.model``, ``exporter.clients``, ``exporter.logs`` and this package; never ``holders`` nor the
+agent's top-level modules, which wire it.
+"""
