@@ -79,3 +79,27 @@ async def test_own_exporters_book_exactly_and_another_nodes_scrape_books_nothing
     assert row("p0") == (Decimal(1), Decimal("0.5"), Decimal(0), Decimal(4))
     assert row("p1") == (Decimal(1), Decimal("0.25"), Decimal(0), Decimal(4))
     assert row("p2") == (Decimal(1), Decimal(0), Decimal(1), Decimal(4))
+
+
+@pytest.mark.timeout(120)
+async def test_no_exporter_pod_on_the_node_is_not_ready_and_says_what_it_looked_for(tmp_path: Path) -> None:
+    """Selectors that match no pod on the node: the exporter is down for the agent (its node's time unmeasured),
+    /readyz 503, and the error names the node and the selectors; the matching selector finds the pod."""
+    from exporter.agent.service import Agent
+
+    scenario = parse_scenario(SCENARIO, "real-nodes.yaml")
+    clock = VirtualClock(float(int(1.8e9 // 3600) * 3600))
+    with tempfile.TemporaryDirectory(prefix="gce-") as work:
+        pipe = Pipeline(scenario, Path(work), clock=clock, ledger=tmp_path / "l.db")
+        await pipe.peers.start()
+        await pipe.peers.advance(0.0)
+        try:
+            settings = pipe.agent_settings("n1").model_copy(update={"exporter_selectors": "app=absent@9400"})
+            agent = Agent(settings, clock=clock)
+            await agent.tick()
+            report = agent.health_report()
+            await agent.close()
+        finally:
+            await pipe.peers.close()
+    assert report["status"] == "degraded" and "dcgm down" in report["reasons"]
+    assert report["last_error"] == "no exporter pod on node n1 matches 'app=absent@9400'"

@@ -220,3 +220,34 @@ async def test_exporters_answer_at_their_pods_address_as_their_node_like_a_real_
                 sock = ports.kubelet.socket_path
                 assert [_owner_mode(p) for p in (sock, sock.parent, ports.state_dir)] == [
                     (0, 0o755), (0, 0o750), (0, 0o755)]
+
+
+async def test_host_network_exporters_answer_on_their_nodes_address(tmp_path: Path) -> None:
+    """exporter_host_network (and Gaudi's exporter, hostNetwork upstream): the pod IP is the node's InternalIP
+    and the exporter answers there; a plain node's exporter does not; exporter_hostname is what it reports."""
+    from exporter.sim.scenario import parse_scenario
+
+    text = """
+tick: 15s
+duration: 1h
+prices: {"NVIDIA L4": 0.8, "HL-225": 2.0}
+nodes:
+  - {name: hn, model: "NVIDIA L4", gpus: 1, exporter_host_network: true, exporter_hostname: elsewhere}
+  - {name: plain, model: "NVIDIA L4", gpus: 1}
+  - {name: gaudi, model: "HL-225", gpus: 1, vendor: gaudi}
+"""
+    peers = SimPeers(parse_scenario(text, "hostnet.yaml"), tmp_path, time.time())
+    await peers.start()
+    try:
+        pods = {p["spec"]["nodeName"]: p for p in peers.cluster.store.objects["pods"].values()}
+        nodes = peers.cluster.store.objects["nodes"]
+        for name, on_node in (("hn", True), ("plain", False), ("gaudi", True)):
+            internal = next(a["address"] for n in nodes.values() if n["metadata"]["name"] == name
+                            for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+            assert (pods[name]["status"]["podIP"] == internal) is on_node, name
+            assert peers.nodes[name].dcgm.host == pods[name]["status"]["podIP"], name
+        assert pods["gaudi"]["metadata"]["labels"] == {"app": "metric-exporter-ds"}
+        async with aiohttp.ClientSession() as s, s.get(peers.nodes["hn"].dcgm.url) as resp:
+            assert 'Hostname="elsewhere"' in await resp.text()
+    finally:
+        await peers.close()
