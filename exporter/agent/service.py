@@ -337,7 +337,8 @@ class Agent:
         if self.settings.watch_pods:
             await self.start_pod_watch()
         log.info("agent_started", node=self.settings.node_name, listen=self.settings.listen,
-                 dcgm=self.settings.dcgm_url, socket=str(self.settings.podresources_socket), epoch=self.meter.epoch)
+                 dcgm=self.dcgm.url or self.settings.exporter_mode, socket=str(self.settings.podresources_socket),
+                 epoch=self.meter.epoch)
         scheduler = start_ticking(self.tick, self.settings.tick)
         try:
             await stop.wait()

@@ -63,8 +63,8 @@ async def test_unmeasured_energy_is_counted_per_node_and_never_priced(tmp_path: 
     readings: dict[int, dict[str, float]] = {}
     try:
         async with aiohttp.ClientSession() as session:
-            url = pipe.agents["dc"].settings.dcgm_url
-            assert await _energy_j(session, pipe.agents["old"].settings.dcgm_url) == {}  # no field served
+            url = pipe.peers.nodes["dc"].dcgm.url
+            assert await _energy_j(session, pipe.peers.nodes["old"].dcgm.url) == {}  # no field served
             for k in range(int(scenario.duration // scenario.tick) + 1):
                 await pipe.step(k * scenario.tick)
                 if k * 15 in (0, 585, 1200, 3600):

@@ -209,7 +209,7 @@ async def test_owned_gpus_capital_rate_plus_measured_energy(tmp_path: Path) -> N
     await pipe.start(serve_aggregator=False)
     try:
         async with aiohttp.ClientSession() as session:
-            url = pipe.agents["dc"].settings.dcgm_url
+            url = pipe.peers.nodes["dc"].dcgm.url
             await pipe.step(0.0)
             first = await _energy_counter_j(session, url)
             for k in range(1, int(scenario.duration // scenario.tick) + 1):
