@@ -65,9 +65,12 @@ class NodeExporter:
             await self._discover()
         if self.client is None:
             self._failed = True
-            raise PeerUnavailable(f"no exporter pod on node {self.settings.node_name} matches "
-                                  f"{self.settings.exporter_selectors!r}" if self.list_pods is not None else
-                                  "exporter discovery needs the API (in-cluster or GPUCOST_KUBECONFIG)")
+            node = self.settings.node_name
+            raise PeerUnavailable(
+                f"no exporter pod on node {node} matches {self.settings.exporter_selectors!r}"
+                if self.finder.found is not None else
+                f"exporter discovery could not list the pods of node {node} (the API: in-cluster or kubeconfig, "
+                "and list on pods)")
         try:
             text = await self.client.fetch()
         except Exception:

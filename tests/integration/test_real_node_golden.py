@@ -84,7 +84,7 @@ async def test_own_exporters_book_exactly_and_another_nodes_scrape_books_nothing
 @pytest.mark.timeout(120)
 async def test_no_exporter_pod_on_the_node_is_not_ready_and_says_what_it_looked_for(tmp_path: Path) -> None:
     """Selectors that match no pod on the node: the exporter is down for the agent (its node's time unmeasured),
-    /readyz 503, and the error names the node and the selectors; the matching selector finds the pod."""
+    /readyz 503, and the error names the node and the selectors; an API it cannot read is said to be that."""
     from exporter.agent.service import Agent
 
     scenario = parse_scenario(SCENARIO, "real-nodes.yaml")
@@ -99,7 +99,14 @@ async def test_no_exporter_pod_on_the_node_is_not_ready_and_says_what_it_looked_
             await agent.tick()
             report = agent.health_report()
             await agent.close()
+            no_api = Agent(pipe.agent_settings("n1").model_copy(update={"kubeconfig": tmp_path / "absent"}),
+                           clock=clock)
+            await no_api.tick()
+            blind = no_api.health_report()
+            await no_api.close()
         finally:
             await pipe.peers.close()
     assert report["status"] == "degraded" and "dcgm down" in report["reasons"]
     assert report["last_error"] == "no exporter pod on node n1 matches 'app=absent@9400'"
+    assert blind["status"] == "degraded" and "dcgm down" in blind["reasons"]
+    assert blind["last_error"].startswith("exporter discovery could not list the pods of node n1")
