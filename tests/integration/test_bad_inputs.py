@@ -8,6 +8,7 @@ as root reads any file whatever its mode.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -163,3 +164,30 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_changed(scratch: Path, name:
     assert case.says.format(d=scratch) in lines[0]
     assert proc.stdout == ""
     assert _tree(scratch) == before
+
+
+def test_a_mistyped_variable_is_warned_once_at_start_with_a_suggestion(tmp_path: Path) -> None:
+    """GPUCOST_TIK=30s (meant: GPUCOST_TICK) used to be ignored without a word. The aggregator still starts (the
+    variable may belong to a newer build), and says once, before it starts, which variable it ignores and
+    what was probably meant; the agent's own setting in its environment is named as the other daemon's."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("GPUCOST_")}
+    env.update({"GPUCOST_TIK": "30s", "GPUCOST_USAGE_TOKEN_FILE": "/nowhere", "GPUCOST_LOG_FORMAT": "json",
+                "GPUCOST_LISTEN": "127.0.0.1:0", "GPUCOST_LEDGER": str(tmp_path / "l.db")})
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", "aggregator"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "aggregator_started" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    warned = [json.loads(x) for x in lines if "unknown_setting_variable" in x]
+    assert [w["detail"] for w in warned] == [
+        "GPUCOST_TIK is not a setting (did you mean GPUCOST_TICK?); ignored",
+        "GPUCOST_USAGE_TOKEN_FILE is a setting of the other daemon, not of this one; ignored"]
+    assert all(w["level"] == "warning" for w in warned)
+    assert "aggregator_started" in lines[-1]
