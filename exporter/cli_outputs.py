@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from exporter.cli_common import UsageError
@@ -127,3 +128,29 @@ def check_export_target(output: str, *, overwrite: bool) -> None:
                          "(choose another path)")
     if not overwrite:
         raise UsageError(f"--output {output}: exists (an earlier export); --overwrite replaces it")
+
+
+@contextlib.contextmanager
+def export_beside(output: str) -> Iterator[str]:
+    """Where ``export`` writes: stdout as itself; a file first beside ``output`` (same directory, so the rename is
+    atomic), then it and its metadata (naming ``output``) renamed into place once the export is complete. An
+    export that fails leaves the old file, or no file, as it was."""
+    if output == "-":
+        yield output
+        return
+    path = Path(output)
+    if not path.parent.is_dir():
+        raise UsageError(f"--output {output}: no such directory")
+    scratch = path.with_name(f".{path.name}.exporting-{os.getpid()}")
+    meta, scratch_meta = Path(f"{output}.metadata.json"), Path(f"{scratch}.metadata.json")
+    try:
+        yield str(scratch)
+        doc = json.loads(scratch_meta.read_text())
+        doc["Export"]["File"] = path.name
+        scratch_meta.write_text(json.dumps(doc, indent=2) + "\n")
+        scratch.replace(path)
+        scratch_meta.replace(meta)
+    finally:
+        for leftover in (scratch, scratch_meta):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()

@@ -87,10 +87,19 @@ def test_export_replaces_only_its_own_file_and_only_when_asked(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert out.read_text().startswith("AvailabilityZone,") or "," in out.read_text().splitlines()[0]
     assert json.loads(Path(f"{out}.metadata.json").read_text())["Export"]["File"] == "focus.csv"
+    written = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("ledger.db"))
+    assert written == ["focus.csv", "focus.csv.metadata.json", "s.yaml"]  # written beside, renamed: nothing left
     before = (digest(out), digest(Path(f"{out}.metadata.json")))
     refused(cli(*export), f"--output {out}: exists (an earlier export); --overwrite replaces it")
     assert (digest(out), digest(Path(f"{out}.metadata.json"))) == before
     assert cli(*export, "--overwrite").returncode == 0
+    garbage = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(garbage)) as conn, conn:  # a SQLite file, not a ledger
+        conn.execute("CREATE TABLE t (x)")
+    before = (digest(out), digest(Path(f"{out}.metadata.json")))
+    refused(cli("export", "--ledger", str(garbage), "--format", "focus-csv", "--all", "--output", str(out),
+                "--overwrite"), f"{garbage}: not a gpu-cost-exporter ledger")
+    assert (digest(out), digest(Path(f"{out}.metadata.json"))) == before  # a failed export changes nothing
     other = tmp_path / "budget.csv"
     other.write_text("team,amount\na,100\n")
     Path(f"{other}.metadata.json").write_text(Path(f"{out}.metadata.json").read_text())  # names focus.csv
