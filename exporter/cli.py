@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -18,8 +20,15 @@ from pydantic import ValidationError
 from exporter import __version__
 from exporter.cli_common import UsageError, duration_arg, pricing_check
 from exporter.cli_ledger import focus_command, recommend_command, report_command
+from exporter.cli_outputs import (
+    SQLITE_SIDECARS,
+    check_ledger_file,
+    check_simulate_target,
+    mark_simulated,
+    replace_ledger,
+)
 from exporter.config import AgentSettings, AggregatorSettings
-from exporter.settings.common import CONFIG_FILE, DaemonSettings, SettingsFileError, error_line
+from exporter.settings.common import CONFIG_FILE, DaemonSettings, SettingsFileError, error_line, unknown_variables
 
 EXIT_USAGE = 2
 DEFAULT_SCENARIO = Path(__file__).parent / "sim" / "scenarios" / "default.yaml"
@@ -71,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="run a scenario to its end on a virtual clock, writing the ledger")
     sim.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO)
-    sim.add_argument("--ledger", type=Path, required=True, help="SQLite ledger to write")
+    sim.add_argument("--ledger", type=Path, required=True, help="SQLite ledger to write (a new file)")
+    sim.add_argument("--overwrite", action="store_true",
+                     help="replace --ledger when it is a ledger an earlier simulate wrote (never any other file)")
     sim.add_argument("--workdir", type=Path, default=None)
 
     cluster = sub.add_parser("sim-cluster", help="serve only the simulated peers, in real time")
@@ -123,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="export the whole ledger (not with --since or --until)")
     exp.add_argument("--focus-version", default="1.3", choices=["1.3", "1.2"])
     exp.add_argument("--output", default="-", help="file (metadata beside it in FILE.metadata.json), - = stdout")
+    exp.add_argument("--overwrite", action="store_true",
+                     help="replace --output when an earlier export wrote it (never any other file)")
     exp.add_argument("--billed-cost", default="effective", choices=["effective", "zero"],
                      help="effective: internal chargeback; zero: beside the cloud's own FOCUS data (no double count)")
     exp.add_argument("--cluster", default="default", help="the cluster's name (SubAccountId)")
@@ -144,6 +157,41 @@ def _scenario(path: Path) -> Any:
         return load_scenario(path)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _warn_unknown_variables(model: type[DaemonSettings], other: type[DaemonSettings]) -> None:
+    """Each ``GPUCOST_*`` variable that names no setting of this daemon, logged once at start."""
+    from exporter.logs import get_logger
+
+    log = get_logger("settings")
+    for line in unknown_variables(model, others=set(other.model_fields)):
+        log.warning("unknown_setting_variable", detail=line)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    """Run the scenario into a new file beside ``--ledger``, mark it, then rename it into place: an existing
+    file is replaced only when ``--overwrite`` says so and an earlier simulate wrote it, and only once the new
+    ledger is complete."""
+    check_simulate_target(args.ledger, overwrite=args.overwrite)
+    scenario = _scenario(args.scenario)
+    from exporter.logs import configure_logging
+    from exporter.pipeline import run_simulation
+
+    configure_logging("warning", "auto")
+    scratch = args.ledger.with_name(f".{args.ledger.name}.simulating-{os.getpid()}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpucost-sim-") as tmp:
+            workdir = args.workdir or Path(tmp)
+            stats = asyncio.run(run_simulation(scenario, scratch, workdir=workdir, out=None))
+        mark_simulated(scratch)
+        replace_ledger(scratch, args.ledger)
+    finally:
+        for leftover in (scratch, *(Path(f"{scratch}{s}") for s in SQLITE_SIDECARS)):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+    print(f"simulated {scenario.duration:g}s of '{scenario.source}' in {stats['wall_seconds']:.1f}s "
+          f"({stats['speed']:.0f}x), ledger: {args.ledger}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +221,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not settings.node_name:
             raise UsageError("setting node_name (GPUCOST_NODE_NAME): required")
         configure_logging(settings.log_level, settings.log_format)
+        _warn_unknown_variables(AgentSettings, AggregatorSettings)
         from exporter.agent.exporters.dcgm import parse_name_table
         from exporter.agent.exporters.discovery import parse_selectors
         from exporter.agent.service import Agent
@@ -194,8 +243,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         conf = _settings(AggregatorSettings, args)
         if conf.is_postgres() and not conf.cluster:
             raise UsageError("setting cluster (GPUCOST_CLUSTER): required with a PostgreSQL ledger")
+        check_ledger_file(conf.ledger, flag="setting ledger (GPUCOST_LEDGER):", must_exist=False)
         pricing_check(conf.pricing_file)
         configure_logging(conf.log_level, conf.log_format)
+        _warn_unknown_variables(AggregatorSettings, AgentSettings)
         from exporter.aggregator.ledger.store import LedgerError
         from exporter.aggregator.service import Aggregator
 
@@ -205,16 +256,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UsageError(f"setting ledger (GPUCOST_LEDGER): {exc}") from None
         return 0
     if cmd == "simulate":
-        scenario = _scenario(args.scenario)
-        configure_logging("warning", "auto")
-        from exporter.pipeline import run_simulation
-
-        if args.ledger.exists():
-            args.ledger.unlink()
-        with tempfile.TemporaryDirectory(prefix="gpucost-sim-") as tmp:
-            workdir = args.workdir or Path(tmp)
-            asyncio.run(run_simulation(scenario, args.ledger, workdir=workdir, out=sys.stderr))
-        return 0
+        return _simulate(args)
     if cmd == "demo":
         scenario = _scenario(args.scenario)
         duration = duration_arg(args.duration, "--duration")

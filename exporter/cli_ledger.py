@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.cli_common import UsageError, duration_arg, pricing_check
+from exporter.cli_outputs import check_export_target, check_ledger_file, export_beside
 
 
 def _check_schema(query: Any, ledger: Path | str) -> None:
@@ -30,6 +31,7 @@ def _checked_reader(args: argparse.Namespace, *, errors: tuple[type[Exception], 
     one-line usage errors."""
     from exporter.aggregator.ledger.store import LedgerError, open_reader
 
+    check_ledger_file(args.ledger, flag="--ledger")
     caught: tuple[type[Exception], ...] = (LedgerError, *errors)
     try:
         with open_reader(args.ledger, password_file=args.ledger_password_file) as query:
@@ -120,6 +122,10 @@ def focus_command(args: argparse.Namespace) -> int:
     from exporter.aggregator.focus.commands import CommandError, export_window, run_export, run_price_list
     from exporter.aggregator.focus.rows import FocusSettings
 
+    if args.command == "export":
+        check_export_target(args.output, overwrite=args.overwrite)
+    if args.ledger is not None:
+        check_ledger_file(args.ledger, flag="--ledger")
     try:
         if args.command == "pricing":
             sys.stdout.write(run_price_list(pricing_file=args.pricing_file, ledger=args.ledger,
@@ -128,8 +134,12 @@ def focus_command(args: argparse.Namespace) -> int:
         settings = FocusSettings(version=args.focus_version, cluster=args.cluster, billed_cost=args.billed_cost,
                                  host_provider=args.host_provider)
         window = export_window(args.since, args.until, now=time.time(), whole=args.whole)
-        run_export(ledger=args.ledger, fmt=args.format, window=window, settings=settings, output=args.output,
-                   password_file=args.ledger_password_file)
+        with export_beside(args.output) as target:
+            try:
+                run_export(ledger=args.ledger, fmt=args.format, window=window, settings=settings, output=target,
+                           password_file=args.ledger_password_file)
+            except CommandError as exc:  # it names the file written beside; the user named --output
+                raise CommandError(str(exc).replace(target, args.output)) from None
     except CommandError as exc:
         raise UsageError(str(exc)) from None
     return 0

@@ -3,7 +3,35 @@
 from __future__ import annotations
 
 import hmac
+import stat
 from pathlib import Path
+
+
+def secret_file_problem(path: Path) -> str:
+    """Why ``path`` cannot hold a secret now (missing, unreadable, not a regular file, empty), or "".
+
+    Checked at start so that a mistyped path is one line and exit 2, not a daemon that answers 401 to everyone
+    (or, for an empty token, a check that can never pass). A FIFO or device is refused unread: reading it
+    would block or never end."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except OSError as exc:
+        return f"{path}: cannot be read ({exc.strerror or type(exc).__name__})"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{path}: is a directory, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: is not a regular file"
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        return f"{path}: is not text"
+    except OSError as exc:
+        return f"{path}: cannot be read ({exc.strerror or type(exc).__name__})"
+    if not text.strip():
+        return f"{path}: is empty" if not text else f"{path}: holds only whitespace"
+    return ""
 
 
 class SecretFile:

@@ -15,9 +15,11 @@ import re
 import sys
 from dataclasses import dataclass
 
-#: Licence families the product may ship (SPDX ids; "BSD" is the unversioned trove classifier).
-ALLOWED = frozenset({"Apache-2.0", "MIT", "BSD", "BSD-2-Clause", "BSD-3-Clause", "PSF-2.0", "Python-2.0", "ISC",
-                     "MPL-2.0"})
+#: Licence families the product may ship (SPDX ids; "BSD" is the unversioned trove classifier): the permissive
+#: family as a whole, not the ids today's pins happen to carry, so that a dependency's next release moving to a
+#: sibling licence (cffi 2.x: MIT-0) passes wherever pip installs it; a copyleft or unknown licence still fails.
+ALLOWED = frozenset({"Apache-2.0", "MIT", "MIT-0", "BSD", "BSD-2-Clause", "BSD-3-Clause", "0BSD", "PSF-2.0",
+                     "Python-2.0", "ISC", "Zlib", "Unlicense", "BSL-1.0", "MPL-2.0"})
 
 #: Distributions whose metadata names no recognisable licence, with the licence their LICENSE file states
 #: (checked by reading it) and why they are let through. Empty: every runtime dependency declares one.
@@ -31,6 +33,9 @@ _TEXT = {
     "bsd-2-clause": "BSD-2-Clause", "psf-2.0": "PSF-2.0", "psf": "PSF-2.0",
     "python software foundation license": "PSF-2.0", "isc": "ISC", "isc license (iscl)": "ISC",
     "mpl-2.0": "MPL-2.0", "mozilla public license 2.0 (mpl 2.0)": "MPL-2.0",
+    "mit-0": "MIT-0", "mit no attribution license (mit-0)": "MIT-0", "0bsd": "0BSD",
+    "zero-clause bsd (0bsd)": "0BSD", "zlib/libpng license": "Zlib", "the unlicense (unlicense)": "Unlicense",
+    "boost software license 1.0 (bsl-1.0)": "BSL-1.0",
 }
 
 

@@ -3,6 +3,7 @@
 
 * ``docs/reference/settings.md`` from the settings models (``AgentSettings``, ``AggregatorSettings``), read
   only through pydantic's ``model_fields``: whatever builds the models, every field is a ``GPUCOST_<FIELD>``.
+* ``docs/reference/http-api.md`` from both daemons' OpenAPI documents (``tools/api_page.py``).
 * ``docs/reference/helm-values.md`` from the chart's ``values.schema.json`` (keys, types, constraints), with
   each key's default from ``values.yaml`` and its description from the schema, else its ``# --`` comment.
 
@@ -248,9 +249,17 @@ def values_page() -> Page:
     return Page(path=REFERENCE / "helm-values.md", text=text)
 
 
+def api_page() -> Page:
+    """``docs/reference/http-api.md`` from both daemons' OpenAPI documents."""
+    from tools.api_page import api_page_text
+
+    source = "exporter/aggregator/web/api_spec.py and exporter/agent/api_spec.py"
+    return Page(path=REFERENCE / "http-api.md", text=GENERATED.format(source=source) + api_page_text())
+
+
 def pages() -> list[Page]:
     """All generated pages, as the code and chart say now."""
-    return [settings_page(), values_page()]
+    return [settings_page(), values_page(), api_page()]
 
 
 def main(argv: list[str] | None = None) -> int:

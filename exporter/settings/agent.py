@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from exporter.settings.common import CommaList, DaemonSettings, Duration
+from exporter.settings.common import CommaList, DaemonSettings, Duration, SecretPath, check_urls
 
 
 class AgentSettings(DaemonSettings):
@@ -66,9 +66,15 @@ class AgentSettings(DaemonSettings):
     )
     retention: Duration = Field(default=3600.0, description="keep counters of gone pods this long after ack")
     safety_retention: Duration = Field(default=86400.0, description="drop gone pods' counters after this")
-    usage_token_file: Path | None = Field(
+    usage_token_file: SecretPath = Field(
         default=None, description="when set, /v1/usage requires 'Authorization: Bearer <token in this file>'")
     max_holder_series: int = Field(default=5000, ge=1, description="per-holder series on /metrics before folding")
+
+    @field_validator("dcgm_url", "device_metrics_url", "hami_monitor_url")
+    @classmethod
+    def _urls(cls, v: str) -> str:
+        check_urls([u.strip() for u in v.split(",") if u.strip()])
+        return v
 
     def charge_cap(self) -> float:
         """Seconds one tick may charge at most: ``max_charge_interval``, or 4 ticks when it is unset (0)."""

@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from exporter.model.budget_values import parse_budget
 from exporter.model.shard_spec import Shard, hostname_ordinal
-from exporter.settings.common import CommaList, DaemonSettings, Duration
+from exporter.settings.common import CommaList, DaemonSettings, Duration, SecretPath, check_urls
 
 
 def _budget_map(value: object) -> object:
@@ -49,7 +49,7 @@ class AggregatorSettings(DaemonSettings):
         default="/var/lib/gpu-cost-exporter/ledger.db",
         description="SQLite ledger file, or a postgresql://user@host:port/db URL (password from "
         "ledger_password_file or the URL's passfile=)")
-    ledger_password_file: Path | None = Field(default=None, description="password of a PostgreSQL ledger")
+    ledger_password_file: SecretPath = Field(default=None, description="password of a PostgreSQL ledger")
     cluster: str = Field(
         default="", max_length=63, description="this cluster's name, keying every ledger row (required with "
         "PostgreSQL, where many clusters may share one database; 'default' on SQLite)")
@@ -86,7 +86,7 @@ class AggregatorSettings(DaemonSettings):
     lease_name: str = Field(default="gpu-cost-exporter-aggregator", description="name of the Lease")
     lease_duration: Duration = Field(default=15.0, description="how long a lease lives without renewal")
     lease_renew_period: Duration = Field(default=5.0, description="how often the leader renews")
-    agent_token_file: Path | None = Field(default=None, description="bearer token the agents' /v1/usage requires")
+    agent_token_file: SecretPath = Field(default=None, description="bearer token the agents' /v1/usage requires")
     agent_ca_file: Path | None = Field(default=None, description="CA bundle to verify agents served over HTTPS")
     breakdown_series: bool = Field(
         default=False, description="also export allocated GPU-seconds and cost by namespace x pool x priority class")
@@ -123,6 +123,11 @@ class AggregatorSettings(DaemonSettings):
     shard_index: int | None = Field(
         default=None, ge=0, description="this aggregator's shard, 0..shards-1 (default: the trailing ordinal of "
         "the hostname, as a StatefulSet names its pods; else 0)")
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_urls(cls, v: list[str]) -> list[str]:
+        return check_urls(v)
 
     @field_validator("shards")
     @classmethod

@@ -8,17 +8,21 @@ travels in any of them: a setting names the file that holds a token or password 
 
 from __future__ import annotations
 
+import difflib
 import io
 import os
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from typing_extensions import override
 
 from exporter.model.durations import parse_duration
+from exporter.secrets import secret_file_problem
 
 ENV_PREFIX = "GPUCOST_"
 CONFIG_FILE = "config_file"
@@ -33,6 +37,36 @@ def _split_list(value: object) -> object:
 
 
 CommaList = Annotated[list[str], BeforeValidator(_split_list)]
+
+
+def _secret_path(path: Path | None) -> Path | None:
+    if path is not None and (problem := secret_file_problem(path)):
+        raise ValueError(problem)
+    return path
+
+
+#: A file holding a token or password: it must exist, be a readable regular file and hold more than whitespace.
+SecretPath = Annotated[Path | None, AfterValidator(_secret_path)]
+
+
+def url_problem(url: str) -> str:
+    """Why ``url`` is no http(s) URL of a host (and a valid port), or "": a URL that cannot parse must stop the
+    start, not fail every tick."""
+    try:
+        parts = urlsplit(url)
+        _port = parts.port  # raises on a port that is not a number in 0..65535
+    except ValueError as exc:
+        return f"{url!r} is not a URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http:// or https:// URL with a host"
+    return ""
+
+
+def check_urls(urls: list[str]) -> list[str]:
+    """``urls`` when each is an http(s) URL of a host; else a ValueError naming the first that is not."""
+    if bad := next((p for p in map(url_problem, urls) if p), ""):
+        raise ValueError(bad)
+    return urls
 
 
 class SettingsFileError(ValueError):
@@ -145,6 +179,29 @@ class DaemonSettings(BaseSettings):
         return v
 
 
+def unknown_variables(model: type[DaemonSettings], *, others: Collection[str] = (),
+                      environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per ``GPUCOST_*`` environment variable that names no setting of ``model``: a typo
+    (``GPUCOST_TIK``) would otherwise leave the default in place without a word. ``others``: the other daemon's
+    settings, named as such (a deployment that shares one environment between both daemons is told, not
+    refused)."""
+    known = set(model.model_fields)
+    out = []
+    for key in sorted(os.environ if environ is None else environ):
+        if not key.upper().startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX):].lower()
+        if name in known:
+            continue
+        if name in others:
+            out.append(f"{key} is a setting of the other daemon, not of this one; ignored")
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f" (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else ""
+        out.append(f"{key} is not a setting{hint}; ignored")
+    return out
+
+
 def error_line(model: type[DaemonSettings], exc: ValidationError | SettingsFileError, *, init: dict[str, Any]) -> str:
     """One line naming the setting, its variable, and the settings file when the bad value came from there."""
     if isinstance(exc, SettingsFileError):
@@ -156,4 +213,4 @@ def error_line(model: type[DaemonSettings], exc: ValidationError | SettingsFileE
     if (path is not None and field not in init and _environment(field) is None
             and field in read_settings_file(path, set(model.model_fields))):
         where += f", from {path}"
-    return f"setting {field} ({where}): {err['msg']}"
+    return f"setting {field} ({where}): {str(err['msg']).removeprefix('Value error, ')}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -215,6 +216,31 @@ async def test_a_review_the_api_server_cannot_answer_is_503_never_open(world: Wo
     logged = capsys.readouterr()
     assert "review_unavailable" in logged.out + logged.err
     assert "t-ops" not in logged.out + logged.err
+
+
+@pytest.mark.parametrize("token", ["t-ops", "t-alice", "t-prom"])
+async def test_an_access_review_the_api_server_refuses_after_the_token_review_is_503_never_open(
+        world: World, token: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """TokenReview answers (the caller is authenticated) but every SubjectAccessReview is throttled (429): no
+    decision, so every route answers 503, never the data and never as if allowed; the TokenReview path alone
+    (the test above) never reaches this one. Counted as access errors, logged without the token."""
+    world.pipe.peers.api.reviews.throttled = {"access"}
+    for path in ROUTES:
+        resp = await world.http.get(path, headers={"Authorization": f"Bearer {token}"})
+        assert resp.status == 503, (path, resp.status)
+        assert resp.headers["Retry-After"] == "5"
+        body = await resp.text()
+        assert "ai-training" not in body and "research" not in body and "gpucost_" not in body
+    assert world.reviews["token"] >= 1  # the token was reviewed (and accepted) first
+    logged = capsys.readouterr()
+    assert "SubjectAccessReview: HTTP 429" in logged.out + logged.err
+    assert token not in logged.out + logged.err
+    world.pipe.peers.api.reviews.throttled = set()  # the API server answers again: so does every route
+    status, text = await world.get("/metrics", "t-prom")
+    assert status == 200
+    errors = re.search(r'gpucost_auth_reviews_total\{result="error",review="access"\} (\S+)', text) or \
+        re.search(r'gpucost_auth_reviews_total\{review="access",result="error"\} (\S+)', text)
+    assert errors is not None and float(errors.group(1)) >= len(ROUTES)
 
 
 async def test_200_concurrent_callers_cost_one_review_per_token_and_question(world: World) -> None:

@@ -5,9 +5,10 @@ loopback (the rig of test_books_integrity)."""
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
 
 from exporter.sim.runner import free_port
-from tests.integration.test_books_integrity import Rig, _rig
+from tests.integration.test_books_integrity import Rig, _hostile_snapshot, _rig
 
 _FIXTURES = (_rig,)  # used by name
 pytestmark = pytest.mark.timeout(60)  # in-process rigs, each test under 1 s
@@ -50,3 +51,41 @@ async def test_a_url_that_proved_one_node_is_refused_for_another(rig: Rig) -> No
     assert agg.gate.rejected == {"url_mismatch": 7}
     assert agg.gate.pins == {"a100": url}
     assert await agg.ledger.query("SELECT node, url FROM agent_urls") == [("a100", url)]
+
+
+async def test_only_a_booked_snapshot_pins_a_node(rig: Rig) -> None:
+    """A hostile server claims a100 once, on the first tick, listed before the real agent: the gate admits it (no
+    pin yet) and the books refuse it (1e12 GPU-seconds in 15 s). Its URL must not be pinned to a100, or the
+    real agent would be refused as node_mismatch for good (0 of 150 GPU-seconds booked). The real agent's
+    answer of that tick is refused (the hostile one came first); from the next tick on it proves a100, and its
+    counters carry the whole 150 s (1 GPU x 150 s)."""
+    body = _hostile_snapshot("a100", capacity=[{"gpu_uuid": "GPU-9", "gpu_model": "NVIDIA A100-SXM4-80GB"}],
+                             holders=[{"namespace": "x", "pod": "p", "container": "c", "device_id": "GPU-9",
+                                       "fraction": 1.0, "allocated_s": 1e12, "used_s": 0.0, "unmeasured_s": 0.0}])
+    answered = 0
+
+    async def usage(_request: web.Request) -> web.Response:
+        nonlocal answered
+        answered += 1
+        if answered > 1:
+            return web.json_response({"error": "gone"}, status=503)
+        return web.Response(text=body(rig.clock.now()), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/v1/usage", usage)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    hostile = f"http://127.0.0.1:{port}"
+    try:
+        real = await rig.agent("a100", node="a100")
+        agg = await rig.start_aggregator(agents=[hostile, real])
+        await rig.run(range(0, 165, 15))
+        assert agg.gate.rejected == {"faster_than_wall_time": 1, "node_mismatch": 1}
+        assert agg.gate.pins == {"a100": real}
+        assert await agg.ledger.query("SELECT node, url FROM agent_urls") == [("a100", real)]
+        assert rig.booked("t") == pytest.approx(rig.agent_allocated("a100", "t")) == pytest.approx(150.0)
+        assert rig.booked("x") == 0.0
+    finally:
+        await runner.cleanup()

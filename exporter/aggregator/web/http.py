@@ -1,4 +1,5 @@
-"""The aggregator's HTTP endpoints: /metrics, /api/v1/report, /api/v1/keda/utilization, /healthz, /readyz."""
+"""The aggregator's HTTP endpoints: /metrics, /api/v1/report, /api/v1/keda/utilization, /healthz, /readyz, and
+/api/v1/openapi.json, their contract (``api_spec``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from exporter.aggregator.ledger.report import ReportError, parse_time, to_json
 from exporter.aggregator.web.access.gate import SCOPE
 from exporter.aggregator.web.access.wiring import guard_for
+from exporter.aggregator.web.api_spec import openapi
 from exporter.aggregator.web.exposition import ExpositionRenderer
 from exporter.aggregator.web.status_page import render_status
 from exporter.aggregator.web.view import AggregatorView
@@ -108,6 +110,11 @@ def build_app(agg: AggregatorView) -> web.Application:
         report = agg.health_report()
         return web.json_response(report, status=200 if report["ready"] else 503)
 
+    spec = openapi(auth=agg.settings.auth == "kubernetes")
+
+    async def openapi_json(_req: web.Request) -> web.Response:
+        return web.json_response(spec)
+
     async def status(req: web.Request) -> web.Response:
         return web.Response(text=await render_status(agg, scope=req[SCOPE]), content_type="text/html", charset="utf-8")
 
@@ -117,6 +124,7 @@ def build_app(agg: AggregatorView) -> web.Application:
     app.router.add_get("/api/v1/keda/utilization", keda)
     app.router.add_get("/api/v1/recommendations", recommendations)
     app.router.add_get("/api/v1/focus", focus)
+    app.router.add_get("/api/v1/openapi.json", openapi_json)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app

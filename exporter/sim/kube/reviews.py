@@ -64,11 +64,21 @@ class KubeReviews:
         self.by_token = {u.token: u for u in users}
         self.by_username = {u.username: u for u in users}
         self.reviews: dict[str, int] = {"token": 0, "access": 0}
+        #: Reviews ("token", "access") the API server turns away, as its priority and fairness does when
+        #: overloaded (429 with Retry-After): one kind can be refused while the other is answered.
+        self.throttled: set[str] = set()
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         """Register the POST routes on the API server's router."""
         router.add_post(TOKEN_REVIEWS, self.token_review)
         router.add_post(ACCESS_REVIEWS, self.access_review)
+
+    @staticmethod
+    def _too_many(kind: str) -> web.Response:
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+                                  "reason": "TooManyRequests", "message": f"too many requests: {kind}s are "
+                                  "throttled, please try again later", "details": {"retryAfterSeconds": 1}},
+                                 status=429, headers={"Retry-After": "1"})
 
     @staticmethod
     async def _body(req: web.Request, kind: str) -> dict[str, Any] | web.Response:
@@ -83,6 +93,8 @@ class KubeReviews:
 
     async def token_review(self, req: web.Request) -> web.Response:
         """POST TokenReview: ``status.authenticated`` and the user's name, uid and groups."""
+        if "token" in self.throttled:
+            return self._too_many("TokenReview")
         body = await self._body(req, "TokenReview")
         if isinstance(body, web.Response):
             return body
@@ -97,6 +109,8 @@ class KubeReviews:
 
     async def access_review(self, req: web.Request) -> web.Response:
         """POST SubjectAccessReview: RBAC's answer for ``spec.user`` on costs or on ``/metrics``."""
+        if "access" in self.throttled:
+            return self._too_many("SubjectAccessReview")
         body = await self._body(req, "SubjectAccessReview")
         if isinstance(body, web.Response):
             return body

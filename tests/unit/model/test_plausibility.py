@@ -88,6 +88,19 @@ def test_unmeasured_energy_time_is_bounded_like_a_counter() -> None:
     assert implausible([], wall=15.0, gpus=1, unmeasured_energy_s=bound * 1.0001) == "faster_than_wall_time"
 
 
+def test_unmeasured_energy_seconds_are_not_summed_with_held_seconds() -> None:
+    """A legally oversubscribed node with DCGM down: 2 GPUs, 4 holders of 15 s each over 15 s = 60 GPU-s, within
+    twice the bound (2 x 2 x (15 x 1.001 + 1) = 64.06), and all 2 x 15 = 30 GPU-seconds' energy unmeasured
+    (within the bound 32.03). Plausible: the unmeasured seconds are the same seconds the holders held, not more
+    of them; summed with the held ones (60 + 30 = 90 > 64.06) the node would be refused."""
+    bound = _bound(2, 15.0)
+    assert bound == pytest.approx(32.03) and OVERSUBSCRIPTION_LIMIT * bound == pytest.approx(64.06)
+    held = [CounterMark(allocated_s=15.0, unmeasured_s=0.0)] * 4
+    assert implausible(held, wall=15.0, gpus=2, unmeasured_energy_s=30.0) == ""
+    assert implausible(held, wall=15.0, gpus=2, unmeasured_energy_s=bound) == ""
+    assert implausible(held, wall=15.0, gpus=2, unmeasured_energy_s=bound * 1.0001) == "faster_than_wall_time"
+
+
 def test_energy_may_reach_the_power_envelope() -> None:
     bound = _bound(4, 15.0)
     at = CounterMark(allocated_s=15.0, energy_j=MAX_GPU_WATTS * bound)

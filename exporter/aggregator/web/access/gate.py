@@ -25,7 +25,8 @@ from exporter.logs import get_logger
 
 log = get_logger("access")
 SCOPE = web.RequestKey("gpucost_scope", Scope)
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # probes: no cost data, and the kubelet has no token
+#: Probes (no cost data, and the kubelet has no token) and the API's contract (routes and shapes, no data).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/api/v1/openapi.json"})
 NAMESPACE_CHECKS = 16  # access reviews in flight at once for one caller's namespaces
 
 

@@ -3,6 +3,8 @@ others are refused. Static agents (``expected=None``) pin a node to the URL that
 
 from __future__ import annotations
 
+from structlog.testing import capture_logs
+
 from exporter.aggregator.books.gate import SnapshotGate
 from exporter.clients.agents import PullResult
 from exporter.model.usage import UsageSnapshot
@@ -84,3 +86,18 @@ def test_unpinning_a_closed_node_lets_another_url_prove_it() -> None:
     out = gate.admit([_pulled(B, "gpu-1")], expected=None)
     assert out.new_pins == {"gpu-1": B}
     assert gate.rejected == {}
+
+
+def test_a_thousand_refusals_log_one_line_per_url_and_reason() -> None:
+    """500 ticks of B claiming A's pinned node (node_mismatch) and of an agent answering garbage (invalid),
+    plus the books' own refusals of A (counter_decreased) 500 times: 1,500 refusals, all counted, 3 log lines
+    (one per URL and reason), each naming its URL and reason."""
+    gate = SnapshotGate(pins={"gpu-1": A})
+    with capture_logs() as logs:
+        for _tick in range(500):
+            gate.admit([_pulled(A, "gpu-1"), _pulled(B, "gpu-1"), PullResult("http://bad", None, error="schema",
+                                                                               invalid=True)], expected=None)
+            gate.refuse(url=A, node="gpu-1", reason="counter_decreased")
+    assert gate.rejected == {"node_mismatch": 500, "invalid": 500, "counter_decreased": 500}
+    lines = [(e["url"], e["reason"]) for e in logs if e["event"] == "agent_snapshot_rejected"]
+    assert sorted(lines) == sorted([("http://bad", "invalid"), (A, "counter_decreased"), (B, "node_mismatch")])
