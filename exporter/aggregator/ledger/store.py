@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from exporter.aggregator.ledger.backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
 from exporter.aggregator.ledger.devices import write_devices
 from exporter.aggregator.ledger.evidence import write_evidence
+from exporter.aggregator.ledger.faults import UNREACHABLE, fault_of, leaves_ledger_down
 from exporter.aggregator.ledger.nodes import (
     NodeBooks,
     StaleMarks,
@@ -93,7 +94,12 @@ class Ledger:
         self.fence_key = fence_key or cluster  # the ``fence`` row: the cluster's, or one shard's of it
         self.guard_marks = guard_marks  # other aggregators book this cluster too: check marks before writing
         self.term: int | None = None
-        self.up = False  # whether the last call reached the database
+        self.opened = False
+        #: Why the database cannot take this ledger's writes now (``faults.REASONS``); "" while it can. Set by a
+        #: call failing for such a reason, cleared by the next write that commits (or, when the database was
+        #: unreachable, by any call it answers).
+        self.fault = ""
+        self.write_failures: dict[str, int] = {}  # reason -> writes that failed for it, since start
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self.commits = 0
 
@@ -107,24 +113,45 @@ class Ledger:
         """Where the ledger is, fit for a log line (no password)."""
         return self.backend.describe()
 
+    @property
+    def up(self) -> bool:
+        """Whether the ledger is open and its database takes writes (``gpucost_ledger_up``): while it is not, no
+        tick is booked and no agent acknowledged."""
+        return self.opened and not self.fault
+
     # -- plumbing ------------------------------------------------------------------------------------
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _run(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
         loop = asyncio.get_running_loop()
         try:
             out = await loop.run_in_executor(self._pool, fn, *args)
         except (StaleTerm, StaleMarks, LedgerError):
             raise
         except Exception as exc:
-            self.up = not _unreachable(exc)
+            self._failed(exc, write=write)
             raise
-        self.up = True
+        if self.fault and (write or self.fault == UNREACHABLE):
+            log.info("ledger_write_recovered", ledger=self.path, reason=self.fault,
+                     failures=sum(self.write_failures.values()))
+            self.fault = ""
         return out
+
+    def _failed(self, exc: BaseException, *, write: bool) -> None:
+        """Count a failed write by its reason; a reason that says the database cannot take writes takes the ledger
+        down (logged once per streak, with the error)."""
+        reason = fault_of(exc)
+        if write:
+            self.write_failures[reason] = self.write_failures.get(reason, 0) + 1
+        if leaves_ledger_down(reason):
+            if not self.fault:
+                log.error("ledger_write_failed" if write else "ledger_unavailable", ledger=self.path, reason=reason,
+                          error=str(exc) or type(exc).__name__)
+            self.fault = reason
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open_sync(self) -> None:
         """Open (and migrate) the database, on the calling thread."""
         self.backend.open()
-        self.up = True
+        self.opened = True
 
     async def open(self) -> None:
         """Open (and migrate) the database on the ledger's thread."""
@@ -149,7 +176,7 @@ class Ledger:
 
     async def acquire_term(self, holder: str) -> int:
         """``acquire_term_sync`` on the ledger's thread."""
-        return await self._run(self.acquire_term_sync, holder)
+        return await self._run(self.acquire_term_sync, holder, write=True)
 
     def _current_term(self, tx: Tx) -> int | None:
         """This cluster's (or shard's) fencing term, the row locked until the transaction ends."""
@@ -286,7 +313,7 @@ class Ledger:
 
     async def commit(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
         """Write one tick on the ledger's thread."""
-        await self._run(self.commit_sync, w, expected)
+        await self._run(self.commit_sync, w, expected, write=True)
 
     async def read(self, fn: Callable[[Query], T]) -> T:
         """Run a read-only ``fn(query)`` on the ledger's thread (off the event loop)."""
@@ -317,7 +344,8 @@ class Ledger:
 
     async def compact(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
         """``compact_sync`` on the ledger's thread: rows removed."""
-        return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before))
+        return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before),
+                               write=True)
 
     async def run_report(self, by: str, *, since: float | None, until: float | None,
                          cluster: str | None = "") -> list[dict[str, Any]]:
@@ -333,12 +361,3 @@ class Ledger:
         """``query_sync`` on the ledger's thread."""
         return await self._run(self.query_sync, sql, params)
 
-
-def _unreachable(exc: BaseException) -> bool:
-    """Whether an error says the database could not be reached (rather than that a statement failed)."""
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError:
-        return False
-    return isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout)

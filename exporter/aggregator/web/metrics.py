@@ -43,6 +43,7 @@ class MetricsInputs:
     team_label: str
     breakdown_series: bool
     ledger_up: bool = True
+    ledger_write_failures: Mapping[str, int] = field(default_factory=dict)  # reason -> failed writes
     recommendations: tuple[Recommendation, ...] = ()
     budgets: Mapping[str, float] = field(default_factory=dict)
     forecasts: tuple[Forecast, ...] = ()
@@ -307,6 +308,12 @@ def health(m: MetricsInputs) -> Iterator[Family]:
     yield from (agent_up, dcgm_up, rejected)
     yield GaugeMetricFamily("gpucost_ledger_up", "1 while the ledger's database answers (0: no tick is booked or "
                             "acknowledged until it does)", value=1.0 if m.ledger_up else 0.0)
+    failures = CounterMetricFamily("gpucost_ledger_write_failures_total", "ledger writes (ticks, compactions, "
+                                   "fencing terms) that failed, by reason: disk_full, io_error, read_only, corrupt, "
+                                   "locked, unreachable, other", labels=["reason"])
+    for reason, n in sorted(m.ledger_write_failures.items()):
+        failures.add_metric([reason], n)
+    yield failures
     yield GaugeMetricFamily("gpucost_ledger_last_commit_timestamp_seconds", "when the ledger last committed a tick",
                             value=m.gauges.last_commit)
     yield GaugeMetricFamily("gpucost_aggregator_tick_duration_seconds", "wall time of the last tick",
