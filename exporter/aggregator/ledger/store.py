@@ -38,6 +38,7 @@ from exporter.aggregator.ledger.sql import accumulate as _accumulate
 from exporter.aggregator.ledger.sql import load_table as _load
 from exporter.aggregator.ledger.sqlite import SqliteBackend, sqlite_reader
 from exporter.aggregator.ledger.teams import write_teams
+from exporter.aggregator.ledger.verify import COMPACTED, verify
 from exporter.logs import get_logger
 from exporter.model.books import (
     AgentMark,
@@ -151,6 +152,13 @@ class Ledger:
     def open_sync(self) -> None:
         """Open (and migrate) the database, on the calling thread."""
         self.backend.open()
+        findings = verify(self.query_sync, postgres=isinstance(self.backend, PostgresBackend), cheap=True,
+                          cluster=self.cluster)
+        if findings:  # books restored from inconsistent marks would lose or repeat GPU-seconds from here on
+            self.backend.close()
+            more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+            raise LedgerError(f"{self.path}: fails verification: {findings[0].line()}{more}; see "
+                              "`gpu-cost-exporter ledger verify`")
         self.opened = True
 
     async def open(self) -> None:
@@ -331,6 +339,9 @@ class Ledger:
             for table in ("unallocated", "unobserved", "unused_commitment", "evidence", "namespace_team",
                           "node_devices"):
                 n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
+            if n:  # totals now hold more than their hour rows: ``ledger verify`` checks them knowing it
+                tx.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
+                           "excluded.value", (COMPACTED + cl, str(before_hour)))
             if quota_events_before is not None:
                 tx.execute(
                     "INSERT INTO quota_rejection_totals (cluster, namespace, count) "
