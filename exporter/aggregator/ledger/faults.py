@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from dataclasses import dataclass, field
+
+from exporter.logs import get_logger
+
+log = get_logger("aggregator")
 
 DISK_FULL = "disk_full"
 IO_ERROR = "io_error"
@@ -62,3 +67,38 @@ def _pg_unreachable(exc: BaseException) -> bool:
     except ImportError:
         return False
     return isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout)
+
+
+@dataclass(slots=True)
+class LedgerHealth:
+    """Whether a ledger takes writes now, and how many failed since start, by reason."""
+
+    opened: bool = False
+    #: Why the database cannot take writes now (one of ``REASONS``); "" while it can. Set by a call failing for
+    #: such a reason, cleared by the next write that commits (or, when it was unreachable, by any call it answers).
+    fault: str = ""
+    write_failures: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def up(self) -> bool:
+        """Open, and taking writes (``gpucost_ledger_up``)."""
+        return self.opened and not self.fault
+
+    def failed(self, exc: BaseException, *, write: bool, where: str) -> None:
+        """Count a failed write by its reason; a reason that says the database cannot take writes takes the ledger
+        down (logged once per streak, with the error)."""
+        reason = fault_of(exc)
+        if write:
+            self.write_failures[reason] = self.write_failures.get(reason, 0) + 1
+        if leaves_ledger_down(reason):
+            if not self.fault:
+                log.error("ledger_write_failed" if write else "ledger_unavailable", ledger=where, reason=reason,
+                          error=str(exc) or type(exc).__name__)
+            self.fault = reason
+
+    def succeeded(self, *, write: bool, where: str) -> None:
+        """A call the database answered: a committed write ends a fault, any answer ends being unreachable."""
+        if self.fault and (write or self.fault == UNREACHABLE):
+            log.info("ledger_write_recovered", ledger=where, reason=self.fault,
+                     failures=sum(self.write_failures.values()))
+            self.fault = ""

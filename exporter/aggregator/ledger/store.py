@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from exporter.aggregator.ledger.backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
 from exporter.aggregator.ledger.devices import write_devices
 from exporter.aggregator.ledger.evidence import write_evidence
-from exporter.aggregator.ledger.faults import UNREACHABLE, fault_of, leaves_ledger_down
+from exporter.aggregator.ledger.faults import LedgerHealth
 from exporter.aggregator.ledger.nodes import (
     NodeBooks,
     StaleMarks,
@@ -38,7 +38,7 @@ from exporter.aggregator.ledger.sql import accumulate as _accumulate
 from exporter.aggregator.ledger.sql import load_table as _load
 from exporter.aggregator.ledger.sqlite import SqliteBackend, sqlite_reader
 from exporter.aggregator.ledger.teams import write_teams
-from exporter.aggregator.ledger.verify import COMPACTED, verify
+from exporter.aggregator.ledger.verify import mark_compacted, refuse_failing
 from exporter.logs import get_logger
 from exporter.model.books import (
     AgentMark,
@@ -95,12 +95,7 @@ class Ledger:
         self.fence_key = fence_key or cluster  # the ``fence`` row: the cluster's, or one shard's of it
         self.guard_marks = guard_marks  # other aggregators book this cluster too: check marks before writing
         self.term: int | None = None
-        self.opened = False
-        #: Why the database cannot take this ledger's writes now (``faults.REASONS``); "" while it can. Set by a
-        #: call failing for such a reason, cleared by the next write that commits (or, when the database was
-        #: unreachable, by any call it answers).
-        self.fault = ""
-        self.write_failures: dict[str, int] = {}  # reason -> writes that failed for it, since start
+        self.health = LedgerHealth()  # up, or why not (``faults``)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self.commits = 0
 
@@ -116,9 +111,8 @@ class Ledger:
 
     @property
     def up(self) -> bool:
-        """Whether the ledger is open and its database takes writes (``gpucost_ledger_up``): while it is not, no
-        tick is booked and no agent acknowledged."""
-        return self.opened and not self.fault
+        """Open and taking writes (``gpucost_ledger_up``): while not, no tick is booked, no agent acknowledged."""
+        return self.health.up
 
     # -- plumbing ------------------------------------------------------------------------------------
     async def _run(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
@@ -128,38 +122,18 @@ class Ledger:
         except (StaleTerm, StaleMarks, LedgerError):
             raise
         except Exception as exc:
-            self._failed(exc, write=write)
+            self.health.failed(exc, write=write, where=self.path)
             raise
-        if self.fault and (write or self.fault == UNREACHABLE):
-            log.info("ledger_write_recovered", ledger=self.path, reason=self.fault,
-                     failures=sum(self.write_failures.values()))
-            self.fault = ""
+        self.health.succeeded(write=write, where=self.path)
         return out
-
-    def _failed(self, exc: BaseException, *, write: bool) -> None:
-        """Count a failed write by its reason; a reason that says the database cannot take writes takes the ledger
-        down (logged once per streak, with the error)."""
-        reason = fault_of(exc)
-        if write:
-            self.write_failures[reason] = self.write_failures.get(reason, 0) + 1
-        if leaves_ledger_down(reason):
-            if not self.fault:
-                log.error("ledger_write_failed" if write else "ledger_unavailable", ledger=self.path, reason=reason,
-                          error=str(exc) or type(exc).__name__)
-            self.fault = reason
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open_sync(self) -> None:
         """Open (and migrate) the database, on the calling thread."""
-        self.backend.open()
-        findings = verify(self.query_sync, postgres=isinstance(self.backend, PostgresBackend), cheap=True,
-                          cluster=self.cluster)
-        if findings:  # books restored from inconsistent marks would lose or repeat GPU-seconds from here on
-            self.backend.close()
-            more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-            raise LedgerError(f"{self.path}: fails verification: {findings[0].line()}{more}; see "
-                              "`gpu-cost-exporter ledger verify`")
-        self.opened = True
+        self.backend.open()  # then its marks checked: books restored from inconsistent ones lose or repeat seconds
+        refuse_failing(self.query_sync, postgres=isinstance(self.backend, PostgresBackend), where=self.path,
+                       cluster=self.cluster, close=self.backend.close)
+        self.health.opened = True
 
     async def open(self) -> None:
         """Open (and migrate) the database on the ledger's thread."""
@@ -340,8 +314,7 @@ class Ledger:
                           "node_devices"):
                 n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
             if n:  # totals now hold more than their hour rows: ``ledger verify`` checks them knowing it
-                tx.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
-                           "excluded.value", (COMPACTED + cl, str(before_hour)))
+                mark_compacted(tx, cluster=cl, before_hour=before_hour)
             if quota_events_before is not None:
                 tx.execute(
                     "INSERT INTO quota_rejection_totals (cluster, namespace, count) "

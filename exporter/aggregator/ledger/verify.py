@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from exporter.aggregator.ledger.backend import LedgerError, Tx
 from exporter.aggregator.ledger.report import Query
 from exporter.aggregator.ledger.schema import BY_NAME, FIXED_WORDS
 from exporter.model.books import HOUR, hour_of
@@ -79,6 +80,17 @@ def verify(query: Query, *, postgres: bool, cheap: bool = False, cluster: str | 
     return out
 
 
+def refuse_failing(query: Query, *, postgres: bool, where: str, cluster: str, close: Callable[[], None]) -> None:
+    """``LedgerError`` naming the first finding of the cheap checks of ``cluster`` (the aggregator's start), after
+    ``close``."""
+    findings = verify(query, postgres=postgres, cheap=True, cluster=cluster)
+    if findings:
+        close()
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise LedgerError(f"{where}: fails verification: {findings[0].line()}{more}; see "
+                          "`gpu-cost-exporter ledger verify`")
+
+
 def integrity(query: Query, *, postgres: bool) -> list[Finding]:
     """The database's own consistency check."""
     if not postgres:
@@ -115,20 +127,35 @@ def totals(query: Query, *, cluster: str) -> list[Finding]:
         columns = [c for c in _amount_columns(total_table) if c in _amount_columns(hourly)]
         keys = ", ".join(key)
         sums = ", ".join(f"SUM({c}) AS {c}" for c in columns)
-        booked = {tuple(r[:len(key)]): r[len(key):] for r in query(
-            f"SELECT {keys}, {', '.join(columns)} FROM {total_table} WHERE cluster = ?", (cluster,))}
-        summed = {tuple(r[:len(key)]): r[len(key):] for r in query(
-            f"SELECT {keys}, {sums} FROM {hourly} WHERE cluster = ? GROUP BY {keys}", (cluster,))}
-        zero = tuple(Decimal(0) for _ in columns)
+        booked = _by_key(query(f"SELECT {keys}, {', '.join(columns)} FROM {total_table} WHERE cluster = ?",
+                               (cluster,)), key=key, columns=columns)
+        summed = _by_key(query(f"SELECT {keys}, {sums} FROM {hourly} WHERE cluster = ? GROUP BY {keys}", (cluster,)),
+                         key=key, columns=columns)
         for k in sorted(set(booked) | set(summed), key=str):
-            have, want = booked.get(k, zero), summed.get(k, zero)
-            for column, t, s in zip(columns, have, want, strict=True):
-                t, s = Decimal(t or 0), Decimal(s or 0)
+            have, want = booked.get(k, {}), summed.get(k, {})
+            for column in columns:
+                t, s = have.get(column, Decimal(0)), want.get(column, Decimal(0))
                 if t == s or (compacted and t > s):
                     continue
                 out.append(Finding("total", f"{cluster} {total_table} {'/'.join(map(str, k))} {column}",
                                    f"total {t} != {s}, the sum of its {hourly} rows"))
     return out
+
+
+def _by_key(rows: list[tuple[Any, ...]], *, key: tuple[str, ...],
+            columns: list[str]) -> dict[tuple[Any, ...], dict[str, Decimal]]:
+    """Rows of key columns then amounts, as amounts by column name under their key."""
+    out = {}
+    for row in rows:
+        named = dict(zip((*key, *columns), row, strict=True))
+        out[tuple(named[k] for k in key)] = {c: Decimal(named[c] or 0) for c in columns}
+    return out
+
+
+def mark_compacted(tx: Tx, *, cluster: str, before_hour: int) -> None:
+    """Record, in the compaction's transaction, that ``cluster``'s hour rows before ``before_hour`` are gone."""
+    tx.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+               (COMPACTED + cluster, str(before_hour)))
 
 
 def _compacted(query: Query, cluster: str) -> bool:

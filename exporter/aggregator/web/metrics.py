@@ -19,6 +19,7 @@ from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
 from exporter.aggregator.web.carbon_metrics import co2e_counter
+from exporter.aggregator.web.ledger_metrics import ledger_families
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.forecast import Forecast
 from exporter.model.pricing.document import Pricing
@@ -306,16 +307,8 @@ def health(m: MetricsInputs) -> Iterator[Family]:
     for reason, n in sorted(m.snapshots_rejected.items()):
         rejected.add_metric([reason], n)
     yield from (agent_up, dcgm_up, rejected)
-    yield GaugeMetricFamily("gpucost_ledger_up", "1 while the ledger's database answers (0: no tick is booked or "
-                            "acknowledged until it does)", value=1.0 if m.ledger_up else 0.0)
-    failures = CounterMetricFamily("gpucost_ledger_write_failures_total", "ledger writes (ticks, compactions, "
-                                   "fencing terms) that failed, by reason: disk_full, io_error, read_only, corrupt, "
-                                   "locked, unreachable, other", labels=["reason"])
-    for reason, n in sorted(m.ledger_write_failures.items()):
-        failures.add_metric([reason], n)
-    yield failures
-    yield GaugeMetricFamily("gpucost_ledger_last_commit_timestamp_seconds", "when the ledger last committed a tick",
-                            value=m.gauges.last_commit)
+    yield from ledger_families(up=m.ledger_up, write_failures=m.ledger_write_failures,
+                               last_commit=m.gauges.last_commit)
     yield GaugeMetricFamily("gpucost_aggregator_tick_duration_seconds", "wall time of the last tick",
                             value=m.gauges.tick_duration)
     yield CounterMetricFamily("gpucost_agent_resets_total", "agent epochs that changed (counter resets)",
