@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from exporter import __version__
 from exporter.cli_common import UsageError, duration_arg, pricing_check
-from exporter.cli_ledger import focus_command, recommend_command, report_command
+from exporter.cli_ledger import focus_command, recommend_command, report_command, verify_command
 from exporter.cli_outputs import (
     SQLITE_SIDECARS,
     check_ledger_file,
@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     prc.add_argument("--ledger", default=None, help="list exactly the SKUs this ledger's rows reference (SQLite "
                      "file or postgresql:// URL)")
     prc.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
+    led = sub.add_parser("ledger", help="check a ledger")
+    led_sub = led.add_subparsers(dest="ledger_command", required=True, parser_class=_Parser)
+    ver = led_sub.add_parser("verify", help="integrity, totals against hour rows, per node-hour conservation and "
+                             "marks against rows: one line per finding, exit 1 when there is any")
+    ver.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
+    ver.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
     return p
 
 
@@ -216,6 +222,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return recommend_command(args)
     if cmd in ("export", "pricing"):
         return focus_command(args)
+    if cmd == "ledger":
+        return verify_command(args)
     if cmd == "agent":
         settings = _settings(AgentSettings, args)
         if not settings.node_name:

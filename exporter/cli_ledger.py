@@ -1,5 +1,5 @@
-"""The commands that read a ledger (``report``, ``recommend``, ``export``, ``pricing``): read-only, and a
-ledger an older build wrote is refused with a hint rather than migrated."""
+"""The commands that read a ledger (``report``, ``recommend``, ``export``, ``pricing``, ``ledger verify``):
+read-only, and a ledger an older build wrote is refused with a hint rather than migrated."""
 
 from __future__ import annotations
 
@@ -143,3 +143,22 @@ def focus_command(args: argparse.Namespace) -> int:
     except CommandError as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    """``ledger verify``: one line per finding on stdout and exit 1, or exit 0; a summary on stderr."""
+    from exporter.aggregator.ledger.backend import is_postgres
+    from exporter.aggregator.ledger.verify import verify
+
+    postgres = is_postgres(str(args.ledger))
+    if not postgres and not Path(args.ledger).is_file():
+        raise UsageError(f"{args.ledger}: no such ledger file")
+    with _checked_reader(args) as query:
+        findings = verify(query, postgres=postgres)
+        if postgres and not query("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'", ()):
+            print("ledger verify: the amcheck extension is not installed in this database: its indexes were not "
+                  "checked (CREATE EXTENSION amcheck)", file=sys.stderr)
+    for f in findings:
+        sys.stdout.write(f.line() + "\n")
+    print(f"ledger verify: {len(findings)} finding{'s' if len(findings) != 1 else ''}", file=sys.stderr)
+    return 1 if findings else 0

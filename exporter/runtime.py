@@ -9,7 +9,6 @@ import random
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 from exporter.logs import get_logger
@@ -83,18 +82,44 @@ async def finish(task: asyncio.Future[T], *, cancelled: bool = False) -> T:
 
 
 def start_ticking(tick: Callable[[], Awaitable[None]], interval: float,
-                  *, others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Any:
-    """Start an APScheduler AsyncIOScheduler: ``tick`` every ``interval`` seconds from now, plus ``others``
-    (coroutine, seconds). Runs never overlap and missed runs coalesce into one."""
+                  *, others: Sequence[tuple[Callable[[], Awaitable[Any]], float]] = ()) -> Ticking:
+    """``tick`` every ``interval`` seconds from now on the monotonic clock (``Ticking``), plus ``others``
+    (coroutine, seconds) on an APScheduler AsyncIOScheduler. Runs never overlap and missed runs coalesce into one."""
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     scheduler = AsyncIOScheduler()
-    scheduler.add_job(tick, "interval", seconds=interval, max_instances=1, coalesce=True,
-                      next_run_time=datetime.now(), misfire_grace_time=None, id="tick")
     for i, (job, every) in enumerate(others):
         scheduler.add_job(job, "interval", seconds=every, max_instances=1, coalesce=True, id=f"job-{i}")
     scheduler.start()
-    return scheduler
+    return Ticking(asyncio.create_task(_every(tick, interval), name="tick"), scheduler)
+
+
+@dataclass(slots=True)
+class Ticking:
+    """The tick loop and the scheduler of the other jobs; ``shutdown`` cancels both (and a tick running now)."""
+
+    task: asyncio.Task[None]
+    scheduler: Any
+
+    def shutdown(self, wait: bool = False) -> None:
+        """Stop ticking: the running tick is cancelled, as APScheduler's shutdown cancels its job."""
+        self.task.cancel()
+        self.scheduler.shutdown(wait=wait)
+
+
+async def _every(tick: Callable[[], Awaitable[None]], interval: float) -> None:
+    """Ticks at ``interval`` on the event loop's clock, which is monotonic: a step of the wall clock neither stalls
+    the ticks (an APScheduler interval trigger waits for wall time to catch up after a step back) nor bunches
+    them. A tick longer than the interval is followed at once by the next."""
+    loop = asyncio.get_running_loop()
+    due = loop.time()
+    while True:
+        try:
+            await tick()
+        except Exception as exc:  # a tick that failed is retried at the next one, as the scheduler's jobs are
+            log.error("tick_failed", error=repr(exc))
+        due = max(due + interval, loop.time())
+        await asyncio.sleep(due - loop.time())
 
 
 @dataclass(slots=True)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from exporter.agent.health import Health
 from exporter.agent.meter import Meter
+from exporter.clock import ClockSteps
 from exporter.model.devices import SharingMode
 from exporter.model.usage import UsageSnapshot
 
@@ -27,6 +28,7 @@ class AgentView:
     ignored_finished: int
     sharing: Mapping[str, SharingMode]
     max_holder_series: int
+    clock_steps: ClockSteps = field(default_factory=ClockSteps)
 
 
 class AgentCollector(Collector):
@@ -78,6 +80,14 @@ class AgentCollector(Collector):
         yield CounterMetricFamily("gpucost_agent_state_write_failures",
                                   "state writes that failed (the last durable snapshot stays published)",
                                   value=health.state_write_failures)
+        steps = CounterMetricFamily("gpucost_agent_clock_steps", "steps of the node's wall clock against its "
+                                    "monotonic clock (NTP, VM migration); the books keep the agent's timeline",
+                                    labels=["direction"])
+        steps.add_metric(["back"], agent.clock_steps.back)
+        steps.add_metric(["forward"], agent.clock_steps.forward)
+        yield steps
+        yield GaugeMetricFamily("gpucost_agent_clock_offset_seconds", "the node's wall clock minus the agent's "
+                                "timeline (0 until the wall clock steps)", value=agent.clock_steps.offset)
         yield GaugeMetricFamily("gpucost_agent_finished_pods_ignored",
                                 "finished pods the kubelet still lists, ignored thanks to the own-node pod watch",
                                 value=agent.ignored_finished)

@@ -34,7 +34,7 @@ from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition
 from exporter.clients.kube import Watcher, WatchSpec, make_api_client
 from exporter.clients.podresources import PodResourcesClient
-from exporter.clock import Clock, RealClock
+from exporter.clock import Clock, RealClock, Timeline
 from exporter.config import AgentSettings
 from exporter.logs import get_logger
 from exporter.model.devices import SharingMode
@@ -67,7 +67,8 @@ class Agent:
                                                rate=settings.podresources_qps)
         self.health = Health()
         self.state_file = state_path(settings.state_dir)
-        self.meter = self._load_meter()
+        self.meter = self._load_meter()  # then its time: never before where the state left off (``Timeline``)
+        self.timeline = Timeline(self.clock, not_before=self.meter.last_tick, name=settings.node_name)
         self.published: UsageSnapshot | None = None
         self.published_json: bytes | None = None
         self.acked_until: float | None = None
@@ -98,7 +99,7 @@ class Agent:
         """What a scrape reads: the last published tick and the agent's health."""
         return AgentView(node=self.settings.node_name, published=self.published, health=self.health,
                          meter=self.meter, ignored_finished=self.ignored_finished, sharing=self.sharing,
-                         max_holder_series=self.settings.max_holder_series)
+                         max_holder_series=self.settings.max_holder_series, clock_steps=self.timeline.steps)
 
     def _load_meter(self) -> Meter:
         node = self.settings.node_name
@@ -141,7 +142,7 @@ class Agent:
         return bool(w.synced.get("pods")) and int(w.resource_version.get("pods") or 0) >= resource_version
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
-        self.lifetimes.on_event(etype, obj, now=self.clock.now())
+        self.lifetimes.on_event(etype, obj, now=self.timeline.now())
         for pod in obj["items"] if etype == "LISTED" else [obj]:
             self.kubeinfo.observe_pod(pod, deleted=etype == "DELETED")
 
@@ -152,8 +153,7 @@ class Agent:
 
     def acknowledge(self, ts: float) -> None:
         """The aggregator booked everything up to ``ts`` (only ever called for an authenticated request)."""
-        if self.published is not None:
-            ts = min(ts, self.published.timestamp)
+        ts = ts if self.published is None else min(ts, self.published.timestamp)
         self.acked_until = ts if self.acked_until is None else max(self.acked_until, ts)
 
     def health_report(self) -> dict[str, Any]:
@@ -255,13 +255,13 @@ class Agent:
         async with self._tick_lock:
             started = time.perf_counter()
             self.pod_use = PodUse()
-            dcgm, held, hami_use = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.clock.now()),
+            dcgm, held, hami_use = await asyncio.gather(self._fetch_dcgm(), self._fetch_holders(self.timeline.now()),
                                                         self._fetch_hami())
             if dcgm is not None and not self.dcgm.accept(self._allocatable):
                 dcgm, self.pod_use = None, PodUse()  # another node's readings: never booked here
             self.pod_use.merge(hami_use)
             self.meter.pod_use = self.pod_use.by_gpu
-            now = self.clock.now()
+            now = self.timeline.now()
             attribution = None
             if held is not None:
                 claims = self.podresources.last_claims

@@ -167,7 +167,8 @@ class Aggregator:
             pricing=self.pricing.current, now=self.clock.now(), kube_up=self.kube_up,
             pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
             team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series,
-            ledger_up=self.ledger.up, recommendations=self.advice.rows, budgets=self.budgets(),
+            ledger_up=self.ledger.up, ledger_write_failures=self.ledger.health.write_failures,
+            recommendations=self.advice.rows, budgets=self.budgets(),
             forecasts=self.forecasts.rows, budget_annotations_invalid=self.budget_source.invalid_total)
 
     def budgets(self) -> dict[str, float]:
@@ -190,7 +191,8 @@ class Aggregator:
         synced = self.watcher.all_synced if self.watcher else True
         ready = self.books is not None and synced and self.is_leader and self.ledger.up and self.ledger.may_book
         return {"ready": ready, "leader": self.is_leader, "kube_synced": synced, "kube_up": self.kube_up,
-                "ledger_up": self.ledger.up, "ticks": self.ticks, "last_commit": self.gauges.last_commit,
+                "ledger_up": self.ledger.up, "ledger_fault": self.ledger.health.fault, "ticks": self.ticks,
+                "last_commit": self.gauges.last_commit,
                 "agents_up": sum(1 for a in self.gauges.agents.values() if a.up), "agents": len(self.gauges.agents)}
 
     async def wait_synced(self, timeout: float = 30.0) -> bool:

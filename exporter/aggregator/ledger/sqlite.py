@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -72,14 +73,21 @@ class SqliteBackend:
             raise
 
     def transaction(self, body: Callable[[Tx], T]) -> T:
-        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; any failure rolls all of it back and re-raises."""
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; any failure rolls all of it back and re-raises.
+
+        A full disk (``SQLITE_FULL``) or an I/O error may have rolled the transaction back already: the ROLLBACK
+        is then skipped, so the error raised is the one that says why (not "no transaction is active")."""
         db = self._db()
+        if db.in_transaction:  # a ROLLBACK that failed last time (an I/O error): that transaction ends here
+            db.execute("ROLLBACK")
         db.execute("BEGIN IMMEDIATE")
         try:
             out = body(SqliteTx(db))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # the error raised is the one that says why
+                    db.execute("ROLLBACK")
             raise
         return out
 

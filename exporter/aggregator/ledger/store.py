@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from exporter.aggregator.ledger.backend import Backend, LedgerError, StaleTerm, Tx, is_postgres
 from exporter.aggregator.ledger.devices import write_devices
 from exporter.aggregator.ledger.evidence import write_evidence
+from exporter.aggregator.ledger.faults import LedgerHealth
 from exporter.aggregator.ledger.nodes import (
     NodeBooks,
     StaleMarks,
@@ -37,6 +38,7 @@ from exporter.aggregator.ledger.sql import accumulate as _accumulate
 from exporter.aggregator.ledger.sql import load_table as _load
 from exporter.aggregator.ledger.sqlite import SqliteBackend, sqlite_reader
 from exporter.aggregator.ledger.teams import write_teams
+from exporter.aggregator.ledger.verify import mark_compacted, refuse_failing
 from exporter.logs import get_logger
 from exporter.model.books import (
     AgentMark,
@@ -93,7 +95,7 @@ class Ledger:
         self.fence_key = fence_key or cluster  # the ``fence`` row: the cluster's, or one shard's of it
         self.guard_marks = guard_marks  # other aggregators book this cluster too: check marks before writing
         self.term: int | None = None
-        self.up = False  # whether the last call reached the database
+        self.health = LedgerHealth()  # up, or why not (``faults``)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self.commits = 0
 
@@ -107,24 +109,31 @@ class Ledger:
         """Where the ledger is, fit for a log line (no password)."""
         return self.backend.describe()
 
+    @property
+    def up(self) -> bool:
+        """Open and taking writes (``gpucost_ledger_up``): while not, no tick is booked, no agent acknowledged."""
+        return self.health.up
+
     # -- plumbing ------------------------------------------------------------------------------------
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _run(self, fn: Callable[..., T], *args: Any, write: bool = False) -> T:
         loop = asyncio.get_running_loop()
         try:
             out = await loop.run_in_executor(self._pool, fn, *args)
         except (StaleTerm, StaleMarks, LedgerError):
             raise
         except Exception as exc:
-            self.up = not _unreachable(exc)
+            self.health.failed(exc, write=write, where=self.path)
             raise
-        self.up = True
+        self.health.succeeded(write=write, where=self.path)
         return out
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open_sync(self) -> None:
         """Open (and migrate) the database, on the calling thread."""
-        self.backend.open()
-        self.up = True
+        self.backend.open()  # then its marks checked: books restored from inconsistent ones lose or repeat seconds
+        refuse_failing(self.query_sync, postgres=isinstance(self.backend, PostgresBackend), where=self.path,
+                       cluster=self.cluster, close=self.backend.close)
+        self.health.opened = True
 
     async def open(self) -> None:
         """Open (and migrate) the database on the ledger's thread."""
@@ -149,7 +158,7 @@ class Ledger:
 
     async def acquire_term(self, holder: str) -> int:
         """``acquire_term_sync`` on the ledger's thread."""
-        return await self._run(self.acquire_term_sync, holder)
+        return await self._run(self.acquire_term_sync, holder, write=True)
 
     def _current_term(self, tx: Tx) -> int | None:
         """This cluster's (or shard's) fencing term, the row locked until the transaction ends."""
@@ -286,7 +295,7 @@ class Ledger:
 
     async def commit(self, w: TickWrite, expected: Mapping[str, AgentMark | None] | None = None) -> None:
         """Write one tick on the ledger's thread."""
-        await self._run(self.commit_sync, w, expected)
+        await self._run(self.commit_sync, w, expected, write=True)
 
     async def read(self, fn: Callable[[Query], T]) -> T:
         """Run a read-only ``fn(query)`` on the ledger's thread (off the event loop)."""
@@ -304,6 +313,8 @@ class Ledger:
             for table in ("unallocated", "unobserved", "unused_commitment", "evidence", "namespace_team",
                           "node_devices"):
                 n += tx.execute(f"DELETE FROM {table} WHERE cluster = ? AND hour < ?", (cl, before_hour))
+            if n:  # totals now hold more than their hour rows: ``ledger verify`` checks them knowing it
+                mark_compacted(tx, cluster=cl, before_hour=before_hour)
             if quota_events_before is not None:
                 tx.execute(
                     "INSERT INTO quota_rejection_totals (cluster, namespace, count) "
@@ -317,7 +328,8 @@ class Ledger:
 
     async def compact(self, before_hour: int, *, quota_events_before: float | None = None) -> int:
         """``compact_sync`` on the ledger's thread: rows removed."""
-        return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before))
+        return await self._run(lambda: self.compact_sync(before_hour, quota_events_before=quota_events_before),
+                               write=True)
 
     async def run_report(self, by: str, *, since: float | None, until: float | None,
                          cluster: str | None = "") -> list[dict[str, Any]]:
@@ -333,12 +345,3 @@ class Ledger:
         """``query_sync`` on the ledger's thread."""
         return await self._run(self.query_sync, sql, params)
 
-
-def _unreachable(exc: BaseException) -> bool:
-    """Whether an error says the database could not be reached (rather than that a statement failed)."""
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError:
-        return False
-    return isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout)

@@ -19,6 +19,7 @@ from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
 from exporter.aggregator.web.carbon_metrics import co2e_counter
+from exporter.aggregator.web.ledger_metrics import ledger_families
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.forecast import Forecast
 from exporter.model.pricing.document import Pricing
@@ -43,6 +44,7 @@ class MetricsInputs:
     team_label: str
     breakdown_series: bool
     ledger_up: bool = True
+    ledger_write_failures: Mapping[str, int] = field(default_factory=dict)  # reason -> failed writes
     recommendations: tuple[Recommendation, ...] = ()
     budgets: Mapping[str, float] = field(default_factory=dict)
     forecasts: tuple[Forecast, ...] = ()
@@ -305,10 +307,8 @@ def health(m: MetricsInputs) -> Iterator[Family]:
     for reason, n in sorted(m.snapshots_rejected.items()):
         rejected.add_metric([reason], n)
     yield from (agent_up, dcgm_up, rejected)
-    yield GaugeMetricFamily("gpucost_ledger_up", "1 while the ledger's database answers (0: no tick is booked or "
-                            "acknowledged until it does)", value=1.0 if m.ledger_up else 0.0)
-    yield GaugeMetricFamily("gpucost_ledger_last_commit_timestamp_seconds", "when the ledger last committed a tick",
-                            value=m.gauges.last_commit)
+    yield from ledger_families(up=m.ledger_up, write_failures=m.ledger_write_failures,
+                               last_commit=m.gauges.last_commit)
     yield GaugeMetricFamily("gpucost_aggregator_tick_duration_seconds", "wall time of the last tick",
                             value=m.gauges.tick_duration)
     yield CounterMetricFamily("gpucost_agent_resets_total", "agent epochs that changed (counter resets)",
