@@ -33,7 +33,8 @@ def model_rows(latest: Mapping[str, UsageSnapshot], month: Iterable[Mapping[str,
         present, held = now.get(key, [0.0, 0.0])
         r = booked.get(key, {})
         out.append(
-            f"<tr><td>{escape(key[0])}</td><td>{escape(key[1] or 'unknown')}</td><td>{present:g}</td>"
+            f"<tr><td>{escape(key[0])}</td><td style='text-align:left'>{escape(key[1] or 'unknown')}</td>"
+            f"<td>{present:g}</td>"
             f"<td>{held:.2f}</td><td>{float(r.get('allocated_gpu_hours', 0)):.2f}</td>"
             f"<td>{_money(r.get('cost', 0), currency)}</td><td>{_money(r.get('idle_cost', 0), currency)}</td>"
             f"<td>{_money(r.get('unallocated_cost', 0), currency)}</td></tr>")
