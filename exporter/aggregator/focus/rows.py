@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_DOWN, Decimal
+from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
 from itertools import groupby
 
@@ -104,11 +104,17 @@ def allocation_ratios(costs: Sequence[Decimal], seconds: Sequence[Decimal]) -> l
     total = sum(basis, Decimal(0))
     if total <= 0:
         basis, total = [Decimal(1)] * len(costs), Decimal(len(costs))
-    # Rounded down, the remainder is never negative: the largest share grows by it and no ratio can drop below 0
-    # (rounded to nearest, 1,415,327 equal shares left the largest at -6.3E-10) or below a smaller share's.
-    ratios = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_DOWN) for b in basis]
-    largest = max(range(len(ratios)), key=lambda i: ratios[i])
-    ratios[largest] += Decimal(1) - sum(ratios, Decimal(0))
+    # Each share to the nearest 9-digit value (0.12499999975 reads 0.125), the largest taking what the rounding
+    # left over so they sum to exactly 1. When that would leave the largest below another share or below 0 (a
+    # million tiny shares' roundings add up), each is rounded down instead: the remainder is never negative then.
+    nearest = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_HALF_EVEN) for b in basis]
+    down = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_DOWN) for b in basis]
+    for ratios in (nearest, down):
+        largest = max(range(len(ratios)), key=lambda i: ratios[i])
+        fixed = ratios[largest] + Decimal(1) - sum(ratios, Decimal(0))
+        if fixed >= 0 and all(fixed >= r for i, r in enumerate(ratios) if i != largest):
+            break
+    ratios[largest] = fixed
     return ratios
 
 

@@ -64,11 +64,20 @@ def test_one_price_gives_the_exact_shares_of_gpu_seconds() -> None:
 
 def test_the_largest_share_absorbs_the_rounding() -> None:
     """Six equal shares and one that cost nothing: the nothing stays exactly 0 (it used to be handed the
-    rounding, -2E-12 then); the remainder goes to the largest share, which is never left below the others."""
+    rounding, -2E-12 then); the remainder goes to the largest share, which is never left below the others (to the
+    nearest, 6 x 0.166666667 = 1.000000002 would leave it at 0.166666665: rounded down instead)."""
     ratios = allocation_ratios([Decimal(1)] * 6 + [Decimal(0)], [Decimal(1)] * 7)
     assert ratios == [Decimal("0.166666670")] + [Decimal("0.166666666")] * 5 + [Decimal(0)]
+    # 1/6 and 4/6 to the nearest 9 digits sum to 1.000000001: the largest gives the 1e-9 back
     assert allocation_ratios([Decimal(1), Decimal(1), Decimal(4)], [Decimal(1)] * 3) == [
-        Decimal("0.166666666"), Decimal("0.166666666"), Decimal("0.666666668")]
+        Decimal("0.166666667"), Decimal("0.166666667"), Decimal("0.666666666")]
+
+
+def test_ratios_by_cost_are_the_nearest_9_digit_shares() -> None:
+    """Two prices in one node-hour (a listed MIG profile beside a whole GPU's share): the shares of cost, each to
+    the nearest 9 digits: 0.999999998 of 7.999999998 is 0.12499999977..., read 0.125, not 0.124999999."""
+    assert allocation_ratios([Decimal("0.999999998"), Decimal(7)], [Decimal(3600), Decimal(3600)]) == [
+        Decimal("0.125"), Decimal("0.875")]
 
 
 _AMOUNTS = st.decimals(min_value=0, max_value=10**6, places=6, allow_nan=False, allow_infinity=False)
