@@ -16,10 +16,10 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import ValidationError
 
 from exporter import __version__
-from exporter.aggregator.ledger.report import DIMENSIONS
 from exporter.cli_common import UsageError, duration_arg, pricing_check
 from exporter.cli_ledger import focus_command, recommend_command, report_command
 from exporter.config import AgentSettings, AggregatorSettings
+from exporter.model.dimensions import DIMENSIONS
 from exporter.settings.common import CONFIG_FILE, DaemonSettings, SettingsFileError, error_line
 
 EXIT_USAGE = 2

@@ -19,24 +19,13 @@ from exporter.aggregator.ledger.table import Table
 from exporter.aggregator.ledger.wire import plain
 from exporter.aggregator.ledger.wire import to_json as to_json  # importers have long found it here
 from exporter.model.books import hour_of
+from exporter.model.dimensions import ALIASES as ALIASES
+from exporter.model.dimensions import DIMENSIONS as DIMENSIONS
+from exporter.model.dimensions import GROUPS as GROUPS
 from exporter.model.durations import parse_duration
 from exporter.model.exact import ZERO, book
 from exporter.model.named_rows import Select
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    "cluster": ("cluster",),
-    "namespace": ("namespace",),
-    "pod": ("namespace", "pod"),
-    "workload": ("namespace", "workload"),
-    "node": ("node",),
-    "pool": ("pool",),
-    "gpu_model": ("gpu_model",),  # the name the metric label and the JSON key carry
-    "model": ("gpu_model",),  # kept: an alias of gpu_model
-    "priority_class": ("priority_class",),
-    "claim": ("namespace", "claim"),  # DRA ResourceClaim ``<namespace>/<name>``; "" for device-plugin holders
-    "sharing": ("sharing",),  # none | time-slicing | mps | hami | dra; "" booked before the agent said
-    "vendor": ("vendor",),  # nvidia | amd | gaudi | unknown: derived from the model name (``DERIVED``)
-}
 #: Group columns computed from booked ones: the vendor from the model the agent reported (AMD: card_series, else
 #: the board number 102-G...; Gaudi: "Intel Gaudi"; DCGM's model names otherwise).
 DERIVED = {"vendor": "CASE WHEN gpu_model LIKE '%Gaudi%' THEN 'gaudi' WHEN gpu_model LIKE '%Instinct%' OR gpu_model "
@@ -57,9 +46,6 @@ def vendor_of(gpu_model: str | None) -> str:
 CAPACITY_COLUMNS = frozenset({"cluster", "node", "pool", "gpu_model", "vendor"})  # what capacity tables are keyed by
 #: Single keys capacity is kept by.
 CAPACITY_GROUPS = {"node": "node", "pool": "pool", "gpu_model": "gpu_model", "model": "gpu_model"}
-ALIASES = {"model": "gpu_model"}
-#: Every report dimension by its one name (``--help`` and errors list these; an alias is accepted too).
-DIMENSIONS = tuple(k for k in GROUPS if k not in ALIASES)
 GROUP_COLUMNS = frozenset(c for cols in GROUPS.values() for c in cols) | {"commitment"}
 UNALLOCATED = "__unallocated__"
 UNOBSERVED = "__unobserved__"
