@@ -28,6 +28,7 @@ from exporter.cli_outputs import (
     replace_ledger,
 )
 from exporter.config import AgentSettings, AggregatorSettings
+from exporter.model.dimensions import DIMENSIONS
 from exporter.settings.common import CONFIG_FILE, DaemonSettings, SettingsFileError, error_line, unknown_variables
 
 EXIT_USAGE = 2
@@ -74,7 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the whole product on the built-in simulated cluster, in real time")
     demo.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario YAML (default: built-in)")
     demo.add_argument("--listen", default="127.0.0.1:9501", help="aggregator host:port (default 127.0.0.1:9501)")
-    demo.add_argument("--workdir", type=Path, default=None, help="where to keep sockets, state and the ledger")
+    demo.add_argument("--workdir", type=Path, default=None, help="where to keep sockets, state and the ledger "
+                      "(kept after the demo; default: a temporary folder, deleted unless --keep)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary work folder, ledger included, for "
+                      "report, recommend and export afterwards (its path is printed)")
     demo.add_argument("--duration", default=None, help="stop after this long (e.g. 2m); default: run until Ctrl-C")
     demo.add_argument("--refresh", default=None, help="how often to tick and print (default: scenario tick)")
 
@@ -92,12 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="cost report from a ledger")
     rep.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
     rep.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
-    rep.add_argument("--by", default="namespace", help="one or more of cluster, namespace, pod, workload, node, "
-                     "pool, model, priority_class, claim, sharing (comma-separated: cluster,namespace)")
+    rep.add_argument("--by", default="namespace", help=f"one or more of {', '.join(DIMENSIONS)} (comma-separated: "
+                     "cluster,namespace; model is an alias of gpu_model)")
     rep.add_argument("--cluster", default=None, help="only this cluster's rows (default: every cluster)")
     rep.add_argument("--since", default=None, help="RFC3339 time or a duration back from now (24h)")
     rep.add_argument("--until", default=None, help="RFC3339 time or a duration back from now")
     rep.add_argument("--format", default="table", choices=["table", "json", "csv"])
+    rep.add_argument("--wide", action="store_true", help="the table with every column (default: the most useful "
+                     "ones that fit 120 columns)")
     rep.add_argument("--reprice", type=Path, default=None, metavar="FILE",
                      help="also price the same GPU-hours by this pricing file or directory (what-if; "
                           "reprice_cost, reprice_list_cost columns); the ledger is not changed")
@@ -122,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--min-evidence", default="24h", help="no row for a workload observed fewer hours (24h)")
     rec.add_argument("--idle-threshold", type=float, default=0.05, help="p95 at or below this is idle (0.05)")
     rec.add_argument("--format", default="table", choices=["table", "json", "csv"])
+    rec.add_argument("--wide", action="store_true", help="the table with every column (default: 120 columns)")
 
     exp = sub.add_parser("export", help="export a ledger window as FOCUS (FinOps cost and usage) CSV or Parquet")
     exp.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
@@ -272,9 +279,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         configure_logging("warning", "auto")
         from exporter.pipeline import run_demo
 
+        if args.workdir is not None or args.keep:
+            workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpucost-demo-"))
+            asyncio.run(run_demo(scenario, workdir, listen=args.listen, duration=duration, refresh=refresh))
+            return 0
         with tempfile.TemporaryDirectory(prefix="gpucost-demo-") as tmp:
-            asyncio.run(run_demo(scenario, args.workdir or Path(tmp), listen=args.listen, duration=duration,
-                                 refresh=refresh))
+            asyncio.run(run_demo(scenario, Path(tmp), listen=args.listen, duration=duration, refresh=refresh,
+                                 keep=False))
         return 0
     if cmd == "sim-cluster":
         scenario = _scenario(args.scenario)

@@ -71,7 +71,7 @@ def report_command(args: argparse.Namespace) -> int:
             _reprice_currency(rows, pricing=what_if, path=args.reprice)
             rows = reprice(query, rows, by=args.by, since=since, until=until, pricing=what_if,
                            cluster=args.cluster)
-    sys.stdout.write(render(rows, args.format))
+    sys.stdout.write(render(rows, args.format, wide=args.wide))
     return 0
 
 
@@ -88,13 +88,13 @@ def _budgets_report(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     with _checked_reader(args) as query:
         rows = forecasts(query, cluster=args.cluster, budgets=budgets, window_s=window)
-    sys.stdout.write(render(rows, args.format))
+    sys.stdout.write(render(rows, args.format, wide=args.wide))
     return 0
 
 
 def recommend_command(args: argparse.Namespace) -> int:
     """``recommend``: right-sizing recommendations from the ledger's evidence over ``--window``."""
-    from exporter.aggregator.advice.recommendations import explicit_window, recommendations, render
+    from exporter.aggregator.advice.recommendations import explicit_window, recommendations, render, why_none
     from exporter.aggregator.ledger.report import ReportError
     from exporter.model.rightsizing.types import RuleSettings
 
@@ -112,7 +112,8 @@ def recommend_command(args: argparse.Namespace) -> int:
     with _checked_reader(args, errors=(ReportError,)) as query:
         rows = recommendations(query, cluster=args.cluster, window_s=window, settings=settings, since=since,
                                until=until)
-    sys.stdout.write(render(rows, args.format))
+        none = "" if rows else why_none(query, cluster=args.cluster, min_evidence_s=evidence, window_s=window)
+    sys.stdout.write(render(rows, args.format, wide=args.wide, none=none))
     return 0
 
 

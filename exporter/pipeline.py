@@ -12,6 +12,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -164,9 +165,12 @@ class Pipeline:
 
 async def run_simulation(scenario: Scenario, ledger: Path | str, *, workdir: Path, out: TextIO | None = None,
                          aggregator_extra: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """``gpu-cost-exporter simulate``: the whole scenario on a virtual clock; returns run statistics."""
+    """``gpu-cost-exporter simulate``: the whole scenario on a virtual clock that ends by now (so the default
+    export and report windows hold all of it); returns run statistics."""
     wall0 = time.time()
-    start = float(int(wall0 // 3600) * 3600)  # scenario time 0 on an hour boundary: readable hourly rows
+    # Scenario time 0 on an hour boundary (readable hourly rows), as late as lets the run end by now: never
+    # booked in the future, where a window ending now would leave part of it out.
+    start = float(int((wall0 - scenario.duration) // 3600) * 3600)
     clock = VirtualClock(start)
     pipe = Pipeline(scenario, workdir, clock=clock, ledger=ledger, aggregator_extra=aggregator_extra)
     await pipe.start(serve_aggregator=False)
@@ -178,11 +182,17 @@ async def run_simulation(scenario: Scenario, ledger: Path | str, *, workdir: Pat
         await pipe.close()
     elapsed = time.time() - wall0
     stats = {"ticks": ticks + 1, "simulated_seconds": scenario.duration, "wall_seconds": elapsed,
-             "speed": scenario.duration / elapsed if elapsed > 0 else 0.0}
+             "speed": scenario.duration / elapsed if elapsed > 0 else 0.0, "start": start,
+             "end": start + scenario.duration}
     if out is not None:
-        print(f"simulated {scenario.duration:g}s of '{scenario.source}' in {elapsed:.1f}s "
+        span = f"{_utc(start)} to {_utc(start + scenario.duration)} UTC"
+        print(f"simulated {scenario.duration:g}s of '{scenario.source}' ({span}) in {elapsed:.1f}s "
               f"({stats['speed']:.0f}x), ledger: {ledger}", file=out)
     return stats
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 #: The demo runs for minutes, not weeks: right-sizing and month-end forecasts from what it booked so far.
@@ -203,8 +213,26 @@ def _advice_tables(agg: Aggregator) -> str:
     return out
 
 
+async def _print_tick(agg: Aggregator, *, out: TextIO, elapsed: float, shown: str) -> str:
+    """The tick's tables: cost by namespace and by vendor and model, once something is booked (the first pull
+    only marks where the agents' counters start), and the advice when it changed. Returns the advice shown."""
+    rows = await agg.ledger.run_report("namespace", since=None, until=None)
+    if not any(r["allocated_gpu_hours"] or r["idle_gpu_hours"] for r in rows):
+        return shown
+    by_model = await agg.ledger.run_report("vendor,gpu_model", since=None, until=None)
+    print(f"--- t+{elapsed:5.0f}s  cost so far by namespace ---", file=out)
+    print(render(rows, "table"), file=out)
+    print("--- by vendor and GPU model (capacity nobody held in its own columns) ---", file=out)
+    print(render(by_model, "table"), file=out)
+    advice = _advice_tables(agg)
+    if advice != shown:  # printed when it changes, not every tick
+        print(advice, file=out)
+    out.flush()
+    return advice
+
+
 async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: float | None,
-                   out: TextIO = sys.stdout, refresh: float | None = None) -> None:
+                   out: TextIO = sys.stdout, refresh: float | None = None, keep: bool = True) -> None:
     """``gpu-cost-exporter demo``: real time, real daemons, a cost table every tick."""
     from exporter.runtime import install_stop_signals
 
@@ -220,8 +248,15 @@ async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: 
     print(f"  aggregator  {agg_url}/metrics  {agg_url}/api/v1/report?by=pod  {agg_url}/healthz", file=out)
     for node, agent in pipe.agents.items():
         print(f"  agent {node:<14} http://{agent.settings.listen}/metrics  /v1/usage", file=out)
+    first = next(iter(pipe.agents.values()), None)
+    if first is not None:  # /v1/usage asks for the agents' bearer token, as in a cluster
+        print(f"  the agents' /v1/usage asks for the bearer token in {pipe.peers.token_file}:\n"
+              f"    curl -H \"Authorization: Bearer $(cat {pipe.peers.token_file})\" "
+              f"http://{first.settings.listen}/v1/usage", file=out)
     print(f"  {agg_url}/api/v1/recommendations  {agg_url}/api/v1/report?view=budgets", file=out)
     print(calling_as_users(scenario.users, workdir=workdir, listen=listen), end="", file=out)
+    print(f"  ledger {pipe.peers.ledger}: " + ("kept after the demo stops, for `gpu-cost-exporter report --ledger "
+          f"{pipe.peers.ledger}`" if keep else "deleted when the demo stops (--keep keeps it)"), file=out)
     print(f"  ticks every {scenario.tick:g}s; right-sizing and budget forecasts from the first minutes' evidence "
           "(window 1h, at least 1m); Ctrl-C to stop\n", file=out)
     out.flush()
@@ -240,15 +275,8 @@ async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: 
             await asyncio.gather(*(a.tick() for a in pipe.agents.values()))
             if pipe.aggregator is not None:
                 await pipe.aggregator.tick()
-                rows = await pipe.aggregator.ledger.run_report("namespace", since=None, until=None)
-                elapsed = clock.now() - pipe.peers.wall_start
-                print(f"--- t+{elapsed:5.0f}s  cost so far by namespace ---", file=out)
-                print(render(rows, "table"), file=out)
-                advice = _advice_tables(pipe.aggregator)
-                if advice != shown:  # printed when it changes, not every tick
-                    print(advice, file=out)
-                    shown = advice
-                out.flush()
+                shown = await _print_tick(pipe.aggregator, out=out, elapsed=clock.now() - pipe.peers.wall_start,
+                                          shown=shown)
             if deadline is not None and time.monotonic() >= deadline:
                 break
             with contextlib.suppress(TimeoutError):
@@ -259,6 +287,8 @@ async def run_demo(scenario: Scenario, workdir: Path, *, listen: str, duration: 
         for t in tasks:
             await t
         await pipe.close()
+        if keep:
+            print(f"ledger kept: gpu-cost-exporter report --ledger {pipe.peers.ledger} --by vendor,gpu_model", file=out)
 
 
 __all__ = ["Pipeline", "build_report", "run_demo", "run_simulation"]

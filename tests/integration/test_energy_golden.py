@@ -75,7 +75,7 @@ async def test_unmeasured_energy_is_counted_per_node_and_never_priced(tmp_path: 
         await pipe.close()
     assert 'gpucost_unmeasured_energy_seconds_total{node="old"} 7200.0' in metrics
     assert 'gpucost_unmeasured_energy_seconds_total{node="dc"} 1230.0' in metrics
-    assert "Energy DCGM did not measure: 2.34 GPU-h on 2 node(s)" in html
+    assert "Energy not measured: 2.34 GPU-h on 2 node(s)" in html and "priced in full" in html
     assert round((7200 + 1230) / 3600, 2) == 2.34
     measured = sum((readings[585][u] - readings[0][u]) + (readings[3600][u] - readings[1200][u]) for u in readings[0])
     db = sqlite3.connect(tmp_path / "ledger.db")

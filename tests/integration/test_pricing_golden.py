@@ -365,7 +365,7 @@ async def test_default_scenario_status_page_and_node_prices(tmp_path: Path) -> N
         await pipe.close()
     near(api["ai-research"]["list_cost"], 0.4 * 6.88 + 0.4 * 5.00)
     near(api["ai-research"]["cost"], 0.4 * 6.88 * 0.35 + 0.4 * 3.50)
-    assert "saved by commitments and spot this month" in html
+    assert "below list price this month (commitments, spot, pool prices)" in html
     saved = (0.4 * 6.88 - 0.4 * 6.88 * 0.35) + (0.4 * 5.00 - 0.4 * 3.50)
     assert round(saved, 4) == 2.3888
     research = re.search(r"<tr><td>ai-research</td>(.*?)</tr>", html)

@@ -45,6 +45,14 @@ async def test_default_scenario_status_and_metrics(tmp_path: Path) -> None:
     assert "<tr><td>gpu-batch</td><td>4.00</td></tr>" in html
     assert "<tr><td>inference-critical</td><td>0.86</td></tr>" in html
     assert "<tr><td>training</td><td>ai-training</td><td>5.00</td></tr>" in html
+    models = html.split("<h2>GPUs by vendor and model</h2>", 1)[1].split("<h2>", 1)[0]
+    # H200: 8 GPUs all held by pretrain-0 for 12 x 15 s = 0.05 h -> 0.40 GPU-h at the blended 3.50 (6 of 8
+    # committed at 3.00, 2 at 5.00) = 1.40 USD; 90 % busy -> 0.14 idle; nothing unheld
+    assert ("<tr><td>nvidia</td><td style='text-align:left'>NVIDIA H200</td><td>8</td><td>8.00</td><td>0.40</td>"
+            "<td>1.4000 USD</td><td>0.1400 USD</td><td>0.0000 USD</td></tr>") in models
+    # H100: 8 on gpu-h100-0 (train-llm-0 4 + the notebook 1) and 8 on the spot node (sweep-0): 13 of 16 held;
+    # the 3 nobody held for 0.05 h at 4.00 = 0.60 USD
+    assert "NVIDIA H100 80GB HBM3</td><td>16</td><td>13.00</td>" in models and "<td>0.6000 USD</td></tr>" in models
     assert sum(c for ns, c in agg.kube.quota_event_counts.values() if ns == "ai-dev") == 2
     # ai-training at 3m: train-llm-0 (4) + notebook (1) + the pending train-big-0 (8, admitted) = 13
     assert agg.kube.quota_by_namespace() == {"ai-training": (16.0, 13.0), "ai-inference": (4.0, 0.0),

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
+from exporter.aggregator.ledger.table import Table
+from exporter.aggregator.ledger.wire import plain, to_json
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
+from exporter.model.exact import book, exact
 from exporter.model.forecast import HOUR, BurnRate, Forecast, HourCost, Month, first_crossing, forecast_month
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
@@ -96,12 +99,18 @@ def _iso(ts: float | None, fmt: str = "%Y-%m-%dT%H:%M:%SZ") -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).strftime(fmt)
 
 
+def _nine(v: float | None) -> Decimal | None:
+    """A forecast's float as an exact decimal to 9 digits, as every amount is written (no float noise past
+    them: ``134.65086066102248`` is ``134.650860661``)."""
+    return None if v is None else book(exact(v))
+
+
 def as_dict(f: Forecast) -> dict[str, Any]:
-    """The JSON shape of one forecast row (money unrounded, as ``report`` keeps it)."""
+    """The JSON shape of one forecast row (amounts and hours to 9 digits, as ``report`` writes them)."""
     return {"namespace": f.namespace, "month": _iso(f.month.start, "%Y-%m"), "as_of": _iso(f.as_of),
-            "budget": f.budget, "spent": f.spent, "burn_per_hour": f.burn_per_hour,
-            "burn_window_hours": f.burn_hours, "hours_left": f.hours_left,
-            "forecast_month_cost": f.month_cost, "over_budget": f.over_budget,
+            "budget": _nine(f.budget), "spent": _nine(f.spent), "burn_per_hour": _nine(f.burn_per_hour),
+            "burn_window_hours": _nine(f.burn_hours), "hours_left": _nine(f.hours_left),
+            "forecast_month_cost": _nine(f.month_cost), "over_budget": f.over_budget,
             "budget_crossing_day": _iso(f.crossing_day, "%Y-%m-%d"), "currency": f.currency}
 
 
@@ -109,11 +118,12 @@ _COLUMNS = ("namespace", "month", "budget", "spent", "burn_per_hour", "forecast_
             "budget_crossing_day", "currency")
 
 
-def render(rows: list[Forecast], fmt: str) -> str:
-    """``json`` (every field), ``csv`` or ``table`` (money to cents)."""
+def render(rows: list[Forecast], fmt: str, *, wide: bool = False) -> str:
+    """``json`` (every field), ``csv`` or ``table`` (money to cents; 120 columns unless ``wide``)."""
     if fmt == "json":
-        return json.dumps([as_dict(f) for f in rows], indent=2) + "\n"
-    flat = [{k: as_dict(f)[k] for k in _COLUMNS} for f in rows]
+        return to_json([as_dict(f) for f in rows], indent=2) + "\n"
+    flat = [{k: plain(v) if isinstance(v, Decimal) else v for k, v in as_dict(f).items() if k in _COLUMNS}
+            for f in rows]
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=_COLUMNS, lineterminator="\n")
@@ -122,13 +132,13 @@ def render(rows: list[Forecast], fmt: str) -> str:
         return buf.getvalue()
     if not flat:
         return "(no usage booked)\n"
-    cells = [[f"{v:,.2f}" if isinstance(v, float) else ("" if v is None else str(v)) for v in r.values()]
-             for r in flat]
-    head = [c.replace("_", " ") for c in _COLUMNS]
-    widths = [max(len(head[i]), *(len(c[i]) for c in cells)) for i in range(len(head))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)) for c in cells]
-    return "\n".join(lines) + "\n"
+    cells = [[f"{Decimal(v):,.2f}" if k in _MONEY and v is not None else ("" if v is None else str(v))
+              for k, v in r.items()] for r in flat]
+    return Table(_COLUMNS, cells, keep=("namespace", "budget", "forecast_month_cost"),
+                 priority=_COLUMNS).render(wide=wide)
+
+
+_MONEY = frozenset({"budget", "spent", "burn_per_hour", "forecast_month_cost"})
 
 
 class LedgerReader(Protocol):

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
 from exporter.aggregator.advice.free_offers import free_offers, with_free
 from exporter.aggregator.ledger.evidence import BUCKET_COLUMNS
 from exporter.aggregator.ledger.report import ReportError, parse_time
+from exporter.aggregator.ledger.table import Table
+from exporter.aggregator.ledger.wire import exact_numbers, plain, to_json
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.named_rows import Select
@@ -202,6 +204,22 @@ def recommendations(query: Query, *, cluster: str, window_s: float = DEFAULT_WIN
     return recommend_all(uses, offers, window_hours=(end - start) / 3600.0, settings=settings)
 
 
+def why_none(query: Query, *, cluster: str, min_evidence_s: float, window_s: float = DEFAULT_WINDOW_S) -> str:
+    """Why there are no recommendations: the evidence a row needs against the most any workload has."""
+    need = min_evidence_s / 3600.0
+    span = _window(query, cluster, window_s=window_s, since=None, until=None)
+    if span is None:
+        return f"(no recommendations: nothing booked for cluster {cluster!r}; a row needs a workload observed " \
+               f"{need:g} h (--min-evidence))"
+    most = max((g.observed_s for gs in _read(query, cluster, start=span[0], end=span[1]).values() for g in gs),
+               default=0.0) / 3600.0
+    if most < need:
+        return (f"(no recommendations: a row needs a workload observed {need:g} h (--min-evidence); the most any "
+                f"workload was observed in the window is {most:.1f} h)")
+    return (f"(no recommendations: every workload observed at least {need:g} h (most: {most:.1f} h) is placed "
+            "and sized as its evidence asks)")
+
+
 def as_dict(r: Recommendation) -> dict[str, Any]:
     """The JSON shape of one recommendation (money rounded to cents)."""
     def place(p: Placement) -> dict[str, Any]:
@@ -216,6 +234,12 @@ def as_dict(r: Recommendation) -> dict[str, Any]:
             "monthly_savings": round(r.monthly_savings, 2), "currency": r.currency, "reason": r.reason}
 
 
+def as_wire(r: Recommendation) -> dict[str, Any]:
+    """``as_dict`` as JSON and CSV write it: every number a decimal to 9 digits (no float noise past them)."""
+    out: dict[str, Any] = exact_numbers(as_dict(r))
+    return out
+
+
 _FLAT = ("namespace", "workload", "action", "current", "target", "util_p95", "fb_peak_gib", "monthly_cost_now",
          "monthly_cost_after", "monthly_savings", "currency", "reason")
 
@@ -225,29 +249,41 @@ def _flat(r: Recommendation) -> dict[str, Any]:
         kind = p.mig_profile or (f"1/{p.replicas}" if p.replicas else "")
         return f"{p.gpus}x {p.gpu_model}{' ' + kind if kind else ''}"
 
-    d = as_dict(r)
+    d = as_wire(r)
     fb = r.evidence.framebuffer_peak_bytes
     return {**{k: d[k] for k in ("namespace", "workload", "action", "monthly_cost_now", "monthly_cost_after",
                                  "monthly_savings", "currency", "reason")},
-            "current": place(r.current), "target": place(r.target), "util_p95": r.evidence.util_p95,
+            "current": place(r.current), "target": place(r.target), "util_p95": d["evidence"]["util_p95"],
             "fb_peak_gib": "" if fb is None else f"{fb / 2**30:.1f}"}
 
 
-def render(rows: list[Recommendation], fmt: str) -> str:
-    """``json`` (full rows), ``csv`` or ``table`` (one flat line each)."""
+def render(rows: list[Recommendation], fmt: str, *, wide: bool = False, none: str = "(no recommendations)") -> str:
+    """``json`` (full rows), ``csv`` or ``table`` (one flat line each, 120 columns unless ``wide``; ``none``
+    when there are no rows: why there is nothing)."""
     if fmt == "json":
-        return json.dumps([as_dict(r) for r in rows], indent=2)
-    flat = [_flat(r) for r in rows]
+        return to_json([as_wire(r) for r in rows], indent=2)
+    flat = [{k: plain(v) if isinstance(v, Decimal) else v for k, v in _flat(r).items()} for r in rows]
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=_FLAT, lineterminator="\n")
         writer.writeheader()
         writer.writerows(flat)
         return buf.getvalue()
-    widths = {k: max([len(k), *(len(str(f[k])) for f in flat)]) for k in _FLAT if k != "reason"}
-    lines = ["  ".join(k.ljust(w) for k, w in widths.items())]
-    lines += ["  ".join(str(f[k]).ljust(w) for k, w in widths.items()) for f in flat]
-    return "\n".join(lines) + ("\n" if flat else "\n(no recommendations)\n")
+    if not flat:
+        return none + "\n"
+    fields = [k for k in _FLAT if k != "reason"]
+    cells = [[_table_cell(f[k]) for k in fields] for f in flat]
+    return Table(fields, cells, keep=("namespace", "workload", "action", "monthly_savings"),
+                 priority=("currency", "target", "current", "util_p95")).render(wide=wide)
+
+
+def _table_cell(v: Any) -> str:
+    """Money and ratios for the eye: cents, and a ratio to 2 digits; nothing known is empty."""
+    if v is None:
+        return ""
+    if isinstance(v, str) and v.replace(".", "", 1).lstrip("-").isdigit():
+        return f"{Decimal(v):,.2f}"
+    return str(v)
 
 
 class LedgerReader(Protocol):

@@ -14,6 +14,7 @@ from exporter.aggregator.focus.ledger_source import (
     Window,
     inspect_ledger,
     read_capacity,
+    read_capacity_types,
     read_teams,
     read_unused_commitments,
     read_usage,
@@ -37,12 +38,14 @@ class Sink(Protocol):
 
 
 def rows_of_hour(query: Query, layout: LedgerLayout, *, hour: int, settings: FocusSettings,
-                 carry: CostCarry | None = None) -> list[Row]:
+                 carry: CostCarry | None = None, capacity_types: dict[str, str] | None = None) -> list[Row]:
     """Every FOCUS row of one hour of the ledger; ``carry`` the export's rounding of booked costs (one per
-    export, so Σ EffectiveCost over the window is the books' total)."""
+    export, so Σ EffectiveCost over the window is the books' total); ``capacity_types`` the nodes' (read once
+    per export: ``read_capacity_types``)."""
     return hour_rows(read_usage(query, layout, hour=hour), read_capacity(query, layout, hour=hour), s=settings,
                      unused=read_unused_commitments(query, layout, hour=hour),
-                     teams=read_teams(query, layout, hour=hour), carry=carry)
+                     teams=read_teams(query, layout, hour=hour), carry=carry,
+                     capacity_types=read_capacity_types(query, layout) if capacity_types is None else capacity_types)
 
 
 def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
@@ -50,8 +53,9 @@ def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
     """The rows of each hour of the window, in hour order; only one hour is held at a time."""
     layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
     carry = CostCarry()
+    kinds = read_capacity_types(query, layout)
     for hour in window_hours(query, layout, window=window):
-        yield rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry)
+        yield rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry, capacity_types=kinds)
 
 
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:

@@ -265,3 +265,14 @@ def read_teams(query: Query, layout: LedgerLayout, *, hour: int) -> dict[str, st
     scope, scope_params = layout.scope()
     return {str(ns): str(team) for ns, team in query(
         f"SELECT namespace, team FROM namespace_team WHERE hour = ?{scope}", (hour, *scope_params))}
+
+
+def read_capacity_types(query: Query, layout: LedgerLayout) -> dict[str, str]:
+    """node -> capacity type (on-demand, spot, reserved) as booking last saw the node's labels; a ledger from
+    before commitments (schema 4) has none, and its nodes count as on-demand."""
+    if not layout.commitments:
+        return {}
+    scope, scope_params = layout.scope()
+    where = f"WHERE 1 = 1{scope}"
+    return {str(node): str(kind or "") for node, kind in query(
+        f"SELECT node, capacity_type FROM node_billing {where}", tuple(scope_params))}

@@ -154,7 +154,8 @@ def booked_price(row: Mapping[str, Any]) -> PriceEntry | None:
     key = SkuKey(str(row.get("x_GpuModel") or ""), str(row.get("x_MigProfile") or ""), str(row.get("x_NodePool") or ""))
     return PriceEntry(key, str(row["SkuId"]), str(row["SkuPriceId"]), str(row["BillingCurrency"]),
                       Decimal(row["ListUnitPrice"]), listed=True,
-                      category=str(row.get("PricingCategory") or "Standard"))
+                      # the SKU's kind: a commitment's (its unused part) or a GPU's, whatever a row's pricing
+                      category="Committed" if row.get("CommitmentDiscountStatus") == "Unused" else "Standard")
 
 
 def commitment_prices(pricing: Pricing) -> list[PriceEntry]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_DOWN, Decimal
+from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
 from itertools import groupby
 
@@ -38,7 +38,15 @@ METHOD_DOC = (
     "part of a GPU commitment (committed GPUs the fleet did not have, paid all the same) is a charge of its own, "
     "not split from a node: CommitmentDiscountStatus Unused, no ResourceId and no Allocated* values.")
 COMMITMENT_TYPE = "GPU Commitment"
-RATIO_QUANTUM = Decimal("1e-12")  # a ratio, not an amount: finer than 9 digits, so small shares keep their order
+RATIO_QUANTUM = Decimal("1e-9")  # 9 digits, as every amount: 0.125, not 0.125000000012
+#: FOCUS PricingCategory by the node's capacity type (``node_billing``): spot is priced as the market moves
+#: (Dynamic), capacity reserved ahead is Committed, on-demand (and a node whose type nobody recorded) Standard.
+PRICING_CATEGORY = {"on-demand": "Standard", "spot": "Dynamic", "reserved": "Committed"}
+
+
+def pricing_category(capacity_type: str | None) -> str:
+    """The FOCUS PricingCategory of a node's GPU time, from its capacity type."""
+    return PRICING_CATEGORY.get(capacity_type or "", "Standard")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,21 +88,38 @@ def _share(record: UsageRecord | CapacityRecord, carry: CostCarry) -> Share:
     return Share(None, record, record.cost, carry.book(record.cost), record.list_cost, record.seconds)
 
 
+def _one_price(costs: Sequence[Decimal], seconds: Sequence[Decimal]) -> bool:
+    """Whether one price per GPU-second applied to every share (to within the 9-digit rounding of each cost):
+    then the shares of cost are the shares of GPU-seconds, which are exact where the costs' rounding is not."""
+    total_c, total_s = sum(costs, Decimal(0)), sum(seconds, Decimal(0))
+    if total_c <= 0 or total_s <= 0:
+        return False
+    return all(abs(c * total_s - total_c * s) <= Decimal("1e-6") * total_s for c, s in zip(costs, seconds, strict=True))
+
+
 def allocation_ratios(costs: Sequence[Decimal], seconds: Sequence[Decimal]) -> list[Decimal]:
-    """Shares of the origin's cost (of its GPU-seconds if it cost nothing; equal if it had neither), summing to 1."""
-    basis = costs if sum(costs) > 0 else seconds
+    """Shares of the origin's cost (of its GPU-seconds if it cost nothing, or if one price applied to all of it;
+    equal if it had neither), to 9 digits and summing to 1."""
+    basis = seconds if sum(costs) <= 0 or _one_price(costs, seconds) else costs
     total = sum(basis, Decimal(0))
     if total <= 0:
         basis, total = [Decimal(1)] * len(costs), Decimal(len(costs))
-    # Rounded down, the remainder is never negative: the largest share grows by it and no ratio can drop below 0
-    # (rounded to nearest, 1,415,327 equal shares left the largest at -6.3E-10) or below a smaller share's.
-    ratios = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_DOWN) for b in basis]
-    largest = max(range(len(ratios)), key=lambda i: ratios[i])
-    ratios[largest] += Decimal(1) - sum(ratios, Decimal(0))
+    # Each share to the nearest 9-digit value (0.12499999975 reads 0.125), the largest taking what the rounding
+    # left over so they sum to exactly 1. When that would leave the largest below another share or below 0 (a
+    # million tiny shares' roundings add up), each is rounded down instead: the remainder is never negative then.
+    nearest = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_HALF_EVEN) for b in basis]
+    down = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_DOWN) for b in basis]
+    for ratios in (nearest, down):
+        largest = max(range(len(ratios)), key=lambda i: ratios[i])
+        fixed = ratios[largest] + Decimal(1) - sum(ratios, Decimal(0))
+        if fixed >= 0 and all(fixed >= r for i, r in enumerate(ratios) if i != largest):
+            break
+    ratios[largest] = fixed
     return ratios
 
 
-def _common(s: FocusSettings, *, hour: int, node: str, currency: str, effective: Decimal) -> Row:
+def _common(s: FocusSettings, *, hour: int, node: str, currency: str, effective: Decimal,
+            category: str = "Standard") -> Row:
     start, end = month_bounds(hour)
     zero = s.billed_cost == "zero"
     host = s.host_provider or s.provider
@@ -104,7 +129,7 @@ def _common(s: FocusSettings, *, hour: int, node: str, currency: str, effective:
         "BillingPeriodStart": start, "BillingPeriodEnd": end, "ChargeCategory": "Usage", "ChargeClass": None,
         "ChargeFrequency": "Usage-Based", "ChargePeriodStart": hour, "ChargePeriodEnd": hour + 3600,
         "EffectiveCost": effective, "HostProviderName": host, "InvoiceId": None,
-        "InvoiceIssuerName": host if zero else s.provider, "PricingCategory": "Standard",
+        "InvoiceIssuerName": host if zero else s.provider, "PricingCategory": category,
         "ProviderName": s.provider, "PublisherName": s.provider, "ServiceProviderName": s.provider,
         "ResourceId": f"k8s://{s.cluster}/nodes/{node}", "ResourceName": node, "ResourceType": "Kubernetes Node",
         "ServiceCategory": "Compute", "ServiceName": "Kubernetes GPU Compute", "ServiceSubcategory": "Containers",
@@ -195,11 +220,14 @@ def co2e_kg(grams: Decimal, *, known_s: Decimal) -> Decimal | None:
 
 
 def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSettings, *,
-                teams: Mapping[str, str] | None = None, carry: CostCarry | None = None) -> list[Row]:
+                teams: Mapping[str, str] | None = None, carry: CostCarry | None = None,
+                capacity_types: Mapping[str, str] | None = None) -> list[Row]:
     """The allocated charges of one origin (all records share node, pool, model, currency and hour); ``teams``
     the namespaces' teams in that hour (a namespace missing has no known team); ``carry`` the export's
-    rounding of booked costs (a fresh one: these rows alone)."""
+    rounding of booked costs (a fresh one: these rows alone); ``capacity_types`` each node's capacity type (its
+    rows' PricingCategory; a node missing is on-demand)."""
     teams = teams or {}
+    capacity_types = capacity_types or {}
     carry = carry or CostCarry()
     shares = [_share(r, carry) for r in records]
     ratios = allocation_ratios([x.effective for x in shares], [x.seconds for x in shares])
@@ -208,9 +236,12 @@ def origin_rows(records: Sequence[UsageRecord | CapacityRecord], s: FocusSetting
     rows: list[Row] = []
     for share, ratio, record, price in zip(shares, ratios, records, prices, strict=True):
         mig = record.mig_profile if isinstance(record, UsageRecord) else ""
-        row = _common(s, hour=record.hour, node=record.node, currency=record.currency, effective=share.effective)
+        row = _common(s, hour=record.hour, node=record.node, currency=record.currency, effective=share.effective,
+                      category=pricing_category(capacity_types.get(record.node)))
         row |= _priced(share, model=record.gpu_model, mig_profile=mig, pool=record.pool, currency=record.currency,
                        booked_list=price, fallback=fallback if mig == "" else None, ratio=ratio)
+        if row["SkuPriceId"] is None:  # FOCUS 1.3: PricingCategory is null wherever SkuPriceId is
+            row["PricingCategory"] = None
         row |= (_usage_row(record, s, team=teams.get(record.namespace)) if isinstance(record, UsageRecord)
                 else _capacity_row(record))
         rows.append(row)
@@ -261,7 +292,7 @@ def unused_commitment_row(c: CommitmentRecord, s: FocusSettings, *, carry: CostC
 
 def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], *, s: FocusSettings,
               unused: Sequence[CommitmentRecord] = (), teams: Mapping[str, str] | None = None,
-              carry: CostCarry | None = None) -> list[Row]:
+              carry: CostCarry | None = None, capacity_types: Mapping[str, str] | None = None) -> list[Row]:
     """All rows of one hour, origin by origin: holders first, then the capacity no holder is charged for; then
     the commitments' unused parts. ``carry``: the export's, so its Σ EffectiveCost is the books' (a fresh one:
     this hour's)."""
@@ -270,7 +301,7 @@ def hour_rows(usage: Sequence[UsageRecord], capacity: Sequence[CapacityRecord], 
     records.sort(key=lambda r: (_origin(r), isinstance(r, CapacityRecord)))
     rows: list[Row] = []
     for _key, group in groupby(records, key=_origin):
-        rows += origin_rows(list(group), s, teams=teams, carry=carry)
+        rows += origin_rows(list(group), s, teams=teams, carry=carry, capacity_types=capacity_types)
     rows += [unused_commitment_row(c, s, carry=carry) for c in unused]
     return rows
 

@@ -8,40 +8,45 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from exporter.aggregator.ledger.table import Table
+from exporter.aggregator.ledger.wire import plain
+from exporter.aggregator.ledger.wire import to_json as to_json  # importers have long found it here
 from exporter.model.books import hour_of
+from exporter.model.dimensions import ALIASES as ALIASES
+from exporter.model.dimensions import DIMENSIONS as DIMENSIONS
+from exporter.model.dimensions import GROUPS as GROUPS
 from exporter.model.durations import parse_duration
-from exporter.model.exact import ZERO, book, text
+from exporter.model.exact import ZERO, book
 from exporter.model.named_rows import Select
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    "cluster": ("cluster",),
-    "namespace": ("namespace",),
-    "pod": ("namespace", "pod"),
-    "workload": ("namespace", "workload"),
-    "node": ("node",),
-    "pool": ("pool",),
-    "model": ("gpu_model",),
-    "priority_class": ("priority_class",),
-    "claim": ("namespace", "claim"),  # DRA ResourceClaim ``<namespace>/<name>``; "" for device-plugin holders
-    "sharing": ("sharing",),  # none | time-slicing | mps | hami | dra; "" booked before the agent said
-    "vendor": ("vendor",),  # nvidia | amd | gaudi | unknown: derived from the model name (``DERIVED``)
-}
 #: Group columns computed from booked ones: the vendor from the model the agent reported (AMD: card_series, else
 #: the board number 102-G...; Gaudi: "Intel Gaudi"; DCGM's model names otherwise).
 DERIVED = {"vendor": "CASE WHEN gpu_model LIKE '%Gaudi%' THEN 'gaudi' WHEN gpu_model LIKE '%Instinct%' OR gpu_model "
                      "LIKE 'AMD %' OR gpu_model LIKE '102-G%' THEN 'amd' WHEN gpu_model IN ('', 'unknown') THEN "
                      "'unknown' ELSE 'nvidia' END"}
+
+
+def vendor_of(gpu_model: str | None) -> str:
+    """The vendor of a model name, as ``DERIVED`` computes it in SQL (the status page and metrics say the same)."""
+    m = gpu_model or ""
+    if "Gaudi" in m:
+        return "gaudi"
+    if "Instinct" in m or m.startswith(("AMD ", "102-G")):
+        return "amd"
+    return "unknown" if m in ("", "unknown") else "nvidia"
+
+
 CAPACITY_COLUMNS = frozenset({"cluster", "node", "pool", "gpu_model", "vendor"})  # what capacity tables are keyed by
-CAPACITY_GROUPS = {"node": "node", "pool": "pool", "model": "gpu_model"}  # single keys capacity is kept by
+#: Single keys capacity is kept by.
+CAPACITY_GROUPS = {"node": "node", "pool": "pool", "gpu_model": "gpu_model", "model": "gpu_model"}
+GROUP_COLUMNS = frozenset(c for cols in GROUPS.values() for c in cols) | {"commitment"}
 UNALLOCATED = "__unallocated__"
 UNOBSERVED = "__unobserved__"
 UNUSED_COMMITMENT = "__unused_commitment__"
@@ -91,7 +96,7 @@ class ReportRequest:
         cols: list[str] = []
         for key in (k.strip() for k in by.split(",")):
             if key not in GROUPS:
-                raise ReportError(f"unknown --by {key!r}: use one or more (comma-separated) of {', '.join(GROUPS)}")
+                raise ReportError(f"unknown --by {key!r}: use one or more (comma-separated) of {', '.join(DIMENSIONS)}")
             cols += [c for c in GROUPS[key] if c not in cols]
         if since is not None and until is not None and until < since:
             raise ReportError("--until is before --since")
@@ -125,7 +130,7 @@ def window(by: str, *, since: float | None, until: float | None,
     """The WHERE clause (and its parameters) of the hour buckets that start in [since, until), of one
     cluster or (None) all; ``by`` a single grouping key (what ``--reprice`` takes)."""
     if by not in GROUPS:
-        raise ReportError(f"unknown --by {by!r}: use one of {', '.join(GROUPS)}")
+        raise ReportError(f"unknown --by {by!r}: use one of {', '.join(DIMENSIONS)}")
     return ReportRequest.parse(by, since=since, until=until, cluster=cluster).where()
 
 
@@ -262,27 +267,24 @@ def _cell(v: Any) -> str:
 
 def _round(v: Any) -> Any:
     if isinstance(v, Decimal):
-        return text(v)
+        return plain(v)
     return round(v, 6) if isinstance(v, float) and math.isfinite(v) else v
 
 
-_NUMBER = re.compile(r'"\\u0000(-?[0-9.]+)"')
+#: The table's columns a reader needs first, kept in this order while the table fits 120 columns.
+PRIORITY = ("currency", "cost", "allocated_gpu_hours", "used_gpu_hours", "idle_cost", "idle_gpu_hours",
+            "unmeasured_gpu_hours", "unallocated_gpu_hours", "unallocated_cost", "list_cost", "co2e_kg")
 
 
-def to_json(obj: Any, *, indent: int | None = None) -> str:
-    """JSON with every Decimal written as a number in plain decimal text (the json module would refuse it, and
-    a float would lose digits); NaN refused."""
-    marked = json.dumps(obj, indent=indent, allow_nan=False,
-                        default=lambda o: "\u0000" + text(o) if isinstance(o, Decimal) else _refuse(o))
-    return _NUMBER.sub(r"\1", marked)
+def _carbon_known(rows: list[dict[str, Any]], headers: list[str]) -> bool:
+    """Whether any row knows a CO2e figure: without an ``emissions:`` section none does, and a column that
+    can only say ``unknown`` is left out of tables (JSON and CSV keep every field)."""
+    return any(r.get(h) is not None for r in rows for h in headers if h.endswith("co2e_kg"))
 
 
-def _refuse(o: Any) -> Any:
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
-
-
-def render(rows: list[dict[str, Any]], fmt: str) -> str:
-    """Rows as ``json``, ``csv`` or an aligned text ``table``; ``ReportError`` for another format."""
+def render(rows: list[dict[str, Any]], fmt: str, *, wide: bool = False) -> str:
+    """Rows as ``json``, ``csv`` or an aligned text ``table`` (120 columns unless ``wide``); ``ReportError`` for
+    another format."""
     if fmt == "json":
         return to_json([{k: v if isinstance(v, Decimal) else _round(v) for k, v in r.items()} for r in rows],
                        indent=2) + "\n"
@@ -300,11 +302,7 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         return buf.getvalue()
     if fmt != "table":
         raise ReportError(f"unknown --format {fmt!r}: use table, json or csv")
+    if not _carbon_known(rows, headers):
+        headers = [h for h in headers if not h.endswith(("co2e_kg", "unmeasured_energy_gpu_hours"))]
     cells = [[_cell(r.get(h, "")) for h in headers] for r in rows]
-    short = [h.replace("_gpu_hours", " GPU-h").replace("_", " ") for h in headers]
-    widths = [max(len(short[i]), *(len(c[i]) for c in cells)) for i in range(len(headers))]
-    lines = ["  ".join(s.ljust(w) if i < 1 else s.rjust(w) for i, (s, w) in enumerate(zip(short, widths, strict=True)))]
-    for c in cells:
-        pairs = enumerate(zip(c, widths, strict=True))
-        lines.append("  ".join(v.ljust(w) if i < 1 else v.rjust(w) for i, (v, w) in pairs))
-    return "\n".join(lines) + "\n"
+    return Table(headers, cells, keep=[h for h in headers if h in GROUP_COLUMNS], priority=PRIORITY).render(wide=wide)

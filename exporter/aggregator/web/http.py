@@ -63,7 +63,7 @@ def build_app(agg: AggregatorView) -> web.Application:
         return web.json_response(scope.rows(rows), dumps=to_json)
 
     async def recommendations(req: web.Request) -> web.Response:
-        from exporter.aggregator.advice.recommendations import as_dict, explicit_window
+        from exporter.aggregator.advice.recommendations import as_wire, explicit_window
         from exporter.model.durations import parse_duration
         from exporter.model.rightsizing.types import RuleSettings
 
@@ -82,7 +82,7 @@ def build_app(agg: AggregatorView) -> web.Application:
         rules = RuleSettings(idle_threshold=advice.settings.idle_threshold, min_evidence_hours=evidence / 3600.0)
         rows = await agg.advice.compute(agg.ledger, window_s=window, settings=rules, remember=False,
                                                since=since, until=until)
-        return web.json_response(req[SCOPE].rows(as_dict(r) for r in rows),
+        return web.json_response(req[SCOPE].rows(as_wire(r) for r in rows),
                                  dumps=to_json)
 
     async def keda(req: web.Request) -> web.Response:

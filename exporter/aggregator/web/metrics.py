@@ -20,6 +20,7 @@ from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
 from exporter.aggregator.web.carbon_metrics import co2e_counter
 from exporter.aggregator.web.ledger_metrics import ledger_families
+from exporter.aggregator.web.model_metrics import model_info
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.forecast import Forecast
 from exporter.model.pricing.document import Pricing
@@ -69,10 +70,9 @@ class AggregatorCollector(Collector):
             yield from capacity_counters(m.books, breakdown_series=m.breakdown_series)
             yield from commitment_and_node_prices(m.books)
         yield from held_gauges(m.gauges, currency=m.pricing.currency)
-        yield price_gauges(m.pricing)
+        yield from (price_gauges(m.pricing), model_info(m.books, gauges=m.gauges, pricing=m.pricing))
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
-        yield from dra_families(m.kube)
-        yield recommendation_savings(m.recommendations)
+        yield from (*dra_families(m.kube), recommendation_savings(m.recommendations))
         yield from budget_families(m.budgets, m.forecasts, invalid=m.budget_annotations_invalid)
         yield from health(m)
 

@@ -13,6 +13,8 @@ from exporter.aggregator.ledger.report import CAPACITY_ROWS, UNALLOCATED, UNOBSE
 from exporter.aggregator.web.access.scope import EVERYTHING, Scope
 from exporter.aggregator.web.status_budgets import budgets_section
 from exporter.aggregator.web.status_charts import render_trends
+from exporter.aggregator.web.status_models import HEAD as MODEL_HEAD
+from exporter.aggregator.web.status_models import model_rows
 from exporter.aggregator.web.status_pools import HEAD as POOL_HEAD
 from exporter.aggregator.web.status_pools import bar, pool_rows
 from exporter.aggregator.web.status_savings import render_savings
@@ -82,6 +84,8 @@ async def render_status(agg: AggregatorView, *, scope: Scope = EVERYTHING) -> st
             f"<td>{_money(m.get('list_cost', 0.0) - m.get('cost', 0.0), currency)}</td>"
             f"<td>{'<br>'.join(pending.get(ns, [])) or '<span class=muted>none</span>'}</td></tr>")
 
+    model_table = model_rows(agg.latest, await agg.ledger.run_report(
+        "vendor,gpu_model", since=month.timestamp(), until=None), currency=currency) if whole else []
     pool_table = pool_rows(agg.latest, kube=kube, prices=agg.books.node_prices if agg.books else {},
                            currency=currency) if whole else []
 
@@ -118,8 +122,10 @@ async def render_status(agg: AggregatorView, *, scope: Scope = EVERYTHING) -> st
     ((gap_s, gap_nodes),) = await agg.ledger.query(  # energy priced at nothing because nobody measured it
         "SELECT COALESCE(SUM(seconds), 0), COUNT(*) FROM unmeasured_energy_totals WHERE cluster = ?",
         [agg.ledger.cluster])
-    energy_gap = (f'<p class="warn">Energy DCGM did not measure: {float(gap_s) / 3600:.2f} GPU-h on {gap_nodes} '
-                  "node(s) since the ledger began; its cost is not in these figures.</p>"
+    energy_gap = (f'<p class="muted energy-gap">Energy not measured: {float(gap_s) / 3600:.2f} GPU-h on {gap_nodes} '
+                  "node(s) since the ledger began had no energy reading from the node's metrics exporter (some "
+                  "accelerators report none). Their GPU time is booked and priced in full; what is missing is "
+                  "only what depends on energy: the electricity of owned GPUs and CO2e.</p>"
                   ) if float(gap_s) > 0 and whole else ""
     refresh = max(5, int(agg.settings.tick))
 
@@ -137,12 +143,15 @@ async def render_status(agg: AggregatorView, *, scope: Scope = EVERYTHING) -> st
         f" · refreshes every {refresh} s</p>",
         "<h2>Namespaces</h2>",
         table(["namespace", "GPUs held", "quota used / hard", "utilisation", "cost today", "idle today",
-               "cost this month", "idle this month", "saved by commitments and spot this month", "pending GPU pods"],
+               "cost this month", "idle this month", "below list price this month (commitments, spot, pool prices)",
+               "pending GPU pods"],
               rows, empty="No GPU usage booked yet."),
         budgets_section(tuple(f for f in agg.forecasts.rows if sees(f.namespace)),
                         budgets={ns: b for ns, b in agg.budgets().items() if sees(ns)}, currency=currency),
         "<h2>Pools</h2>",
         table(POOL_HEAD, pool_table, empty="No agent reported yet." if whole else ONLY_CLUSTER),
+        "<h2>GPUs by vendor and model</h2>",
+        table(MODEL_HEAD, model_table, empty="No agent reported yet." if whole else ONLY_CLUSTER),
         "<h2>Capacity nobody used</h2>",
         table(["capacity", "GPU-h today", "cost today", "GPU-h this month", "cost this month"], capacity_rows,
               empty="None booked this month." if whole else ONLY_CLUSTER),

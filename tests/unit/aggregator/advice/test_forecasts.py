@@ -239,4 +239,4 @@ def test_bad_budgets_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capt
     good = tmp_path / "values.yaml"
     good.write_text("budgets:\n  ml: 1000\n")  # the chart's values file
     assert main(["report", "--ledger", str(tmp_path / "l.db"), "--budgets-file", str(good), "--format", "csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].startswith("ml,2026-12,1000.0,252.0,")
+    assert capsys.readouterr().out.splitlines()[1].startswith("ml,2026-12,1000.000000000,252.000000000,")

@@ -44,18 +44,40 @@ def test_json_objects_write_decimals_from_decimal() -> None:
 
 
 def test_ratios_sum_to_exactly_one() -> None:
-    """Three equal shares: 1/3 each rounds to 0.333333333333; the largest absorbs 1e-12 so the sum is 1."""
+    """Three equal shares: 1/3 each rounds down to 0.333333333 (9 digits, as every amount); the largest absorbs
+    1e-9 so the sum is 1."""
     ratios = allocation_ratios([Decimal(1)] * 3, [Decimal(1)] * 3)
-    assert sum(ratios) == 1 and ratios[0] == Decimal("0.333333333334")
+    assert sum(ratios) == 1 and ratios[0] == Decimal("0.333333334")
+
+
+def test_one_price_gives_the_exact_shares_of_gpu_seconds() -> None:
+    """One price for the whole node-hour: a pod held 1 of 8 GPUs and its booked
+    cost is 0.500000001 of 4.000000000 (9-digit rounding of each row): its share is 450 / 3600 = 0.125 exactly,
+    not 0.500000001 / 4.000000000 = 0.12500000025 (float-looking noise in AllocatedRatio)."""
+    costs = [Decimal("0.500000001"), Decimal("3.499999999")]
+    seconds = [Decimal(3600), Decimal(25200)]  # 1 GPU and 7 GPUs for an hour: 3600 / 28800 = 0.125
+    assert allocation_ratios(costs, seconds) == [Decimal("0.125"), Decimal("0.875")]
+    # two prices (a MIG price beside a whole GPU's): the shares of cost, 1 / 4 and 3 / 4, not of seconds
+    assert allocation_ratios([Decimal(1), Decimal(3)], [Decimal(3600), Decimal(3600)]) == [
+        Decimal("0.25"), Decimal("0.75")]
 
 
 def test_the_largest_share_absorbs_the_rounding() -> None:
     """Six equal shares and one that cost nothing: the nothing stays exactly 0 (it used to be handed the
-    rounding, -2E-12 then); the remainder goes to the largest share, which is never left below the others."""
+    rounding, -2E-12 then); the remainder goes to the largest share, which is never left below the others (to the
+    nearest, 6 x 0.166666667 = 1.000000002 would leave it at 0.166666665: rounded down instead)."""
     ratios = allocation_ratios([Decimal(1)] * 6 + [Decimal(0)], [Decimal(1)] * 7)
-    assert ratios == [Decimal("0.166666666670")] + [Decimal("0.166666666666")] * 5 + [Decimal(0)]
+    assert ratios == [Decimal("0.166666670")] + [Decimal("0.166666666")] * 5 + [Decimal(0)]
+    # 1/6 and 4/6 to the nearest 9 digits sum to 1.000000001: the largest gives the 1e-9 back
     assert allocation_ratios([Decimal(1), Decimal(1), Decimal(4)], [Decimal(1)] * 3) == [
-        Decimal("0.166666666666"), Decimal("0.166666666666"), Decimal("0.666666666668")]
+        Decimal("0.166666667"), Decimal("0.166666667"), Decimal("0.666666666")]
+
+
+def test_ratios_by_cost_are_the_nearest_9_digit_shares() -> None:
+    """Two prices in one node-hour (a listed MIG profile beside a whole GPU's share): the shares of cost, each to
+    the nearest 9 digits: 0.999999998 of 7.999999998 is 0.12499999977..., read 0.125, not 0.124999999."""
+    assert allocation_ratios([Decimal("0.999999998"), Decimal(7)], [Decimal(3600), Decimal(3600)]) == [
+        Decimal("0.125"), Decimal("0.875")]
 
 
 _AMOUNTS = st.decimals(min_value=0, max_value=10**6, places=6, allow_nan=False, allow_infinity=False)
