@@ -2,7 +2,10 @@
 
 Only asked when the node shares GPUs (replicas, HAMi IDs or DRA claims in pod-resources): the node's
 labels (MPS or time-slicing, physical GPU memory), the HAMi annotation of each pod holding HAMi IDs,
-the node's ResourceSlices and the adminAccess results of each listed claim.
+the node's ResourceSlices and the adminAccess results of each listed claim. KAI Scheduler fractions
+come from the own-node pod watch alone (the sharers hold nothing the kubelet lists): its reservation pods
+and the pods sharing their GPU groups, and, once per ``gpu-memory`` pod, the ``GPU_PORTION`` of the
+ConfigMap its binder wrote.
 An annotation is written before the pod starts and never changes, so a pod is read once (from the
 own-node pod watch when it runs, else by one GET) and forgotten when the kubelet stops listing it.
 API faults never stop a tick: the last known context is used, and an unknown annotation falls back
@@ -17,6 +20,15 @@ from typing import Any
 
 from exporter.agent.dra import DRIVER, DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
 from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
+from exporter.agent.holders.kai import (
+    PORTION_KEY,
+    RESERVATION_NAMESPACE,
+    RESERVATION_PREFIX,
+    KaiSharer,
+    kai_sharer,
+    parse_portion,
+    reservation_group,
+)
 from exporter.agent.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
 from exporter.clients.kube import make_api_client, read_core
@@ -41,6 +53,11 @@ def hami_pods(held: Iterable[ContainerDevices]) -> set[tuple[str, str]]:
     return {(cd.namespace, cd.pod) for cd in held if any(hami_device_gpu(i) for i in cd.device_ids)}
 
 
+def kai_reservations_held(held: Iterable[ContainerDevices], *, namespace: str = RESERVATION_NAMESPACE) -> bool:
+    """Whether the kubelet lists what looks like a KAI reservation pod: the pod watch must then run."""
+    return any(cd.namespace == namespace and cd.pod.startswith(RESERVATION_PREFIX) for cd in held)
+
+
 def pod_shares(pod: dict[str, Any]) -> dict[ContainerKey, list[HamiDevice]]:
     """A pod object's HAMi shares by container; {} when it has no (or an unreadable) annotation."""
     meta = pod.get("metadata") or {}
@@ -62,8 +79,12 @@ def pod_shares(pod: dict[str, Any]) -> dict[ContainerKey, list[HamiDevice]]:
 class KubeInfo:
     """The node's sharing context from the API; one per agent, used from the agent's event loop only."""
 
-    def __init__(self, *, node: str, kubeconfig: Path | None, timeout: float) -> None:
-        self.node, self.kubeconfig, self.timeout = node, kubeconfig, timeout
+    def __init__(self, *, node: str, kubeconfig: Path | None, timeout: float,
+                 kai_namespace: str = RESERVATION_NAMESPACE) -> None:
+        self.node, self.kubeconfig, self.timeout, self.kai_namespace = node, kubeconfig, timeout, kai_namespace
+        self._kai_res: dict[tuple[str, str], str] = {}  # KAI reservation pod -> its GPU group
+        self._kai: dict[tuple[str, str], KaiSharer] = {}  # pods sharing KAI groups, from the watch
+        self._portions: dict[tuple[str, str], float] = {}  # GPU_PORTION of gpu-memory sharers, read once
         self.api_client: Any = None
         self._no_client_until = 0
         self._ticks = 0
@@ -94,6 +115,38 @@ class KubeInfo:
             self._pods.pop(key, None)
         elif ANNOTATION in (meta.get("annotations") or {}):
             self._pods[key] = pod_shares(pod)
+        self._observe_kai(key, pod, deleted=deleted)
+
+    def _observe_kai(self, key: tuple[str, str], pod: dict[str, Any], *, deleted: bool) -> None:
+        """A reservation pod's group, or a sharer's share while it runs (a finished pod holds nothing)."""
+        self._kai_res.pop(key, None)
+        self._kai.pop(key, None)
+        if deleted or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self._portions.pop(key, None)
+            return
+        group = reservation_group(pod, namespace=self.kai_namespace)
+        if group is not None:
+            self._kai_res[key] = group
+        elif (sharer := kai_sharer(pod)) is not None:
+            self._kai[key] = sharer
+
+    def relisted(self) -> None:
+        """The pod watch listed anew: the KAI pods it reported before are replaced by the new list."""
+        self._kai_res.clear()
+        self._kai.clear()
+
+    async def _kai_portions(self) -> None:
+        """``GPU_PORTION`` of each gpu-memory sharer's ConfigMap, once per pod (a fraction never changes)."""
+        self._portions = {k: v for k, v in self._portions.items() if k in self._kai}
+        for key, s in sorted(self._kai.items()):
+            if s.memory_mib is None or not s.configmap or key in self._portions:
+                continue
+            if not self._may_try(f"configmap/{key[0]}/{key[1]}", every=RETRY_READ_TICKS):
+                continue
+            cm = await self._get("read_namespaced_config_map", s.configmap_name, s.namespace)
+            portion = parse_portion(((cm or {}).get("data") or {}).get(PORTION_KEY))
+            if portion is not None:
+                self._portions[key] = portion
 
     async def _client(self) -> Any:
         if self.api_client is None and self._ticks >= self._no_client_until:
@@ -146,9 +199,17 @@ class KubeInfo:
         self._ticks += 1
         if claims:
             await self._dra(claims)
-        if not shares_gpus(held, allocatable):
+        reserved = {(cd.namespace, cd.pod) for cd in held} & set(self._kai_res)
+        if kai_reservations_held(held, namespace=self.kai_namespace):
+            await self._client()  # the agent's pod watch (KAI sharers) needs the API: opened here, retried later
+        if reserved:
+            await self._kai_portions()
+        kai_res = {k: self._kai_res[k] for k in reserved}
+        sharers = tuple(s for _k, s in sorted(self._kai.items()))
+        if not shares_gpus(held, allocatable) and not reserved:
             return NodeContext(labels=self._labels, dra_slices=self._slices, dra_admin=self._admin,
-                               dra_consumed=self._consumed)
+                               dra_consumed=self._consumed,
+                               kai_reservations=kai_res, kai_sharers=sharers, kai_portions=dict(self._portions))
         due = self._labels_at is None or self._ticks - self._labels_at >= LABELS_REFRESH_TICKS
         if due and self._may_try("node", every=RETRY_READ_TICKS):
             node = await self._get("read_node", self.node)
@@ -168,7 +229,8 @@ class KubeInfo:
                 self._pods[(ns, name)] = pod_shares(pod)
         shares = {k: v for pod in self._pods.values() for k, v in pod.items()}
         return NodeContext(labels=self._labels, hami=shares, hami_pods=frozenset(self._pods),
-                           dra_slices=self._slices, dra_admin=self._admin, dra_consumed=self._consumed)
+                           dra_slices=self._slices, dra_admin=self._admin, dra_consumed=self._consumed,
+                               kai_reservations=kai_res, kai_sharers=sharers, kai_portions=dict(self._portions))
 
     async def close(self) -> None:
         """Close the API client, if one was opened (agent shutdown)."""

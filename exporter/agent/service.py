@@ -20,7 +20,7 @@ from exporter.agent.dcgm_devices import (
 )
 from exporter.agent.health import Health
 from exporter.agent.http import build_app
-from exporter.agent.kubeinfo import KubeInfo, hami_pods
+from exporter.agent.kubeinfo import KubeInfo, hami_pods, kai_reservations_held
 from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
@@ -83,7 +83,8 @@ class Agent:
         self._watch_task: asyncio.Task[None] | None = None
         self._api_client: Any = None
         self.kubeinfo = KubeInfo(node=settings.node_name, kubeconfig=settings.kubeconfig,
-                                 timeout=settings.podresources_timeout)
+                                 timeout=settings.podresources_timeout,
+                                 kai_namespace=settings.kai_reservation_namespace)
         self.sharing: dict[str, SharingMode] = {}  # physical GPU uuid -> how it is shared (device metric label)
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
         self.registry = CollectorRegistry(auto_describe=False)
@@ -142,6 +143,8 @@ class Agent:
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
         self.lifetimes.on_event(etype, obj, now=self.clock.now())
+        if etype == "LISTED":
+            self.kubeinfo.relisted()
         for pod in obj["items"] if etype == "LISTED" else [obj]:
             self.kubeinfo.observe_pod(pod, deleted=etype == "DELETED")
 
@@ -267,8 +270,9 @@ class Agent:
             if held is not None:
                 claims = self.podresources.last_claims
                 context = await self.kubeinfo.context(held, self._allocatable, claims=claims)
-                if hami_pods(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
-                    await self.start_pod_watch()  # HAMi present: the watch brings annotations before pods start
+                kai = kai_reservations_held(held, namespace=self.settings.kai_reservation_namespace)
+                if (hami_pods(held) or kai) and self._watch_task is None and self.kubeinfo.api_client is not None:
+                    await self.start_pod_watch()  # HAMi or KAI present: the watch brings annotations and sharers
                 attribution = attribute(held, dcgm, allocatable=self._allocatable, mig_known=self.meter.mig_known,
                                         inventory=self.meter.inventory, extra_resources=self.settings.resource_names,
                                         resolver=self.mig_resolver,
