@@ -231,7 +231,8 @@ def attribute(
     slots = hami_slots(allocatable, hami_held)
     for cd in hami_held:
         _hami_assignments(cd, ctx, dcgm=dcgm, slots=slots, model_of=model_of, result=result)
-    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin, consumed=ctx.dra_consumed)
+    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin, consumed=ctx.dra_consumed,
+                      containers=ctx.dra_containers)
     if holds:
         result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
                                                   model_of=model_of, result=result))

@@ -18,7 +18,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from exporter.agent.dra import DRIVER, DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
+from exporter.agent.dra import (
+    DRIVER,
+    DeviceKey,
+    SliceDevice,
+    admin_devices,
+    claim_requests,
+    consumed_memory,
+    extended_claim,
+    slice_index,
+)
 from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
 from exporter.agent.holders.kai import (
     PORTION_KEY,
@@ -96,6 +105,8 @@ class KubeInfo:
         self._slices_at: int | None = None
         self._admin: dict[str, set[DeviceKey]] = {}  # claim -> adminAccess devices, while listed
         self._consumed: dict[str, dict[DeviceKey, float]] = {}  # claim -> its shares' memory bytes per device
+        self._requests: dict[str, dict[DeviceKey, str]] = {}  # claim -> the request each device answers
+        self._extended: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}  # pod -> its extended claim
         self.errors = 0
         self._tried: dict[str, int] = {}  # read -> tick of the last attempt
 
@@ -116,6 +127,11 @@ class KubeInfo:
         elif ANNOTATION in (meta.get("annotations") or {}):
             self._pods[key] = pod_shares(pod)
         self._observe_kai(key, pod, deleted=deleted)
+        ext = None if deleted else extended_claim(pod)
+        if ext is None:
+            self._extended.pop(key, None)
+        else:
+            self._extended[key] = ext
 
     def _observe_kai(self, key: tuple[str, str], pod: dict[str, Any], *, deleted: bool) -> None:
         """A reservation pod's group, or a sharer's share while it runs (a finished pod holds nothing)."""
@@ -183,6 +199,7 @@ class KubeInfo:
         listed = {(c.claim_namespace, c.claim_name) for c in claims}
         self._admin = {k: v for k, v in self._admin.items() if tuple(k.split("/", 1)) in listed}
         self._consumed = {k: v for k, v in self._consumed.items() if k in self._admin}
+        self._requests = {k: v for k, v in self._requests.items() if k in self._admin}
         self._tried = {k: v for k, v in self._tried.items()
                        if not k.startswith("claim/") or tuple(k[6:].split("/", 1)) in listed}
         for ns, name in sorted(listed):
@@ -192,6 +209,15 @@ class KubeInfo:
                 if claim is not None:
                     self._admin[f"{ns}/{name}"] = admin_devices(claim)
                     self._consumed[f"{ns}/{name}"] = consumed_memory(claim)
+                    self._requests[f"{ns}/{name}"] = claim_requests(claim)
+
+    def _dra_containers(self) -> dict[str, dict[DeviceKey, str]]:
+        """Extended-resource claims' devices -> the container asking: result request joined with requestMappings."""
+        out: dict[str, dict[DeviceKey, str]] = {}
+        for claim, mappings in self._extended.values():
+            requests = self._requests.get(claim, {})
+            out[claim] = {k: mappings[r] for k, r in requests.items() if r in mappings}
+        return out
 
     async def context(self, held: list[ContainerDevices], allocatable: dict[str, tuple[str, ...]] | None,
                       *, claims: list[ContainerClaim] | None = None) -> NodeContext:
@@ -208,7 +234,7 @@ class KubeInfo:
         sharers = tuple(s for _k, s in sorted(self._kai.items()))
         if not shares_gpus(held, allocatable) and not reserved:
             return NodeContext(labels=self._labels, dra_slices=self._slices, dra_admin=self._admin,
-                               dra_consumed=self._consumed,
+                               dra_consumed=self._consumed, dra_containers=self._dra_containers(),
                                kai_reservations=kai_res, kai_sharers=sharers, kai_portions=dict(self._portions))
         due = self._labels_at is None or self._ticks - self._labels_at >= LABELS_REFRESH_TICKS
         if due and self._may_try("node", every=RETRY_READ_TICKS):
@@ -230,7 +256,8 @@ class KubeInfo:
         shares = {k: v for pod in self._pods.values() for k, v in pod.items()}
         return NodeContext(labels=self._labels, hami=shares, hami_pods=frozenset(self._pods),
                            dra_slices=self._slices, dra_admin=self._admin, dra_consumed=self._consumed,
-                               kai_reservations=kai_res, kai_sharers=sharers, kai_portions=dict(self._portions))
+                           dra_containers=self._dra_containers(), kai_reservations=kai_res, kai_sharers=sharers,
+                           kai_portions=dict(self._portions))
 
     async def close(self) -> None:
         """Close the API client, if one was opened (agent shutdown)."""

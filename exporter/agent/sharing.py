@@ -40,6 +40,7 @@ class NodeContext:
     dra_slices: dict[DeviceKey, SliceDevice] = field(default_factory=dict)  # this node's ResourceSlices
     dra_admin: dict[str, set[DeviceKey]] = field(default_factory=dict)  # claim -> adminAccess devices
     dra_consumed: dict[str, dict[DeviceKey, float]] = field(default_factory=dict)  # claim -> share memory bytes
+    dra_containers: dict[str, dict[DeviceKey, str]] = field(default_factory=dict)  # extended claim -> container
     kai_reservations: dict[tuple[str, str], str] = field(default_factory=dict)  # KAI reservation pod -> its group
     kai_sharers: tuple[KaiSharer, ...] = ()  # this node's pods sharing KAI groups
     kai_portions: dict[tuple[str, str], float] = field(default_factory=dict)  # GPU_PORTION of gpu-memory pods
