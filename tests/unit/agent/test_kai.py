@@ -11,8 +11,11 @@ from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.holders.kai import KaiSharer, kai_assignments, kai_sharer, parse_portion, reservation_group
 from exporter.agent.sharing import NodeContext
+from exporter.agent.vendors.measured import dcgm_pod_use
+from exporter.clients.exposition import parse_exposition
 from exporter.model.devices import DeviceKind, SharingMode
 from exporter.model.pod_resources import ContainerDevices
+from tests.unit.agent.vendors.test_measured import DEV, L4, hour, pod_line, used_hours
 
 H100 = "NVIDIA H100 80GB HBM3"
 G0, G1 = "GPU-0000", "GPU-1111"
@@ -112,3 +115,20 @@ def test_without_the_pod_objects_the_reservation_holds_its_gpu() -> None:
     """No API (empty context): the reservation pod is an ordinary holder; nothing is guessed."""
     result = attribute(HELD[:1], None, allocatable=None, mig_known={}, inventory={}, context=NodeContext())
     assert [(a.namespace, a.fraction) for a in result.assignments] == [(NS, 1.0)]
+
+
+def test_measured_per_pod_use_splits_the_busy_time_as_for_time_slicing() -> None:
+    """One GPU KAI-shared by a (0.5) and b (0.25) for an hour, the device at 70 %, dcgm-exporter's per-pod
+    series a 60 %, b 10 %: busy 0.7 GPU-h; a's share 60/70 x 0.7 = 0.6, capped at its 0.5 -> 0.5 used;
+    b 10/70 x 0.7 = 0.1. Without per-pod series, by portion: a 0.7 x 0.5/0.75 = 0.4667, b 0.2333."""
+    held = [ContainerDevices(NS, "gpu-reservation-0", "resource-reservation", "nvidia.com/gpu", (L4,))]
+    ctx = NodeContext(kai_reservations={(NS, "gpu-reservation-0"): "g0"}, kai_sharers=(
+        KaiSharer("ml", "a", "main", 0, frozenset({"g0"}), 0.5, None),
+        KaiSharer("ml", "b", "main", 0, frozenset({"g0"}), 0.25, None)))
+    body = "\n".join([f"DCGM_FI_DEV_GPU_UTIL{{{DEV}}} 70", pod_line(60, "a", "uid-a", vgpu="0"),
+                      pod_line(10, "b", "uid-b", vgpu="0")])
+    measured = hour(body, held, dcgm_pod_use(parse_exposition(body).samples).by_gpu, context=ctx)
+    assert used_hours(measured) == {"a": pytest.approx((0.5, 0.5)), "b": pytest.approx((0.25, 0.1))}
+    by_portion = hour(f"DCGM_FI_DEV_GPU_UTIL{{{DEV}}} 70", held, {}, context=ctx)
+    assert used_hours(by_portion) == {"a": pytest.approx((0.5, 0.7 * 0.5 / 0.75)),
+                                      "b": pytest.approx((0.25, 0.7 * 0.25 / 0.75))}
