@@ -32,7 +32,7 @@ nodes:
   - {name: n-kai-mem, model: "NVIDIA H100 80GB HBM3", gpus: 1, scheduler: kai}
   - {name: n-drx, model: "NVIDIA A100-SXM4-80GB", gpus: 2, dra_extended: true}
 pods:
-  - {name: a, namespace: team-a, node: n-kai, kai: {fraction: 0.5}, utilization: 0.3}
+  - {name: a, namespace: team-a, node: n-kai, kai: {fraction: 0.5}, utilization: 0.3, owner: {kind: Job, name: train}}
   - {name: b, namespace: team-b, node: n-kai, kai: {fraction: 0.25}, utilization: 0.2}
   - {name: a, namespace: end-a, node: n-kai-end, kai: {fraction: 0.5}, utilization: 0.3}
   - {name: b, namespace: end-b, node: n-kai-end, kai: {fraction: 0.25}, end: 30m, utilization: 0.2}
@@ -118,6 +118,13 @@ def test_dra_behind_extended_resource_charged_once(by_node: dict[tuple[str, str]
     close(d["allocated_gpu_hours"], 2.0)
     close(d["cost"], 2 * A100)
     assert ("n-drx", "__unallocated__") not in by_node or by_node["n-drx", "__unallocated__"]["idle_gpu_hours"] == 0
+
+
+def test_kai_sharer_is_booked_under_its_workload(ledger: Path) -> None:
+    """The aggregator keeps a KAI fraction in its pod cache though it requests no GPU: team-a's pod is booked
+    under its Job ``train``, not its own name."""
+    rows = json.loads(cli("report", "--ledger", str(ledger), "--by", "namespace,workload", "--format", "json"))
+    assert {r["workload"] for r in rows if r["namespace"] == "team-a"} == {"train"}
 
 
 def test_sharing_breakdown_reads_kai_and_dra(ledger: Path) -> None:
