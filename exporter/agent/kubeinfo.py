@@ -157,7 +157,7 @@ class KubeInfo:
         for key, s in sorted(self._kai.items()):
             if s.memory_mib is None or not s.configmap or key in self._portions:
                 continue
-            if not self._may_try(f"configmap/{key[0]}/{key[1]}", every=RETRY_READ_TICKS):
+            if not self._may_try(f"configmap/{key[0]}/{key[1]}", every=LABELS_REFRESH_TICKS):  # RBAC may refuse
                 continue
             cm = await self._get("read_namespaced_config_map", s.configmap_name, s.namespace)
             portion = parse_portion(((cm or {}).get("data") or {}).get(PORTION_KEY))

@@ -77,7 +77,8 @@ class Agent:
         self._allocatable: dict[str, tuple[str, ...]] | None = None
         self._runner: web.AppRunner | None = None
         self._tick_lock = asyncio.Lock()
-        self.lifetimes = PodLifetimes(settings.resource_names)  # from the own-node pod watch
+        self.lifetimes = PodLifetimes(settings.resource_names,  # from the own-node pod watch
+                                      kai_namespace=settings.kai_reservation_namespace)
         self.ignored_finished = 0
         self._watcher: Watcher | None = None
         self._watch_task: asyncio.Task[None] | None = None

@@ -10,6 +10,7 @@ import pytest
 from exporter.agent.attribution import attribute
 from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.holders.kai import KaiSharer, kai_assignments, kai_sharer, parse_portion, reservation_group
+from exporter.agent.lifecycle import lifetime_of
 from exporter.agent.sharing import NodeContext
 from exporter.agent.vendors.measured import dcgm_pod_use
 from exporter.clients.exposition import parse_exposition
@@ -132,3 +133,13 @@ def test_measured_per_pod_use_splits_the_busy_time_as_for_time_slicing() -> None
     by_portion = hour(f"DCGM_FI_DEV_GPU_UTIL{{{DEV}}} 70", held, {}, context=ctx)
     assert used_hours(by_portion) == {"a": pytest.approx((0.5, 0.7 * 0.5 / 0.75)),
                                       "b": pytest.approx((0.25, 0.7 * 0.25 / 0.75))}
+
+
+def test_reservation_pod_between_two_ticks_is_not_charged_its_request() -> None:
+    """A pod that lived between two ticks is charged its request; KAI's reservation pod requests nothing of its
+    own (its nvidia.com/gpu: 1 is its sharers'), so it never bills kai-resource-reservation."""
+    res = {**RESERVATION, "spec": {"containers": [{"name": "resource-reservation", "resources": {
+        "limits": {"nvidia.com/gpu": "1"}}}]}}
+    assert lifetime_of(res, extra=(), deleted_seen=None, before=None).requests == {}
+    other = {**res, "metadata": {**res["metadata"], "namespace": "team-a"}}
+    assert lifetime_of(other, extra=(), deleted_seen=None, before=None).requests == {"nvidia.com/gpu": 1}
