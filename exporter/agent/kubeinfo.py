@@ -146,10 +146,17 @@ class KubeInfo:
         elif (sharer := kai_sharer(pod)) is not None:
             self._kai[key] = sharer
 
-    def relisted(self) -> None:
-        """The pod watch listed anew: the KAI pods it reported before are replaced by the new list."""
-        self._kai_res.clear()
-        self._kai.clear()
+    def on_event(self, etype: str, obj: dict[str, Any]) -> None:
+        """One event of the own-node pod watch; a relist replaces the KAI pods it reported before."""
+        if etype == "LISTED":
+            self._kai_res.clear()
+            self._kai.clear()
+        for pod in obj.get("items") or [] if etype == "LISTED" else [obj]:
+            self.observe_pod(pod, deleted=etype == "DELETED")
+
+    def watch_for(self, held: list[ContainerDevices]) -> bool:
+        """Whether the own-node pod watch must run: HAMi pods (annotations) or KAI reservation pods (sharers)."""
+        return bool(hami_pods(held)) or kai_reservations_held(held, namespace=self.kai_namespace)
 
     async def _kai_portions(self) -> None:
         """``GPU_PORTION`` of each gpu-memory sharer's ConfigMap, once per pod (a fraction never changes)."""

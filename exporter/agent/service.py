@@ -20,7 +20,7 @@ from exporter.agent.dcgm_devices import (
 )
 from exporter.agent.health import Health
 from exporter.agent.http import build_app
-from exporter.agent.kubeinfo import KubeInfo, hami_pods, kai_reservations_held
+from exporter.agent.kubeinfo import KubeInfo
 from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
@@ -77,8 +77,7 @@ class Agent:
         self._allocatable: dict[str, tuple[str, ...]] | None = None
         self._runner: web.AppRunner | None = None
         self._tick_lock = asyncio.Lock()
-        self.lifetimes = PodLifetimes(settings.resource_names,  # from the own-node pod watch
-                                      kai_namespace=settings.kai_reservation_namespace)
+        self.lifetimes = PodLifetimes(settings.resource_names, kai_namespace=settings.kai_reservation_namespace)
         self.ignored_finished = 0
         self._watcher: Watcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -144,10 +143,7 @@ class Agent:
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
         self.lifetimes.on_event(etype, obj, now=self.clock.now())
-        if etype == "LISTED":
-            self.kubeinfo.relisted()
-        for pod in obj["items"] if etype == "LISTED" else [obj]:
-            self.kubeinfo.observe_pod(pod, deleted=etype == "DELETED")
+        self.kubeinfo.on_event(etype, obj)
 
     @property
     def finished_pods(self) -> set[tuple[str, str]]:
@@ -271,8 +267,7 @@ class Agent:
             if held is not None:
                 claims = self.podresources.last_claims
                 context = await self.kubeinfo.context(held, self._allocatable, claims=claims)
-                kai = kai_reservations_held(held, namespace=self.settings.kai_reservation_namespace)
-                if (hami_pods(held) or kai) and self._watch_task is None and self.kubeinfo.api_client is not None:
+                if self.kubeinfo.watch_for(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
                     await self.start_pod_watch()  # HAMi or KAI present: the watch brings annotations and sharers
                 attribution = attribute(held, dcgm, allocatable=self._allocatable, mig_known=self.meter.mig_known,
                                         inventory=self.meter.inventory, extra_resources=self.settings.resource_names,

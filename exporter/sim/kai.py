@@ -90,11 +90,16 @@ def _end(pod: PodSpec) -> float:
 def _periods(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The union of ``windows`` as disjoint periods: a reservation pod lives while any sharer runs."""
     out: list[tuple[float, float]] = []
+    start = end = None
     for s, e in sorted(windows):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
+        if start is not None and end is not None and s <= end:
+            end = max(end, e)
+            continue
+        if start is not None and end is not None:
+            out.append((start, end))
+        start, end = s, e
+    if start is not None and end is not None:
+        out.append((start, end))
     return out
 
 
