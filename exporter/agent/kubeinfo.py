@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from exporter.agent.dra import (
+from exporter.agent.holders.dra import (
     DRIVER,
     DeviceKey,
     SliceDevice,
@@ -28,7 +28,7 @@ from exporter.agent.dra import (
     extended_claim,
     slice_index,
 )
-from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
+from exporter.agent.holders.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
 from exporter.agent.holders.kai import (
     PORTION_KEY,
     RESERVATION_NAMESPACE,
@@ -38,7 +38,7 @@ from exporter.agent.holders.kai import (
     parse_portion,
     reservation_group,
 )
-from exporter.agent.sharing import ContainerKey, NodeContext
+from exporter.agent.holders.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
 from exporter.clients.kube import make_api_client, read_core
 from exporter.logs import get_logger

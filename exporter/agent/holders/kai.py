@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.agent.assignment import Assignment
+from exporter.agent.holders.assignment import Assignment
 from exporter.model.devices import DeviceKind, SharingMode, parse_device_id
 from exporter.model.pod_resources import ContainerDevices
 

@@ -4,7 +4,7 @@ pod's ``requestMappings`` give each device to its container, and the pod is char
 
 from __future__ import annotations
 
-from exporter.agent.dra import DeviceKey, SliceDevice, claim_requests, dra_holds, extended_claim
+from exporter.agent.holders.dra import DeviceKey, SliceDevice, claim_requests, dra_holds, extended_claim
 from exporter.model.pod_resources import ClaimDevice, ContainerClaim
 
 NV = "gpu.nvidia.com"

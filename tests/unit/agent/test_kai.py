@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.exporters.per_pod import dcgm_pod_use
+from exporter.agent.holders.attribution import attribute
 from exporter.agent.holders.kai import KaiSharer, kai_assignments, kai_sharer, parse_portion, reservation_group
+from exporter.agent.holders.sharing import NodeContext
 from exporter.agent.lifecycle import lifetime_of
-from exporter.agent.sharing import NodeContext
-from exporter.agent.vendors.measured import dcgm_pod_use
 from exporter.clients.exposition import parse_exposition
 from exporter.model.devices import DeviceKind, SharingMode
 from exporter.model.pod_resources import ContainerDevices
-from tests.unit.agent.vendors.test_measured import DEV, L4, hour, pod_line, used_hours
+from tests.unit.agent.exporters.test_measured import DEV, L4, hour, pod_line, used_hours
 
 H100 = "NVIDIA H100 80GB HBM3"
 G0, G1 = "GPU-0000", "GPU-1111"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.agent.dra import DeviceKey, SliceDevice
-from exporter.agent.hami import HamiDevice
+from exporter.agent.holders.dra import DeviceKey, SliceDevice
+from exporter.agent.holders.hami import HamiDevice
 from exporter.agent.holders.kai import KaiSharer
 from exporter.model.devices import SharingMode
 
