@@ -2,7 +2,10 @@
 
 Only asked when the node shares GPUs (replicas, HAMi IDs or DRA claims in pod-resources): the node's
 labels (MPS or time-slicing, physical GPU memory), the HAMi annotation of each pod holding HAMi IDs,
-the node's ResourceSlices and the adminAccess results of each listed claim.
+the node's ResourceSlices and the adminAccess results of each listed claim. KAI Scheduler fractions
+come from the own-node pod watch alone (the sharers hold nothing the kubelet lists): its reservation pods
+and the pods sharing their GPU groups, and, once per ``gpu-memory`` pod, the ``GPU_PORTION`` of the
+ConfigMap its binder wrote.
 An annotation is written before the pod starts and never changes, so a pod is read once (from the
 own-node pod watch when it runs, else by one GET) and forgotten when the kubelet stops listing it.
 API faults never stop a tick: the last known context is used, and an unknown annotation falls back
@@ -15,8 +18,26 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from exporter.agent.holders.dra import DRIVER, DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
+from exporter.agent.holders.dra import (
+    DRIVER,
+    DeviceKey,
+    SliceDevice,
+    admin_devices,
+    claim_requests,
+    consumed_memory,
+    extended_claim,
+    slice_index,
+)
 from exporter.agent.holders.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
+from exporter.agent.holders.kai import (
+    PORTION_KEY,
+    RESERVATION_NAMESPACE,
+    RESERVATION_PREFIX,
+    KaiSharer,
+    kai_sharer,
+    parse_portion,
+    reservation_group,
+)
 from exporter.agent.holders.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
 from exporter.clients.kube import make_api_client, read_core
@@ -41,6 +62,11 @@ def hami_pods(held: Iterable[ContainerDevices]) -> set[tuple[str, str]]:
     return {(cd.namespace, cd.pod) for cd in held if any(hami_device_gpu(i) for i in cd.device_ids)}
 
 
+def kai_reservations_held(held: Iterable[ContainerDevices], *, namespace: str = RESERVATION_NAMESPACE) -> bool:
+    """Whether the kubelet lists what looks like a KAI reservation pod: the pod watch must then run."""
+    return any(cd.namespace == namespace and cd.pod.startswith(RESERVATION_PREFIX) for cd in held)
+
+
 def pod_shares(pod: dict[str, Any]) -> dict[ContainerKey, list[HamiDevice]]:
     """A pod object's HAMi shares by container; {} when it has no (or an unreadable) annotation."""
     meta = pod.get("metadata") or {}
@@ -62,8 +88,12 @@ def pod_shares(pod: dict[str, Any]) -> dict[ContainerKey, list[HamiDevice]]:
 class KubeInfo:
     """The node's sharing context from the API; one per agent, used from the agent's event loop only."""
 
-    def __init__(self, *, node: str, kubeconfig: Path | None, timeout: float) -> None:
-        self.node, self.kubeconfig, self.timeout = node, kubeconfig, timeout
+    def __init__(self, *, node: str, kubeconfig: Path | None, timeout: float,
+                 kai_namespace: str = RESERVATION_NAMESPACE) -> None:
+        self.node, self.kubeconfig, self.timeout, self.kai_namespace = node, kubeconfig, timeout, kai_namespace
+        self._kai_res: dict[tuple[str, str], str] = {}  # KAI reservation pod -> its GPU group
+        self._kai: dict[tuple[str, str], KaiSharer] = {}  # pods sharing KAI groups, from the watch
+        self._portions: dict[tuple[str, str], float] = {}  # GPU_PORTION of gpu-memory sharers, read once
         self.api_client: Any = None
         self._no_client_until = 0
         self._ticks = 0
@@ -75,6 +105,8 @@ class KubeInfo:
         self._slices_at: int | None = None
         self._admin: dict[str, set[DeviceKey]] = {}  # claim -> adminAccess devices, while listed
         self._consumed: dict[str, dict[DeviceKey, float]] = {}  # claim -> its shares' memory bytes per device
+        self._requests: dict[str, dict[DeviceKey, str]] = {}  # claim -> the request each device answers
+        self._extended: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}  # pod -> its extended claim
         self.errors = 0
         self._tried: dict[str, int] = {}  # read -> tick of the last attempt
 
@@ -94,6 +126,50 @@ class KubeInfo:
             self._pods.pop(key, None)
         elif ANNOTATION in (meta.get("annotations") or {}):
             self._pods[key] = pod_shares(pod)
+        self._observe_kai(key, pod, deleted=deleted)
+        ext = None if deleted else extended_claim(pod)
+        if ext is None:
+            self._extended.pop(key, None)
+        else:
+            self._extended[key] = ext
+
+    def _observe_kai(self, key: tuple[str, str], pod: dict[str, Any], *, deleted: bool) -> None:
+        """A reservation pod's group, or a sharer's share while it runs (a finished pod holds nothing)."""
+        self._kai_res.pop(key, None)
+        self._kai.pop(key, None)
+        if deleted or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self._portions.pop(key, None)
+            return
+        group = reservation_group(pod, namespace=self.kai_namespace)
+        if group is not None:
+            self._kai_res[key] = group
+        elif (sharer := kai_sharer(pod)) is not None:
+            self._kai[key] = sharer
+
+    def on_event(self, etype: str, obj: dict[str, Any]) -> None:
+        """One event of the own-node pod watch; a relist replaces the KAI pods it reported before."""
+        if etype == "LISTED":
+            self._kai_res.clear()
+            self._kai.clear()
+        for pod in obj.get("items") or [] if etype == "LISTED" else [obj]:
+            self.observe_pod(pod, deleted=etype == "DELETED")
+
+    def watch_for(self, held: list[ContainerDevices]) -> bool:
+        """Whether the own-node pod watch must run: HAMi pods (annotations) or KAI reservation pods (sharers)."""
+        return bool(hami_pods(held)) or kai_reservations_held(held, namespace=self.kai_namespace)
+
+    async def _kai_portions(self) -> None:
+        """``GPU_PORTION`` of each gpu-memory sharer's ConfigMap, once per pod (a fraction never changes)."""
+        self._portions = {k: v for k, v in self._portions.items() if k in self._kai}
+        for key, s in sorted(self._kai.items()):
+            if s.memory_mib is None or not s.configmap or key in self._portions:
+                continue
+            if not self._may_try(f"configmap/{key[0]}/{key[1]}", every=LABELS_REFRESH_TICKS):  # RBAC may refuse
+                continue
+            cm = await self._get("read_namespaced_config_map", s.configmap_name, s.namespace)
+            portion = parse_portion(((cm or {}).get("data") or {}).get(PORTION_KEY))
+            if portion is not None:
+                self._portions[key] = portion
 
     async def _client(self) -> Any:
         if self.api_client is None and self._ticks >= self._no_client_until:
@@ -136,6 +212,7 @@ class KubeInfo:
         listed = {(c.claim_namespace, c.claim_name) for c in claims}
         self._admin = {k: v for k, v in self._admin.items() if tuple(k.split("/", 1)) in listed}
         self._consumed = {k: v for k, v in self._consumed.items() if k in self._admin}
+        self._requests = {k: v for k, v in self._requests.items() if k in self._admin}
         self._tried = {k: v for k, v in self._tried.items()
                        if not k.startswith("claim/") or tuple(k[6:].split("/", 1)) in listed}
         for ns, name in sorted(listed):
@@ -145,6 +222,15 @@ class KubeInfo:
                 if claim is not None:
                     self._admin[f"{ns}/{name}"] = admin_devices(claim)
                     self._consumed[f"{ns}/{name}"] = consumed_memory(claim)
+                    self._requests[f"{ns}/{name}"] = claim_requests(claim)
+
+    def _dra_containers(self) -> dict[str, dict[DeviceKey, str]]:
+        """Extended-resource claims' devices -> the container asking: result request joined with requestMappings."""
+        out: dict[str, dict[DeviceKey, str]] = {}
+        for claim, mappings in self._extended.values():
+            requests = self._requests.get(claim, {})
+            out[claim] = {k: mappings[r] for k, r in requests.items() if r in mappings}
+        return out
 
     async def context(self, held: list[ContainerDevices], allocatable: dict[str, tuple[str, ...]] | None,
                       *, claims: list[ContainerClaim] | None = None) -> NodeContext:
@@ -152,9 +238,17 @@ class KubeInfo:
         self._ticks += 1
         if claims:
             await self._dra(claims)
-        if not shares_gpus(held, allocatable):
+        reserved = {(cd.namespace, cd.pod) for cd in held} & set(self._kai_res)
+        if kai_reservations_held(held, namespace=self.kai_namespace):
+            await self._client()  # the agent's pod watch (KAI sharers) needs the API: opened here, retried later
+        if reserved:
+            await self._kai_portions()
+        kai_res = {k: self._kai_res[k] for k in reserved}
+        sharers = tuple(s for _k, s in sorted(self._kai.items()))
+        if not shares_gpus(held, allocatable) and not reserved:
             return NodeContext(labels=self._labels, dra_slices=self._slices, dra_admin=self._admin,
-                               dra_consumed=self._consumed)
+                               dra_consumed=self._consumed, dra_containers=self._dra_containers(),
+                               kai_reservations=kai_res, kai_sharers=sharers, kai_portions=dict(self._portions))
         due = self._labels_at is None or self._ticks - self._labels_at >= LABELS_REFRESH_TICKS
         if due and self._may_try("node", every=RETRY_READ_TICKS):
             node = await self._get("read_node", self.node)
@@ -174,7 +268,9 @@ class KubeInfo:
                 self._pods[(ns, name)] = pod_shares(pod)
         shares = {k: v for pod in self._pods.values() for k, v in pod.items()}
         return NodeContext(labels=self._labels, hami=shares, hami_pods=frozenset(self._pods),
-                           dra_slices=self._slices, dra_admin=self._admin, dra_consumed=self._consumed)
+                           dra_slices=self._slices, dra_admin=self._admin, dra_consumed=self._consumed,
+                           dra_containers=self._dra_containers(), kai_reservations=kai_res, kai_sharers=sharers,
+                           kai_portions=dict(self._portions))
 
     async def close(self) -> None:
         """Close the API client, if one was opened (agent shutdown)."""

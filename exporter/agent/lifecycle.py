@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from exporter.agent.holders.attribution import accepted_resource
+from exporter.agent.holders.kai import RESERVATION_NAMESPACE, reservation_group
 from exporter.model.holding import PodLifetime
 
 PodKey = tuple[str, str]
@@ -65,8 +66,9 @@ def gpu_requests(spec: dict[str, Any], extra: Iterable[str]) -> tuple[dict[str, 
 
 
 def lifetime_of(pod: dict[str, Any], *, extra: Iterable[str], deleted_seen: float | None,
-                before: PodLifetime | None) -> PodLifetime:
-    """A pod's lifetime from its object, keeping what ``before`` knew that the object no longer says."""
+                before: PodLifetime | None, kai_namespace: str = RESERVATION_NAMESPACE) -> PodLifetime:
+    """A pod's lifetime from its object, keeping what ``before`` knew that the object no longer says.
+    A KAI reservation pod requests nothing of its own: its GPU is its group's sharers'."""
     status = pod.get("status") or {}
     meta = pod.get("metadata") or {}
     start = parse_time(status.get("startTime"))
@@ -79,6 +81,8 @@ def lifetime_of(pod: dict[str, Any], *, extra: Iterable[str], deleted_seen: floa
         early = stamp is not None and start is not None and start < stamp < deleted_seen
         deleted = stamp if early else deleted_seen
     requests, container = gpu_requests(pod.get("spec") or {}, extra)
+    if reservation_group(pod, namespace=kai_namespace) is not None:
+        requests = {}
     return PodLifetime(start=start, finished=finished, deleted=deleted, requests=requests, container=container)
 
 
@@ -86,8 +90,8 @@ class PodLifetimes:
     """Lifetimes of this node's pods, fed by the watch; entries of ended pods are kept a while (the
     meter needs them at the next tick), then pruned."""
 
-    def __init__(self, extra_resources: Iterable[str] = ()) -> None:
-        self.extra = tuple(extra_resources)
+    def __init__(self, extra_resources: Iterable[str] = (), *, kai_namespace: str = RESERVATION_NAMESPACE) -> None:
+        self.extra, self.kai_namespace = tuple(extra_resources), kai_namespace
         self.pods: dict[PodKey, PodLifetime] = {}
         self.finished: set[PodKey] = set()
 
@@ -101,7 +105,8 @@ class PodLifetimes:
             meta = pod.get("metadata") or {}
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
             deleted = now if etype == "DELETED" else None
-            self.pods[key] = lifetime_of(pod, extra=self.extra, deleted_seen=deleted, before=self.pods.get(key))
+            self.pods[key] = lifetime_of(pod, extra=self.extra, deleted_seen=deleted, before=self.pods.get(key),
+                                         kai_namespace=self.kai_namespace)
             if etype != "DELETED" and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 self.finished.add(key)
             else:

@@ -23,7 +23,7 @@ from exporter.agent.exporters.per_pod import HAMI_UTIL, PodUse, dcgm_pod_use, ha
 from exporter.agent.health import Health
 from exporter.agent.holders.attribution import MigResolver, attribute
 from exporter.agent.http import build_app
-from exporter.agent.kubeinfo import KubeInfo, hami_pods
+from exporter.agent.kubeinfo import KubeInfo
 from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.node_exporter import NodeExporter
@@ -77,13 +77,14 @@ class Agent:
         self._allocatable: dict[str, tuple[str, ...]] | None = None
         self._runner: web.AppRunner | None = None
         self._tick_lock = asyncio.Lock()
-        self.lifetimes = PodLifetimes(settings.resource_names)  # from the own-node pod watch
+        self.lifetimes = PodLifetimes(settings.resource_names, kai_namespace=settings.kai_reservation_namespace)
         self.ignored_finished = 0
         self._watcher: Watcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._api_client: Any = None
         self.kubeinfo = KubeInfo(node=settings.node_name, kubeconfig=settings.kubeconfig,
-                                 timeout=settings.podresources_timeout)
+                                 timeout=settings.podresources_timeout,
+                                 kai_namespace=settings.kai_reservation_namespace)
         self.dcgm = NodeExporter(settings, self.health, list_pods=self.kubeinfo.node_pods)
         self.sharing: dict[str, SharingMode] = {}  # physical GPU uuid -> how it is shared (device metric label)
         self.usage_token = SecretFile(settings.usage_token_file) if settings.usage_token_file else None
@@ -143,8 +144,7 @@ class Agent:
 
     def _on_pod_event(self, _kind: str, etype: str, obj: dict[str, Any]) -> None:
         self.lifetimes.on_event(etype, obj, now=self.timeline.now())
-        for pod in obj["items"] if etype == "LISTED" else [obj]:
-            self.kubeinfo.observe_pod(pod, deleted=etype == "DELETED")
+        self.kubeinfo.on_event(etype, obj)
 
     @property
     def finished_pods(self) -> set[tuple[str, str]]:
@@ -266,8 +266,8 @@ class Agent:
             if held is not None:
                 claims = self.podresources.last_claims
                 context = await self.kubeinfo.context(held, self._allocatable, claims=claims)
-                if hami_pods(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
-                    await self.start_pod_watch()  # HAMi present: the watch brings annotations before pods start
+                if self.kubeinfo.watch_for(held) and self._watch_task is None and self.kubeinfo.api_client is not None:
+                    await self.start_pod_watch()  # HAMi or KAI present: the watch brings annotations and sharers
                 attribution = attribute(held, dcgm, allocatable=self._allocatable, mig_known=self.meter.mig_known,
                                         inventory=self.meter.inventory, extra_resources=self.settings.resource_names,
                                         resolver=self.mig_resolver,

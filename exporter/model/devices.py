@@ -32,6 +32,7 @@ class SharingMode(StrEnum):
     MPS = "mps"  # device-plugin replicas served by an MPS daemon (node label nvidia.com/gpu.sharing-strategy=mps)
     HAMI = "hami"  # HAMi vGPU: memory/core shares written in the pod annotation
     DRA = "dra"  # allocated through Dynamic Resource Allocation claims
+    KAI = "kai"  # KAI Scheduler fractions: a reservation pod holds the GPU, the pods of its GPU group share it
 
 
 @dataclass(frozen=True, slots=True)

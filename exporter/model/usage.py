@@ -23,7 +23,7 @@ from pydantic.dataclasses import dataclass
 MAX_NAME = 253
 MAX_HOLDERS = 20_000
 #: How a holder's GPU is shared, as the agent labels its device metrics; "" is unknown (an older agent).
-SHARING_MODES = frozenset({"none", "time-slicing", "mps", "hami", "dra"})
+SHARING_MODES = frozenset({"none", "time-slicing", "mps", "hami", "dra", "kai"})
 #: Slotted frozen dataclasses, not models: the aggregator keeps every node's latest snapshot, and a model
 #: instance carries a ``__dict__`` and a set of the fields it was given (about 1.6 KB a holder against 0.3 KB).
 _WIRE = ConfigDict(extra="ignore", allow_inf_nan=False)

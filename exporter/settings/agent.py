@@ -59,6 +59,9 @@ class AgentSettings(DaemonSettings):
         "finishedAt to the second (else to the tick), pods shorter than a tick are charged, and finished pods "
         "that kubelets before 1.34 still list are ignored (needs get/list/watch on pods)")
     kubeconfig: Path | None = Field(default=None, description="kubeconfig for watch_pods; unset = in-cluster")
+    kai_reservation_namespace: str = Field(
+        default="kai-resource-reservation", description="where KAI Scheduler's binder runs its GPU reservation "
+        "pods (its --resource-reservation-namespace); their GPUs are charged to the pods of their GPU group")
     nvml: bool = Field(default=True, description="resolve MIG instances through NVML when the library loads")
     state_fsync: bool = Field(default=True, description="fsync the state file every tick (off only for simulations)")
     max_charge_interval: Duration = Field(

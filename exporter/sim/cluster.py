@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.sim import dcgm_text, dra_objects
+from exporter.sim import dcgm_text, dra_objects, kai
 from exporter.sim.kube import exporter_pods
 from exporter.sim.kube import objects as kube_objects
 from exporter.sim.kube.objects import GPU_QUOTA_KEY, EventInfo, stable_uid
@@ -98,6 +98,7 @@ class SimCluster:
         if step.kind == "init":
             self._init_objects()
         elif pod is not None and step.kind == "pod_start":
+            self._kai_configmap(pod, keep=True)
             self.store.upsert("pods", self.pod_object(pod, running=True))
             self._update_quota(pod.namespace)
         elif pod is not None and step.kind == "pending_add":
@@ -110,6 +111,7 @@ class SimCluster:
                 self.store.upsert("pods", self.pod_object(pod, running=True, finished=step.at))
             if pod.node is None or not self.layouts[pod.node].spec.kubelet_lists_terminated:
                 self.store.delete("pods", pod.namespace, name=pod.name)
+                self._kai_configmap(pod, keep=False)  # garbage-collected with its owner
             self._update_quota(pod.namespace)
         elif step.event is not None and step.kind == "quota_rejection":
             self._quota_rejection(step.event, step.at)
@@ -145,6 +147,8 @@ class SimCluster:
             held = [s.gpu_uuid for s in self.hami[key]] if key in self.hami else list(self.devices.get(key, []))
             layout = self.layouts[node]
             held += [dev.uuid for c in p.claims for name in c.devices if (dev := layout.dra_device(name))]
+            if p.kai is not None and not p.kai.reservation:  # a KAI fraction runs on its group's GPUs
+                held += [layout.gpus[g].uuid for g in p.kai.placed]
             for i, d in enumerate(held):
                 out.setdefault(d, []).append(Hold(p, i))
         return out
@@ -186,6 +190,18 @@ class SimCluster:
             self.store.upsert("resourceclaims", dra_objects.resource_claim(
                 claim, namespace=claim_ns, node=str(users[0].node), pods=users, created=self.wall_start))
         self._queue_objects()
+
+    def _kai_configmap(self, pod: PodSpec, *, keep: bool) -> None:
+        """A KAI fraction's ConfigMap (``GPU_PORTION``), written by the binder before the pod starts."""
+        if pod.kai is None or pod.kai.reservation or pod.node is None:
+            return
+        layout = self.layouts[pod.node]
+        cm = kai.configmap(pod, model=layout.spec.model, gpu_uuids=[layout.gpus[g].uuid for g in pod.kai.placed],
+                           created=self.wall_start + pod.start)
+        if keep:
+            self.store.upsert("configmaps", cm)
+        else:
+            self.store.delete("configmaps", pod.namespace, name=cm["metadata"]["name"])
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
         """The Node object the API server serves for ``layout``, its InternalIP a loopback address of its own."""

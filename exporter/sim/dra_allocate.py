@@ -62,7 +62,11 @@ def _pick(layout: NodeLayout, req: ClaimRequest, *, window: tuple[float, float],
 
 
 def _own_claim(pod: PodSpec, req: ClaimRequest, *, devices: tuple[str, ...], taken: set[str]) -> ClaimSpec:
-    """A pod's own claim as the claim controller makes it from a template: ``<pod>-<pod claim>-<suffix>``."""
+    """A pod's own claim as the claim controller makes it from a template: ``<pod>-<pod claim>-<suffix>``;
+    for an extended-resource request, the scheduler's ``<pod>-extended-resources-<suffix>``."""
+    if req.extended:
+        suffix = uuidlib.uuid5(_SUFFIX_NS, f"{pod.namespace}/{pod.name}/extended").hex[:5]
+        return ClaimSpec(f"{pod.name}-extended-resources-{suffix}", devices, device_class=GPU_CLASS, extended=True)
     alias = "mig" if req.device_class == MIG_CLASS else "gpu"
     base, k = alias, 1
     while alias in taken:

@@ -48,20 +48,24 @@ def resource_claim(claim: ClaimSpec, *, namespace: str, node: str, pods: list[Po
                    created: float) -> dict[str, Any]:
     """An allocated claim: one result per device (adminAccess when asked), reserved for ``pods``. A
     consumable-capacity share's results carry the scheduler's ``shareID`` and ``consumedCapacity``."""
-    results = [{"request": "gpu", "driver": DRIVER, "pool": node, "device": d,
+    results = [{"request": claim.request_name, "driver": DRIVER, "pool": node, "device": d,
                 **({"adminAccess": True} if claim.admin_access else {}), **share_fields(claim, namespace, device=d)}
                for d in claim.devices]
     capacity = {} if claim.memory_mib is None else {"capacity": {"requests": {"memory": f"{claim.memory_mib}Mi"}}}
     meta: dict[str, Any] = {"name": claim.name, "namespace": namespace, "uid": claim_uid(namespace, claim.name),
                             "creationTimestamp": iso(created)}
-    if claim.pod_claim is not None:  # generated from the pod's template: the claim controller's marks
+    if claim.pod_claim is not None or claim.extended:  # the pod's own claim: owned by it
         (owner,) = pods
-        meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": claim.pod_claim}
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner.name, "controller": True,
                                     "blockOwnerDeletion": True,
                                     "uid": stable_uid(f"pod/{owner.namespace}/{owner.name}")}]
+        if claim.extended:  # the scheduler's, for an extended-resource request: no pod-claim-name
+            meta["generateName"] = f"{owner.name}-extended-resources-"
+            meta["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+        else:  # generated from the pod's template: the claim controller's mark
+            meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": claim.pod_claim}
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "spec": {"devices": {"requests": [{"name": claim.request_name, "exactly": {
                 "deviceClassName": claim.device_class, "allocationMode": "ExactCount", "count": len(claim.devices),
                 **({"adminAccess": True} if claim.admin_access else {}), **capacity}}]}},
             "status": {"allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [

@@ -226,6 +226,8 @@ def place_pods(scenario: Scenario) -> Placement:
         if pod.node is None:
             continue
         layout = layouts[pod.node]
+        if pod.kai is not None and not pod.kai.reservation:
+            continue  # a KAI fraction holds no device itself: its GPU group's reservation pod does
         if pod.claims:
             _place_claims(layout, pod, placement=placement, busy=claim_busy, where=f"{scenario.source}: pods[{i}]")
             continue
@@ -240,6 +242,8 @@ def place_pods(scenario: Scenario) -> Placement:
         end = pod.end if pod.end is not None else float("inf")
         free = [d for d in offered  # keyed by node: AMD's PCI addresses and partition names repeat across nodes
                 if all(e <= pod.start or s >= end for s, e in busy.get(f"{pod.node}/{d}", []))]
+        if pod.kai is not None:  # KAI's reservation pod: the GPU its binder chose for the group
+            free = [d for d in free if d == layout.gpus[pod.kai.placed[0]].uuid]
         if len(free) < pod.gpus:
             raise ScenarioError(f"{scenario.source}: pods[{i}].gpus: node {pod.node} has only {len(free)} free "
                                 f"{pod.resource} at {format_duration(pod.start)}")

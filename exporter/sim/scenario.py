@@ -14,10 +14,13 @@ import yaml
 from exporter.model.devices import gpu_slices, profile_slices
 from exporter.model.pricing.document import PricingError
 from exporter.sim.dra_allocate import allocate_claims
+from exporter.sim.kai import NAMESPACE as KAI_NAMESPACE
+from exporter.sim.kai import expand as kai_expand
+from exporter.sim.kai import node_scheduler, pod_kai
 from exporter.sim.kube.reviews import parse_users
 from exporter.sim.layout import node_layout, place_pods
 from exporter.sim.power import node_power
-from exporter.sim.scenario_claims import PodClaim, pod_claims, resource_claims
+from exporter.sim.scenario_claims import PodClaim, extended_claim, pod_claims, resource_claims
 from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
@@ -150,7 +153,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         n = ctx.mapping(n, where)
         ctx.known_keys(n, {"name", "model", "gpus", "labels", "mig", "time_slicing", "time_slicing_rename",
                            "dcgm_pod_labels", "kubelet_lists_terminated", "sharing", "replicas", "hami_split",
-                           "dra", "dcgm_energy", "mps", "hami", "power", *VENDOR_KEYS}, where=where)
+                           "dra", "dcgm_energy", "mps", "hami", "power", "scheduler", "dra_extended",
+                           *VENDOR_KEYS}, where=where)
         name = ctx.string(n.get("name"), f"{where}.name")
         if any(x.name == name for x in nodes):
             raise ctx.fail(f"{where}.name", f"duplicate node {name!r}")
@@ -189,6 +193,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         if n.get("power") is not None:
             nodes[-1].power = node_power(ctx, n["power"], where=f"{where}.power")
         vendor_fields(ctx, n, node=nodes[-1], where=where)
+        node_scheduler(ctx, n, node=nodes[-1], where=where)
         if nodes[-1].dra and sharing != "none":
             raise ctx.fail(f"{where}.dra", f"a DRA node has no device plugin to do {sharing}")
 
@@ -219,7 +224,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
                            "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims",
-                           "framebuffer"}, where=where)
+                           "framebuffer", "kai"}, where=where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -248,7 +253,14 @@ def parse_scenario(text: str, source: str) -> Scenario:
             {str(k): str(v) for k, v in ctx.mapping(p.get("labels"), f"{where}.labels").items()},
             _pod_hami(ctx, p, where=where, nodes=nodes), [], per_device,
             pod_framebuffer(ctx, p, where=where, nodes=nodes)))
-        requested.append(pod_claims(ctx, p, where=where, nodes=nodes))
+        requested.append(pod_claims(ctx, p, where=where, nodes=nodes) or extended_claim(pods[-1], nodes))
+        if (kai := pod_kai(ctx, p, where=where, nodes=nodes)) is not None:
+            pods[-1].kai, pods[-1].gpus = kai, 0
+    reservations = kai_expand(source, pods=pods, nodes=nodes)
+    if reservations and KAI_NAMESPACE not in ns_names:
+        namespaces.append(NamespaceSpec(KAI_NAMESPACE))
+    pods.extend(reservations)
+    requested.extend([] for _ in reservations)
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}

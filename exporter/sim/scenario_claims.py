@@ -13,7 +13,7 @@ from typing import Any
 
 from exporter.model.devices import profile_slices
 from exporter.sim.scenario_ctx import Ctx
-from exporter.sim.spec import ClaimSpec, NodeSpec
+from exporter.sim.spec import ClaimSpec, NodeSpec, PodSpec
 
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
@@ -28,6 +28,7 @@ class ClaimRequest:
     count: int = 1
     profile: str | None = None  # MIG profile, for mig.nvidia.com
     admin_access: bool = False
+    extended: bool = False  # the scheduler's claim for an nvidia.com/gpu request served by DRA
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,14 @@ class SharedRef:
 
 
 PodClaim = ClaimSpec | ClaimRequest | SharedRef
+
+
+def extended_claim(pod: PodSpec, nodes: list[NodeSpec]) -> list[PodClaim]:
+    """On a ``dra_extended`` node a pod's ``nvidia.com/gpu`` request is served by DRA: the scheduler's claim."""
+    node = next((x for x in nodes if x.name == pod.node), None)
+    if node is None or not node.dra_extended or pod.resource != "nvidia.com/gpu":
+        return []
+    return [ClaimRequest(GPU_CLASS, pod.gpus, extended=True)]
 
 
 def claim_request(ctx: Ctx, c: dict[str, Any], *, where: str) -> ClaimRequest:

@@ -61,6 +61,27 @@ class ClaimSpec:
     #: The pod's own claim, generated from a template: its name in the pod's ``spec.resourceClaims``
     #: (the claim object itself is ``name``, ``<pod>-<pod_claim>-<suffix>``); None for a claim named outright.
     pod_claim: str | None = None
+    #: The claim the scheduler made for an extended-resource request (``nvidia.com/gpu`` served by DRA):
+    #: ``<pod>-extended-resources-<suffix>``, named in the pod's ``status.extendedResourceClaimStatus``.
+    extended: bool = False
+
+    @property
+    def request_name(self) -> str:
+        """The request's name: the scheduler's ``container-<i>-request-<j>`` for an extended-resource claim."""
+        return "container-0-request-0" if self.extended else "gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class KaiSpec:
+    """A KAI Scheduler fraction (``gpu-fraction``, or ``gpu-memory`` MiB) of ``devices`` GPUs from ``gpu``;
+    ``placed`` the GPU indexes it got, ``reservation`` for the reservation pod KAI's binder starts."""
+
+    fraction: float | None = None
+    memory_mib: int | None = None
+    gpu: int | None = None
+    devices: int = 1
+    placed: tuple[int, ...] = ()
+    reservation: bool = False
 
 
 @dataclass(slots=True)
@@ -86,6 +107,8 @@ class NodeSpec:
     power: PowerRange | None = None  # the node's GPUs' board power, overriding the model's (``hardware.power_range``)
     exporter_hostname: str | None = None  # its exporter's Hostname label (None: the node's name, as NODE_NAME)
     exporter_host_network: bool = False  # its exporter answers on the node's address (hostNetwork), not its pod's
+    scheduler: str = ""  # kai: fractional pods are placed as KAI Scheduler does (reservation pods)
+    dra_extended: bool = False  # nvidia.com/gpu requests served by the NVIDIA DRA driver (extended resource)
 
 
 @dataclass(slots=True)
@@ -121,6 +144,8 @@ class PodSpec:
     per_device: tuple[float, ...] | None = None
     #: ``framebuffer``: (at, bytes in use on each of its devices) steps; empty when the scenario gives none.
     framebuffer: list[tuple[float, int]] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)
+    kai: KaiSpec | None = None  # a KAI fraction, or KAI's reservation pod
 
     def util_at(self, t: float, device: int = 0) -> float:
         """Utilisation of the pod's ``device``-th device (allocation order) at scenario time ``t``."""

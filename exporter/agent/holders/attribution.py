@@ -9,7 +9,8 @@ be resolved is still allocated, but unmeasured, and counted as unresolved.
 
 Shared GPUs: device-plugin replicas are 1/replicas (MPS or time-slicing, told apart by the node's
 sharing-strategy label); HAMi shares come from the pod annotation, not from the IDs the kubelet lists;
-DRA claims (``dra``) are whole GPUs or MIG instances split among the pods sharing the claim.
+DRA claims (``dra``) are whole GPUs or MIG instances split among the pods sharing the claim. A KAI
+reservation pod's GPU goes to the pods of its GPU group, each its portion (``holders.kai``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from exporter.agent.holders.dra_attribution import dra_assignments
 from exporter.agent.holders.gaudi import RESOURCE as GAUDI_RESOURCE
 from exporter.agent.holders.gaudi import gaudi_assignments
 from exporter.agent.holders.hami import hami_fraction
+from exporter.agent.holders.kai import KaiResult, kai_assignments
 from exporter.agent.holders.sharing import ContainerKey, NodeContext
 from exporter.model.devices import (
     DeviceKind,
@@ -143,7 +145,8 @@ def attribute(
     held = [cd for cd in held if accepted_resource(cd.resource, extra) and not is_amd_resource(cd.resource)
             and cd.resource != GAUDI_RESOURCE]
     hami_held = [cd for cd in held if _is_hami(cd, ctx)]
-    held = [cd for cd in held if not _is_hami(cd, ctx)]
+    kai_held = [cd for cd in held if (cd.namespace, cd.pod) in ctx.kai_reservations]
+    held = [cd for cd in held if not _is_hami(cd, ctx) and (cd.namespace, cd.pod) not in ctx.kai_reservations]
     result = Attribution()
     replicas = replica_counts(allocatable, held)
     fallback_model = node_model(dcgm, inventory)
@@ -228,15 +231,33 @@ def attribute(
     slots = hami_slots(allocatable, hami_held)
     for cd in hami_held:
         _hami_assignments(cd, ctx, dcgm=dcgm, slots=slots, model_of=model_of, result=result)
-    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin, consumed=ctx.dra_consumed)
+    holds = dra_holds(list(claims), slices=ctx.dra_slices, admin=ctx.dra_admin, consumed=ctx.dra_consumed,
+                      containers=ctx.dra_containers)
     if holds:
         result.assignments.extend(dra_assignments(holds, dcgm=dcgm, known=mig_known, resolver=resolver,
                                                   model_of=model_of, result=result))
     result.assignments.extend(amd_assignments(amd_held, dcgm, allocatable=allocatable, fallback_model=fallback_model,
                                               unresolved=result.unresolved))
     result.assignments.extend(gaudi_assignments(gaudi_held, dcgm))
+    kai = _kai(kai_held, ctx, dcgm=dcgm, model_of=model_of) if kai_held else KaiResult([], set(), [])
+    result.assignments.extend(kai.assignments)
+    result.unresolved.extend(kai.unresolved)
     result.sharing = sharing_modes(allocatable, result.assignments, context=ctx)
+    result.sharing.update(dict.fromkeys(kai.gpus, SharingMode.KAI))
     return result
+
+
+def _kai(held: list[ContainerDevices], ctx: NodeContext, *, dcgm: dict[tuple[str, str], DcgmDevice],
+         model_of: Callable[[str], str | None]) -> KaiResult:
+    """KAI sharers' assignments; a GPU's memory from the node's label, else DCGM's used + free framebuffer."""
+    def memory(gpu: str) -> float | None:
+        dev = dcgm.get((gpu, ""))
+        if ctx.gpu_memory_mib() is None and dev is not None and dev.fb_used is not None and dev.fb_free is not None:
+            return (dev.fb_used + dev.fb_free) / MIB
+        return ctx.gpu_memory_mib()
+
+    return kai_assignments(held, reservations=ctx.kai_reservations, sharers=ctx.kai_sharers,
+                           portions=ctx.kai_portions, gpu_memory_mib=memory, dcgm_keys=set(dcgm), model_of=model_of)
 
 
 def _is_hami(cd: ContainerDevices, ctx: NodeContext) -> bool:

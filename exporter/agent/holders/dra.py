@@ -5,6 +5,9 @@ Rules (reference: resource.k8s.io/v1 and the NVIDIA DRA driver):
 * only driver ``gpu.nvidia.com``; a device is ``(driver, pool, device)``, never its CDI names;
 * a container gets every device of every claim it names, so a claim counts once per pod (the first
   container naming it, by name), not once per container;
+* the claim the scheduler made for a pod's extended-resource request (``nvidia.com/gpu`` served by DRA,
+  named in ``status.extendedResourceClaimStatus``) is listed under every container that asked: each device
+  goes to the container whose ``requestMappings[].requestName`` is its result's ``request``;
 * a claim used by k pods of this node is split evenly: 1/k each (a policy, not an upstream rule);
 * ``adminAccess`` results (monitoring) are charged 0;
 * a consumable-capacity share (alpha ``DRAConsumableCapacity``: a result with ``shareID`` and
@@ -142,6 +145,25 @@ def consumed_memory(claim: dict[str, Any]) -> dict[DeviceKey, float]:
     return out
 
 
+def claim_requests(claim: dict[str, Any]) -> dict[DeviceKey, str]:
+    """The request each allocated device answers (``status.allocation.devices.results[].request``)."""
+    return {_key(r): str(r.get("request", "")) for r in _results(claim)}
+
+
+def extended_claim(pod: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+    """A pod's extended-resource claim: ``(namespace/name, requestName -> containerName)``; None without one."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+    if not isinstance(status, dict):
+        return None
+    name = status.get("resourceClaimName")
+    if not isinstance(name, str) or not name:
+        return None
+    ns = str((pod.get("metadata") or {}).get("namespace", ""))
+    mappings = {str(m.get("requestName", "")): str(m.get("containerName", ""))
+                for m in status.get("requestMappings") or [] if isinstance(m, dict)}
+    return f"{ns}/{name}", mappings
+
+
 def _name_fallback(device: str) -> tuple[int | None, str | None]:
     if m := _GPU_NAME.match(device):
         return int(m.group(1)), None
@@ -151,25 +173,31 @@ def _name_fallback(device: str) -> tuple[int | None, str | None]:
 
 
 def dra_holds(claims: list[ContainerClaim], *, slices: dict[DeviceKey, SliceDevice],
-              admin: dict[str, set[DeviceKey]],
-              consumed: dict[str, dict[DeviceKey, float]] | None = None) -> list[DraHold]:
-    """Holds of NVIDIA GPU devices: one per (pod, claim, device), split among the claim's pods."""
+              admin: dict[str, set[DeviceKey]], consumed: dict[str, dict[DeviceKey, float]] | None = None,
+              containers: dict[str, dict[DeviceKey, str]] | None = None) -> list[DraHold]:
+    """Holds of NVIDIA GPU devices: one per (pod, claim, device), split among the claim's pods.
+
+    ``containers``: claim -> device -> the container whose request it answers (extended-resource claims)."""
     first_container: dict[tuple[str, str, str], str] = {}  # (claim, ns, pod) -> container
+    naming: dict[tuple[str, str, str], set[str]] = {}  # (claim, ns, pod) -> every container listing it
     devices: dict[str, set[DeviceKey]] = {}
     for c in claims:
         claim = f"{c.claim_namespace}/{c.claim_name}"
         k = (claim, c.namespace, c.pod)
         first_container[k] = min(first_container.get(k, c.container), c.container)
+        naming.setdefault(k, set()).add(c.container)
         devices.setdefault(claim, set()).update(DeviceKey(d.driver, d.pool, d.device) for d in c.devices
                                                 if d.driver == DRIVER)
     pods_of: dict[str, int] = {}
     for claim, _ns, _pod in first_container:
         pods_of[claim] = pods_of.get(claim, 0) + 1
     out: list[DraHold] = []
-    for (claim, ns, pod), container in sorted(first_container.items()):
+    for (claim, ns, pod), first in sorted(first_container.items()):
         for key in sorted(devices.get(claim, set()), key=lambda k: (k.pool, k.device)):
             share = 0.0 if key in admin.get(claim, set()) else 1.0 / pods_of[claim]
             minor, profile = _name_fallback(key.device)
+            mapped = (containers or {}).get(claim, {}).get(key, "")
+            container = mapped if mapped in naming[(claim, ns, pod)] else first
             out.append(DraHold(ns, pod, container, claim, key, share, slices.get(key), minor, profile,
                                (consumed or {}).get(claim, {}).get(key)))
     return out

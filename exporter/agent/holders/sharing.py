@@ -4,7 +4,8 @@ pod-resources cannot tell MPS replicas from time-slicing ones (both are ``GPU-<u
 HAMi's listed IDs can name the wrong GPU; the node's labels and its pods' annotations can. The agent
 fills a ``NodeContext`` from the API (``kubeinfo``); without API access it is empty and replicas
 count as time-slicing (the accounting is the same: 1/replicas, busy time split among holders),
-DRA devices resolve by their names only, and adminAccess cannot be seen (such claims are charged).
+DRA devices resolve by their names only, and adminAccess cannot be seen (such claims are charged);
+a KAI reservation pod is then not recognised and holds its GPU as any pod would.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from exporter.agent.holders.dra import DeviceKey, SliceDevice
 from exporter.agent.holders.hami import HamiDevice
+from exporter.agent.holders.kai import KaiSharer
 from exporter.model.devices import SharingMode
 
 STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"  # mps | time-slicing | none (GPU feature discovery)
@@ -38,6 +40,10 @@ class NodeContext:
     dra_slices: dict[DeviceKey, SliceDevice] = field(default_factory=dict)  # this node's ResourceSlices
     dra_admin: dict[str, set[DeviceKey]] = field(default_factory=dict)  # claim -> adminAccess devices
     dra_consumed: dict[str, dict[DeviceKey, float]] = field(default_factory=dict)  # claim -> share memory bytes
+    dra_containers: dict[str, dict[DeviceKey, str]] = field(default_factory=dict)  # extended claim -> container
+    kai_reservations: dict[tuple[str, str], str] = field(default_factory=dict)  # KAI reservation pod -> its group
+    kai_sharers: tuple[KaiSharer, ...] = ()  # this node's pods sharing KAI groups
+    kai_portions: dict[tuple[str, str], float] = field(default_factory=dict)  # GPU_PORTION of gpu-memory pods
 
     def replica_mode(self) -> SharingMode:
         """How the node shares replicated GPUs: MPS when GPU feature discovery labels it so, else time-slicing."""

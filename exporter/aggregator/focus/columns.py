@@ -107,6 +107,7 @@ CUSTOM_COLUMNS: tuple[Column, ...] = (
     Column("x_NodePool", S),
     Column("x_GpuModel", S),
     Column("x_MigProfile", S),
+    Column("x_Sharing", S),
     Column("x_AllocatedGpuSeconds", D),
     Column("x_UsedGpuSeconds", D),
     Column("x_IdleGpuSeconds", D),

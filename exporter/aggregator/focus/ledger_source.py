@@ -61,6 +61,7 @@ class UsageRecord:
     energy_j: Decimal
     co2e_g: Decimal  # 0 on a ledger from before schema 13
     co2e_s: Decimal  # GPU-seconds whose CO2e is known; 0: unknown
+    sharing: str = ""  # how the GPU was shared (none, time-slicing, mps, hami, dra, kai); "" before schema 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,7 @@ class LedgerLayout:
     commitments: bool = False  # the ledger has the ``unused_commitment`` table (schema 4 on)
     teams: bool = False  # the ledger has the ``namespace_team`` table (schema 6 on)
     carbon: bool = False  # usage and capacity rows carry CO2e (schema 13 on)
+    sharing: bool = False  # usage rows carry how the GPU was shared (schema 10 on)
 
     def hourly_tables(self) -> tuple[str, ...]:
         """Every table the export reads by hour."""
@@ -161,7 +163,8 @@ def inspect_ledger(query: Query, *, cluster: str | None = "default", dialect: st
     keyed = "cluster" in _columns(query, "usage", dialect=dialect)
     return LedgerLayout(capacity, with_list, cluster if keyed else None,  # None: every cluster
                         commitments="unused_commitment" in names, teams="namespace_team" in names,
-                        carbon="co2e_g" in _columns(query, "usage", dialect=dialect))
+                        carbon="co2e_g" in _columns(query, "usage", dialect=dialect),
+                        sharing="sharing" in _columns(query, "usage", dialect=dialect))
 
 
 def ledger_clusters(query: Query, *, dialect: str = "sqlite") -> list[str]:
@@ -190,7 +193,7 @@ def window_hours(query: Query, layout: LedgerLayout, *, window: Window) -> list[
 
 
 _USAGE_ORDER = attrgetter("node", "pool", "gpu_model", "currency", "namespace", "pod", "mig_profile", "workload",
-                          "priority_class")
+                          "priority_class", "sharing")
 _CAPACITY_ORDER = attrgetter("node", "pool", "gpu_model", "currency")
 _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
@@ -222,16 +225,17 @@ def _records(record: type[R], cols: Select, *, rows: Iterable[Sequence[Any]], **
 
 
 @lru_cache(maxsize=64)
-def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = (), carbon: bool = True) -> Select:
+def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = (), carbon: bool = True,
+            sharing: bool = True) -> Select:
     """One SELECT per record type and list-cost expression, built once: the export reads every hour alike."""
-    exprs = {} if carbon else dict(_NO_CARBON)
+    exprs = ({} if carbon else dict(_NO_CARBON)) | ({} if sharing or record is not UsageRecord else {"sharing": "''"})
     return Select.record(record, skip=skip, **exprs) if list_cost is None else Select.record(
         record, skip=skip, list_cost=list_cost, **exprs)
 
 
 def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRecord]:
     """The usage rows of one hour, in a stable order."""
-    cols = _select(UsageRecord, list_cost_sql(layout, "usage"), carbon=layout.carbon)
+    cols = _select(UsageRecord, list_cost_sql(layout, "usage"), carbon=layout.carbon, sharing=layout.sharing)
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
     return sorted(_records(UsageRecord, cols, rows=rows), key=_USAGE_ORDER)

@@ -193,7 +193,7 @@ def _usage_row(u: UsageRecord, s: FocusSettings, *, team: str | None) -> Row:
         "AllocatedResourceId": f"k8s://{s.cluster}/namespaces/{u.namespace}/pods/{u.pod}",
         "AllocatedResourceName": u.pod, "AllocatedTags": json_object(tags),
         "x_CapacityState": "Allocated", "x_Namespace": u.namespace, "x_Team": team, "x_WorkloadName": u.workload,
-        "x_PodName": u.pod, "x_PriorityClass": u.priority_class or None,
+        "x_PodName": u.pod, "x_PriorityClass": u.priority_class or None, "x_Sharing": u.sharing or None,
         "x_AllocatedGpuSeconds": nano(u.allocated_s), "x_UsedGpuSeconds": nano(u.used_s),
         "x_IdleGpuSeconds": nano(u.idle_s), "x_UnmeasuredGpuSeconds": nano(u.unmeasured_s),
         "x_IdleCost": nano(u.idle_cost), "x_EnergyJoules": nano(u.energy_j),

@@ -220,9 +220,9 @@ class KubeState:
             amounts = {**(res.get("requests") or {}), **(res.get("limits") or {})}
             gpus += sum(parse_quantity(v) for k, v in amounts.items() if GPU_RESOURCE_RE.match(k))
         labels = meta.get("labels") or {}
-        phase, claims = status.get("phase", ""), pod_claim_names(spec, status)
-        # A DRA pod requests no GPU resource, and its claims' watch events may come later: keep it anyway.
-        if gpus <= 0 and not (claims or spec.get("resourceClaims")) and not self._is_agent(labels):
+        phase, claims = status.get("phase", ""), pod_claim_names(spec, status)  # DRA and KAI pods ask no GPU:
+        kai = any(k in (meta.get("annotations") or {}) for k in ("gpu-fraction", "gpu-memory"))
+        if gpus <= 0 and not (claims or spec.get("resourceClaims") or kai) and not self._is_agent(labels):
             self.pods.pop(key, None)
             return
         if phase in ("Succeeded", "Failed"):

@@ -43,6 +43,7 @@ RESOURCES = (
     Resource("", "v1", "namespaces", "Namespace", False, ("ns",)),
     Resource("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",)),
     Resource("", "v1", "events", "Event", True, ("ev",)),
+    Resource("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, (), (*READ, "create", "update")),
     Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True),

@@ -125,24 +125,27 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
     created = wall_start + pod.start
     labels = dict(pod.labels)
     owner_refs = _owner_refs(pod, labels)
-    limits = {} if pod.claims else {pod.resource: str(pod.gpus)}
+    own_claims = [c for c in pod.claims if not c.extended]  # an extended-resource claim is the scheduler's
+    kai_sharer = pod.kai is not None and not pod.kai.reservation  # a KAI fraction requests no GPU resource
+    limits = {} if own_claims or kai_sharer else {pod.resource: str(pod.gpus)}
     if pod.hami is not None:
         limits["nvidia.com/gpumem"] = str(pod.hami.memory_mib)
         if pod.hami.cores:
             limits["nvidia.com/gpucores"] = str(pod.hami.cores)
     spec: dict[str, Any] = {
-        "schedulerName": "hami-scheduler" if hami else "default-scheduler",
+        "schedulerName": "hami-scheduler" if hami else "kai-scheduler" if kai_sharer else "default-scheduler",
         "containers": [{"name": pod.container, "image": "registry.local/workloads/sim:1",
                         "resources": {"requests": {**limits, "cpu": "4"}, "limits": limits}}],
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     }
     if pod.priority_class:
         spec["priorityClassName"] = pod.priority_class
-    if pod.claims:  # DRA: the pod names its claims, the container uses them all
+    if own_claims:  # DRA: the pod names its claims, the container uses them all
         spec["resourceClaims"] = [{"name": c.name, "resourceClaimName": c.name} if c.pod_claim is None else
                                   {"name": c.pod_claim, "resourceClaimTemplateName": f"{c.pod_claim}-template"}
-                                  for c in pod.claims]
-        spec["containers"][0]["resources"]["claims"] = [{"name": c.pod_claim or c.name} for c in pod.claims]
+                                  for c in own_claims]
+        spec["containers"][0]["resources"]["claims"] = [{"name": c.pod_claim or c.name} for c in own_claims]
+    status: dict[str, Any]
     if running:
         spec["nodeName"] = pod.node
         state: dict[str, Any] = {"running": {"startedAt": iso(created)}}
@@ -166,11 +169,17 @@ def pod_object(pod: PodSpec, *, running: bool, wall_start: float, pending: str,
                             "labels": labels, "creationTimestamp": iso(created)}
     if owner_refs:
         meta["ownerReferences"] = owner_refs
-    if pod.claims and running:
+    if own_claims and running:
         status["resourceClaimStatuses"] = [{"name": c.pod_claim or c.name, "resourceClaimName": c.name}
-                                           for c in pod.claims]
+                                           for c in own_claims]
+    for c in pod.claims:
+        if c.extended and running:  # the scheduler's claim for the container's nvidia.com/gpu (KEP-5004)
+            status["extendedResourceClaimStatus"] = {"resourceClaimName": c.name, "requestMappings": [
+                {"containerName": pod.container, "resourceName": pod.resource, "requestName": c.request_name}]}
+    if pod.annotations:
+        meta["annotations"] = dict(pod.annotations)
     if hami and running:
-        meta["annotations"] = {"hami.io/vgpu-devices-allocated": hami_annotation(hami),
+        meta["annotations"] = {**meta.get("annotations", {}), "hami.io/vgpu-devices-allocated": hami_annotation(hami),
                                "hami.io/vgpu-devices-to-allocate": ";",  # the plugin empties it on Allocate
                                "hami.io/vgpu-node": str(pod.node), "hami.io/bind-phase": "success"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}

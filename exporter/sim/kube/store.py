@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("pods", "nodes", "namespaces", "resourcequotas", "events", "leases", "queues", "clusterqueues",
-         "localqueues", "resourceslices", "resourceclaims")
+         "localqueues", "resourceslices", "resourceclaims", "configmaps")
 HISTORY_LIMIT = 20_000
 
 

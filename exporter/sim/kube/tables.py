@@ -127,6 +127,7 @@ COLUMNS: dict[str, list[Column]] = {
     "queues": [_NAME, Column("State", _path("status", "state")), _AGE],
     "clusterqueues": [_NAME, _AGE],
     "localqueues": [_NAME, Column("ClusterQueue", _path("spec", "clusterQueue")), _AGE],
+    "configmaps": [_NAME, Column("Data", lambda o, _n: str(len(o.get("data") or {})), type="integer"), _AGE],
 }
 
 
