@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--ledger", required=True, help="SQLite ledger file or postgresql:// URL")
     rep.add_argument("--ledger-password-file", type=Path, default=None, help="password of a PostgreSQL ledger")
     rep.add_argument("--by", default="namespace", help="one or more of cluster, namespace, pod, workload, node, "
-                     "pool, model, priority_class, claim, sharing (comma-separated: cluster,namespace)")
+                     "pool, model, priority_class, claim, sharing, queue, cluster_queue, scheduler (comma-separated: "
+                     "cluster,namespace)")
     rep.add_argument("--cluster", default=None, help="only this cluster's rows (default: every cluster)")
     rep.add_argument("--since", default=None, help="RFC3339 time or a duration back from now (24h)")
     rep.add_argument("--until", default=None, help="RFC3339 time or a duration back from now")

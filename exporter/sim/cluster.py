@@ -14,6 +14,7 @@ from typing import Any
 
 from exporter.sim import dcgm_text, dra_objects
 from exporter.sim.kube import objects as kube_objects
+from exporter.sim.kube import queues as kube_queues
 from exporter.sim.kube.objects import GPU_QUOTA_KEY, EventInfo, stable_uid
 from exporter.sim.kube.store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
@@ -97,9 +98,11 @@ class SimCluster:
         if step.kind == "init":
             self._init_objects()
         elif pod is not None and step.kind == "pod_start":
+            self._group_objects(pod, admitted=True)
             self.store.upsert("pods", self.pod_object(pod, running=True))
             self._update_quota(pod.namespace)
         elif pod is not None and step.kind == "pending_add":
+            self._group_objects(pod, admitted=False)
             self.store.upsert("pods", self.pod_object(pod, running=False))
             self._add_event(EventInfo(pod.namespace, "Pod", pod.name, "FailedScheduling", self.pending_message(pod),
                                       "default-scheduler", stable_uid(f"pod/{pod.namespace}/{pod.name}")), step.at)
@@ -193,16 +196,27 @@ class SimCluster:
         return kube_objects.pending_message(pod, nodes=len(self.layouts))
 
     def pod_object(self, pod: PodSpec, running: bool, *, finished: float | None = None) -> dict[str, Any]:
-        """The Pod object as the API server serves it; ``finished`` (scenario time) renders it Succeeded."""
-        return kube_objects.pod_object(pod, running=running, wall_start=self.wall_start,
-                                       pending=self.pending_message(pod),
-                                       hami=self.hami.get((pod.namespace, pod.name), []), finished=finished)
+        """The Pod object as the API server serves it (with its queue's marks); ``finished`` (scenario time) renders
+        it Succeeded."""
+        obj = kube_objects.pod_object(pod, running=running, wall_start=self.wall_start,
+                                      pending=self.pending_message(pod),
+                                      hami=self.hami.get((pod.namespace, pod.name), []), finished=finished)
+        labels, annotations = kube_queues.pod_queue_marks(pod)
+        obj["metadata"]["labels"].update(labels)
+        if annotations:
+            obj["metadata"]["annotations"] = {**obj["metadata"].get("annotations", {}), **annotations}
+        return obj
+
+    def _group_objects(self, pod: PodSpec, *, admitted: bool) -> None:
+        """The pod's Workload or PodGroup, as its scheduler's controller makes it when the pod is submitted."""
+        for ko in kube_queues.group_objects(pod, admitted=admitted, created=self.wall_start + pod.start):
+            self.store.upsert(ko.kind, ko.obj)
 
     def _queue_objects(self) -> None:
-        """Volcano Queues and Kueue ClusterQueues (+ a LocalQueue per served namespace) of the scenario."""
+        """Volcano and KAI Queues and Kueue ClusterQueues (+ their LocalQueues) of the scenario."""
         for q in self.scenario.queues:
             used = sum(self.quota_used(ns) for ns in q.namespaces)
-            for ko in kube_objects.queue_objects(q, used=used, created=self.wall_start):
+            for ko in kube_queues.queue_objects(q, used=used, created=self.wall_start):
                 self.store.upsert(ko.kind, ko.obj)
 
     def quota_used(self, ns: str) -> int:

@@ -21,6 +21,7 @@ from exporter.sim.scenario_claims import PodClaim, pod_claims, resource_claims
 from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
+from exporter.sim.scenario_queues import parse_queues, pod_queue_fields, resolve_pod_queues
 from exporter.sim.spec import (
     EVENT_TYPES,
     SHARING_MODES,
@@ -214,12 +215,13 @@ def parse_scenario(text: str, source: str) -> Scenario:
             namespaces.append(NamespaceSpec(claim_ns))
     pods: list[PodSpec] = []
     requested: list[list[PodClaim]] = []
+    queue_names: list[str | None] = []
     for i, p in enumerate(ctx.seq(raw.get("pods"), "pods")):
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
                            "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims",
-                           "framebuffer"}, where=where)
+                           "framebuffer", "queue", "annotations"}, where=where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -249,6 +251,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             _pod_hami(ctx, p, where=where, nodes=nodes), [], per_device,
             pod_framebuffer(ctx, p, where=where, nodes=nodes)))
         requested.append(pod_claims(ctx, p, where=where, nodes=nodes))
+        queue_name, pods[-1].annotations = pod_queue_fields(ctx, p, where=where)
+        queue_names.append(queue_name)
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}
@@ -278,20 +282,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             ev.requested = ctx.integer(e["requested"], f"{where}.requested", lo=1)
         events.append(ev)
 
-    queues: list[QueueSpec] = []
-    for i, q in enumerate(ctx.seq(raw.get("queues"), "queues")):
-        where = f"queues[{i}]"
-        q = ctx.mapping(q, where)
-        ctx.known_keys(q, {"kind", "name", "gpus", "namespaces"}, where=where)
-        kind = ctx.string(q.get("kind"), f"{where}.kind")
-        if kind not in ("volcano", "kueue"):
-            raise ctx.fail(f"{where}.kind", f"expected volcano or kueue, got {kind!r}")
-        qns = [str(n) for n in ctx.seq(q.get("namespaces"), f"{where}.namespaces")]
-        for n in qns:
-            if n not in ns_names:
-                raise ctx.fail(f"{where}.namespaces", f"unknown namespace {n!r}")
-        queues.append(QueueSpec(kind, ctx.string(q.get("name"), f"{where}.name"),
-                                ctx.integer(q.get("gpus"), f"{where}.gpus"), qns))
+    queues = parse_queues(ctx, raw.get("queues"), ns_names=ns_names)
+    resolve_pod_queues(ctx, pods, names=queue_names, queues=queues)
 
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
                         namespaces, pods, events, queues, pricing, parse_users(ctx, raw.get("users")))

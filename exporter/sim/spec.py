@@ -119,6 +119,8 @@ class PodSpec:
     per_device: tuple[float, ...] | None = None
     #: ``framebuffer``: (at, bytes in use on each of its devices) steps; empty when the scenario gives none.
     framebuffer: list[tuple[float, int]] = field(default_factory=list)
+    queue: PodQueue | None = None  # the scheduler queue it was submitted to (``queue:``), resolved at parse
+    annotations: dict[str, str] = field(default_factory=dict)
 
     def util_at(self, t: float, device: int = 0) -> float:
         """Utilisation of the pod's ``device``-th device (allocation order) at scenario time ``t``."""
@@ -157,12 +159,25 @@ class Hold(NamedTuple):
 
 @dataclass(slots=True)
 class QueueSpec:
-    """A Volcano Queue or a Kueue ClusterQueue with a GPU capability, serving namespaces."""
+    """A Volcano Queue, a KAI Queue, or a Kueue ClusterQueue (with its LocalQueues) with a GPU capability."""
 
-    kind: str  # volcano | kueue
+    kind: str  # volcano | kueue | kai
     name: str
     gpus: int
     namespaces: list[str] = field(default_factory=list)
+    #: Kueue: (namespace, name) of each LocalQueue pointing at this ClusterQueue; when the scenario names none,
+    #: one ``<name>-lq`` per served namespace.
+    local_queues: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class PodQueue:
+    """Where a pod was queued: its scheduler's kind, the queue it names (Kueue: the LocalQueue in its namespace)
+    and, for Kueue, the ClusterQueue behind it."""
+
+    kind: str  # kueue | volcano | kai
+    name: str
+    cluster_queue: str = ""
 
 
 @dataclass(slots=True)

@@ -33,6 +33,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "priority_class": ("priority_class",),
     "claim": ("namespace", "claim"),  # DRA ResourceClaim ``<namespace>/<name>``; "" for device-plugin holders
     "sharing": ("sharing",),  # none | time-slicing | mps | hami | dra; "" booked before the agent said
+    #: The scheduler queue that admitted the pod: scheduler (kueue | volcano | kai | yunikorn | ""), queue (Kueue:
+    #: ``<namespace>/<localqueue>``) and Kueue's ClusterQueue; "" for pods no queue admitted (or booked before).
+    "queue": ("scheduler", "queue", "cluster_queue"),
+    "cluster_queue": ("scheduler", "cluster_queue"),
+    "scheduler": ("scheduler",),
     "vendor": ("vendor",),  # nvidia | amd | gaudi | unknown: derived from the model name (``DERIVED``)
 }
 #: Group columns computed from booked ones: the vendor from the model the agent reported (AMD: card_series, else

@@ -129,13 +129,13 @@ class KubeApiServer:
         """GET one object by name (``kubectl get <kind> <name>``, ``-o yaml``, ``describe``)."""
         async def handle(req: web.Request) -> web.Response:
             self.requests += 1
-            obj = self.store.objects[res.plural].get((req.match_info.get("namespace", ""), req.match_info["name"]))
+            obj = self.store.objects[res.store_kind].get((req.match_info.get("namespace", ""), req.match_info["name"]))
             if obj is None:
                 group = f".{res.group}" if res.group else ""
                 return self._status(404, "NotFound",
                                     message=f'{res.plural}{group} "{req.match_info["name"]}" not found')
             if kube_tables.wants_table(req.headers.get("Accept", "")):
-                return web.json_response(kube_tables.table(res.plural, [obj], now=time.time(),
+                return web.json_response(kube_tables.table(res.store_kind, [obj], now=time.time(),
                                                            resource_version=obj["metadata"]["resourceVersion"]))
             return web.json_response(obj)
         return handle
@@ -174,7 +174,7 @@ class KubeApiServer:
 
     def handler(self, res: Resource, namespaced: bool) -> Any:
         """The GET handler (get, list, or watch with ``?watch=1``) for ``res``, namespaced or cluster-wide."""
-        kind = res.plural
+        kind = res.store_kind
 
         async def handle(req: web.Request) -> web.StreamResponse:
             self.requests += 1
@@ -196,7 +196,7 @@ class KubeApiServer:
         return handle
 
     async def _watch(self, req: web.Request, res: Resource, *, flt: _Filter) -> web.StreamResponse:
-        kind = res.plural
+        kind = res.store_kind
         rv_text = req.query.get("resourceVersion", "")
         bookmarks = req.query.get("allowWatchBookmarks") in ("1", "true", "True")
         timeout = float(req.query.get("timeoutSeconds", "1800"))
