@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
 #: target kind -> (scheduler the usage rows carry, the row column the target's name matches); ``team`` matches the
@@ -30,11 +30,17 @@ TARGETS: dict[str, tuple[str, str]] = {
 HOLDABLE = frozenset({"kueue_local_queue", "kueue_cluster_queue", "volcano_queue"})
 ACTIONS = ("none", "hold", "drain")
 DEFAULT_ALERT_AT = (Decimal("0.8"), Decimal("1"))
+MAX_BUDGETS = 1000  # a file naming more is refused: one series set per budget
 _ROLLING = re.compile(r"^([1-9][0-9]{0,2})d$")
 
 
+class BudgetsFileError(ValueError):
+    """A budgets file that cannot be used; the message is one line naming the file and the field."""
+
+
 class Span(NamedTuple):
-    """A window's [start, end) in Unix seconds; ``end`` is when it next rolls over (rolling: never, so now + 1 h)."""
+    """A window's [start, end) in Unix seconds; ``end`` is when it next rolls over (rolling: ``N`` days ahead, the
+    horizon of a projection: it never rolls over as a whole)."""
 
     start: float
     end: float
@@ -67,7 +73,7 @@ def valid_window(text: str) -> bool:
 
 def window_span(window: str, *, now: float) -> Span:
     """Where ``window`` lies at ``now``: calendar windows from their UTC start to the next one's; rolling windows
-    from the hour bucket ``N`` days back (``Span.end`` one hour ahead: they never roll over as a whole)."""
+    from the hour bucket ``N`` days back (``Span.end`` as far ahead)."""
     t = datetime.fromtimestamp(now, UTC)
     day = t.replace(hour=0, minute=0, second=0, microsecond=0)
     if window == "day":
@@ -83,4 +89,65 @@ def window_span(window: str, *, now: float) -> Span:
     if m is None:
         raise ValueError(f"unknown window {window!r}: use day, week, month or Nd")
     back = now - int(m[1]) * 86400.0
-    return Span(back - back % 3600, now + 3600.0)
+    return Span(back - back % 3600, now + int(m[1]) * 86400.0)
+
+
+def _amount(raw: object, where: str) -> Decimal | None:
+    if raw is None:
+        return None
+    try:
+        value = Decimal(str(raw))
+    except InvalidOperation:
+        raise BudgetsFileError(f"{where}: {raw!r} is not a number") from None
+    if not value.is_finite() or value <= 0 or isinstance(raw, bool):
+        raise BudgetsFileError(f"{where}: {raw!r} is not a positive amount")
+    return value
+
+
+def parse_budgets(raw: object, *, source: str) -> list[WindowBudget]:
+    """``{budgets: [{name, target: {KIND: NAME}, gpu_hours, money, window, action, alert_at}]}``."""
+    items = raw.get("budgets") if isinstance(raw, dict) else raw
+    if not isinstance(items, list):
+        raise BudgetsFileError(f"{source}: budgets: expected a list of budgets")
+    if len(items) > MAX_BUDGETS:
+        raise BudgetsFileError(f"{source}: budgets: {len(items)} budgets, at most {MAX_BUDGETS}")
+    out: list[WindowBudget] = []
+    for i, item in enumerate(items):
+        where = f"{source}: budgets[{i}]"
+        if not isinstance(item, dict):
+            raise BudgetsFileError(f"{where}: expected a mapping")
+        unknown = set(item) - {"name", "target", "gpu_hours", "money", "window", "action", "alert_at"}
+        if unknown:
+            raise BudgetsFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        name = str(item.get("name") or "")
+        if not name or len(name) > 128 or any(b.name == name for b in out):
+            raise BudgetsFileError(f"{where}.name: {name!r} must be a unique name of 1 to 128 characters")
+        target = item.get("target")
+        if not isinstance(target, dict) or len(target) != 1 or next(iter(target)) not in TARGETS:
+            raise BudgetsFileError(f"{where}.target: expected one of {', '.join(TARGETS)} naming the target")
+        kind, tname = next(iter(target.items()))
+        if kind == "kueue_local_queue" and "/" not in str(tname):
+            raise BudgetsFileError(f"{where}.target.{kind}: expected <namespace>/<name>, got {tname!r}")
+        gpu_hours, money = _amount(item.get("gpu_hours"), f"{where}.gpu_hours"), _amount(item.get("money"),
+                                                                                           f"{where}.money")
+        if gpu_hours is None and money is None:
+            raise BudgetsFileError(f"{where}: give gpu_hours, money or both")
+        window = str(item.get("window") or "")
+        if not valid_window(window):
+            raise BudgetsFileError(f"{where}.window: {window!r} is not day, week, month or Nd")
+        action = str(item.get("action") or "none")
+        if action not in ACTIONS:
+            raise BudgetsFileError(f"{where}.action: {action!r} is not one of {', '.join(ACTIONS)}")
+        alert_raw = item.get("alert_at")
+        alert_at = DEFAULT_ALERT_AT if alert_raw is None else tuple(sorted(
+            _fraction(v, f"{where}.alert_at[{j}]") for j, v in enumerate(alert_raw if isinstance(alert_raw, list)
+                                                                          else [alert_raw])))
+        out.append(WindowBudget(name, kind, str(tname), window, gpu_hours, money, action, alert_at))
+    return out
+
+
+def _fraction(raw: object, where: str) -> Decimal:
+    value = _amount(raw, where)
+    if value is None or value > 10:
+        raise BudgetsFileError(f"{where}: {raw!r} is not a fraction of the budget (0 < f <= 10)")
+    return value

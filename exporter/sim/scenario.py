@@ -21,7 +21,14 @@ from exporter.sim.scenario_claims import PodClaim, pod_claims, resource_claims
 from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
-from exporter.sim.scenario_queues import parse_queues, pod_queue_fields, resolve_pod_queues
+from exporter.sim.scenario_queues import (
+    EVENT_EXTRAS,
+    event_extras,
+    parse_queues,
+    pod_queue_fields,
+    resolve_pod_queues,
+    scenario_budgets,
+)
 from exporter.sim.spec import (
     EVENT_TYPES,
     SHARING_MODES,
@@ -127,7 +134,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
                          "nodes", "namespaces", "pods", "events", "queues", "pricing",
-                         "resource_claims", "users"}, where="")
+                         "resource_claims", "users", "budgets"}, where="")
     pricing = _pricing(ctx, raw)
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
@@ -262,7 +269,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         etype = ctx.string(e.get("type"), f"{where}.type")
         if etype not in EVENT_TYPES:
             raise ctx.fail(f"{where}.type", f"unknown event type {etype!r} (known: {', '.join(sorted(EVENT_TYPES))})")
-        ctx.known_keys(e, {"type", "node", "namespace", "at", "from", "to", "requested"}, where=where)
+        ctx.known_keys(e, {"type", "node", "namespace", "at", "from", "to", "requested", *EVENT_EXTRAS}, where=where)
         for req in EVENT_TYPES[etype]:
             if e.get(req) is None:
                 raise ctx.fail(f"{where}.{req}", f"required for {etype}")
@@ -280,13 +287,15 @@ def parse_scenario(text: str, source: str) -> Scenario:
                 raise ctx.fail(f"{where}.to", "must be after from")
         if e.get("requested") is not None:
             ev.requested = ctx.integer(e["requested"], f"{where}.requested", lo=1)
+        event_extras(ctx, e, ev=ev, where=where)
         events.append(ev)
 
     queues = parse_queues(ctx, raw.get("queues"), ns_names=ns_names)
     resolve_pod_queues(ctx, pods, names=queue_names, queues=queues)
+    budgets = scenario_budgets(ctx, raw.get("budgets"), events=events, queues=queues)
 
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
-                        namespaces, pods, events, queues, pricing, parse_users(ctx, raw.get("users")))
+                        namespaces, pods, events, queues, pricing, parse_users(ctx, raw.get("users")), budgets)
     allocate_claims(source, pods=pods, requested=requested, shared=shared,
                     nodes={n.name: node_layout(n) for n in nodes if n.dra})
     # Device placement is part of validation: a scenario that cannot be placed is an error now.

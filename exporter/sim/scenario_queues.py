@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from exporter.model.budget_windows import BudgetsFileError, parse_budgets
 from exporter.sim.scenario_ctx import Ctx
-from exporter.sim.spec import PodQueue, PodSpec, QueueSpec
+from exporter.sim.spec import EventSpec, PodQueue, PodSpec, QueueSpec, ScenarioError
 
 QUEUE_KINDS = ("kueue", "volcano", "kai")
+EVENT_EXTRAS = ("budget", "queue", "money", "gpu_hours")
 
 
 def parse_queues(ctx: Ctx, raw: object, *, ns_names: set[str]) -> list[QueueSpec]:
@@ -71,3 +73,37 @@ def resolve_pod_queues(ctx: Ctx, pods: list[PodSpec], *, names: list[str | None]
             raise ctx.fail(f"pods[{i}].queue", f"no queue {name!r} (a kueue LocalQueue of namespace "
                                                 f"{pod.namespace!r}, a volcano or a kai queue)")
         pod.queue = found
+
+
+def event_extras(ctx: Ctx, e: dict[str, Any], *, ev: EventSpec, where: str) -> None:
+    """``budget_change``'s budget and new amounts, ``queue_hold``'s queue."""
+    if e.get("budget") is not None:
+        ev.budget = ctx.string(e["budget"], f"{where}.budget")
+    if e.get("queue") is not None:
+        ev.queue = ctx.string(e["queue"], f"{where}.queue")
+    for key in ("money", "gpu_hours"):
+        if e.get(key) is not None:
+            ev.amounts[key] = ctx.number(e[key], f"{where}.{key}", lo=0)
+    if ev.type == "budget_change" and not ev.amounts:
+        raise ctx.fail(where, "budget_change needs money and/or gpu_hours")
+
+
+def scenario_budgets(ctx: Ctx, raw: object, *, events: list[EventSpec],
+                     queues: list[QueueSpec]) -> list[dict[str, Any]]:
+    """``budgets:`` validated as the aggregator's budgets file is (the simulator hands it over as that file); the
+    budgets and queues events name must exist."""
+    items = ctx.seq(raw, "budgets")
+    try:
+        budgets = parse_budgets({"budgets": items}, source=ctx.source)
+    except BudgetsFileError as exc:
+        raise ScenarioError(str(exc)) from None  # it names the file and the field already
+    names = {b.name for b in budgets}
+    held = {f"{ns}/{n}" for q in queues if q.kind == "kueue" for ns, n in q.local_queues}
+    held |= {q.name for q in queues if q.kind in ("kueue", "volcano")}
+    for i, ev in enumerate(events):
+        if ev.type == "budget_change" and ev.budget not in names:
+            raise ctx.fail(f"events[{i}].budget", f"no budget {ev.budget!r}")
+        if ev.type == "queue_hold" and ev.queue not in held:
+            raise ctx.fail(f"events[{i}].queue", f"no kueue LocalQueue (<namespace>/<name>), ClusterQueue or "
+                                                 f"volcano queue {ev.queue!r}")
+    return [dict(item) for item in items]

@@ -22,6 +22,8 @@ EVENT_TYPES = {
     "aggregator_restart": ("at",),
     "quota_rejection": ("namespace", "at"),
     "watch_expire": ("at",),
+    "budget_change": ("budget", "at"),  # the budget's new gpu_hours and/or money
+    "queue_hold": ("queue", "at"),  # a person holds a queue by hand (Kueue ``<ns>/<lq>``, or a Volcano queue)
 }
 
 
@@ -191,6 +193,9 @@ class EventSpec:
     start: float | None = None
     end: float | None = None
     requested: int = 1
+    budget: str | None = None
+    queue: str | None = None
+    amounts: dict[str, float] = field(default_factory=dict)  # budget_change: gpu_hours and/or money
 
 
 @dataclass(slots=True)
@@ -212,6 +217,7 @@ class Scenario:
     queues: list[QueueSpec] = field(default_factory=list)
     pricing: dict[str, Any] | None = None  # a whole pricing document (``pricing:``), else built from ``prices``
     users: list[UserSpec] = field(default_factory=list)  # callers of the aggregator (kube.reviews)
+    budgets: list[dict[str, Any]] = field(default_factory=list)  # ``budgets:`` as written (validated)
 
     def node(self, name: str) -> NodeSpec:
         """The node named ``name``; StopIteration when the scenario has none."""

@@ -27,7 +27,8 @@ instead of turning into a float; PostgreSQL: NUMERIC(38,9)), energy with 3 (mill
 overflow SQLite's int64 within weeks on one node). Marks, timestamps and right-sizing evidence stay floats.
 Schema 15 added the scheduler queue to the usage key (``scheduler``, ``queue``, ``cluster_queue``: whose queue
 admitted the pod, that queue, Kueue's ClusterQueue behind it), so a queue's history outlives the queue: booked rows
-get "" (no queue known), their key changing as in schema 7, and an index serves a queue's hours (budgets).
+get "" (no queue known), their key changing as in schema 7, and an index serves a queue's hours (budgets). It also
+added ``budget_holds``: the queues budgets hold, so a restarted (or newly elected) aggregator releases only its own.
 """
 
 from __future__ import annotations
@@ -161,9 +162,14 @@ TABLES_V14: tuple[Table, ...] = tuple(
     Table(t.name, t.key, tuple((c, _exact_word(t.name, c, word=w)) for c, w in t.values)) for t in TABLES_V13)
 #: Schema 15: the scheduler queue, last in the usage key (after ``sharing``).
 QUEUE_COLUMNS = ("scheduler", "queue", "cluster_queue")
+#: and the queues budgets hold: budget -> what it holds, how, since when (the release reads it back).
+_V15_TABLES: tuple[Table, ...] = (
+    Table("budget_holds", (("budget", "text"),), (("target_kind", "text"), ("target", "text"), ("action", "text"),
+                                                  ("held_at", "float"))),
+)
 TABLES: tuple[Table, ...] = tuple(
     Table(t.name, t.key + (tuple((c, "text") for c in QUEUE_COLUMNS) if t.name == "usage" else ()), t.values)
-    for t in TABLES_V14)
+    for t in TABLES_V14) + _V15_TABLES
 QUEUE_INDEX = "CREATE INDEX usage_queue ON usage (cluster, queue, hour)"
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
@@ -291,7 +297,8 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
 
 def add_queue(d: Dialect) -> list[str]:
     """Schema 14 -> 15: the scheduler queue joins the usage key; booked rows get "" (no queue was booked)."""
-    return [*_add_usage_key(d, BY_NAME["usage"], column=",".join(QUEUE_COLUMNS), version=15), QUEUE_INDEX]
+    return [*_add_usage_key(d, BY_NAME["usage"], column=",".join(QUEUE_COLUMNS), version=15), QUEUE_INDEX,
+            *(create_table(d, t) for t in _V15_TABLES)]
 
 
 def _exact_amounts(d: Dialect) -> list[str]:
