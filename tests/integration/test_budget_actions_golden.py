@@ -14,7 +14,6 @@ from Sunday 2027-01-03 22:00 UTC, so the calendar week rolls over at minute 120.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,7 +61,8 @@ def _stop(pipe: Pipeline, lq: str) -> str:
 
 
 def _phase(pipe: Pipeline, pod: str) -> str:
-    return str(_obj(pipe, "pods", "team-a", pod)["status"]["phase"])
+    obj = pipe.peers.cluster.store.objects["pods"].get(("team-a", pod))
+    return "Gone" if obj is None else str(obj["status"]["phase"])
 
 
 @pytest.fixture(scope="module")
