@@ -48,6 +48,8 @@ def back_to(version: int, *, backend: str = "sqlite", usage: bool = True) -> lis
     """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 15 on a fresh ledger, then
     marking it ``version``; ``usage`` False: a test rebuilt the usage table itself, before these."""
     out: list[str] = exact_undone(backend=backend, usage=usage) if version < 14 else []
+    if version < 15:
+        out.append("DROP TABLE budget_holds")
     if version == 14 and usage:  # schema 15's queue columns are in the usage key: the table is rebuilt without them
         old = {t.name: t for t in TABLES_V14}["usage"]
         out += ["DROP TABLE usage", create_table(POSTGRES if backend == "postgres" else SQLITE, old),

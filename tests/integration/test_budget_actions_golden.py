@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import pytest
 
 from exporter.clock import VirtualClock
@@ -97,8 +98,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                     seen["train2_at_100"] = _phase(pipe, "train-2")
                     seen["train0_at_100"] = _phase(pipe, "train-0")
                     seen["research_at_100"] = _obj(pipe, "queues", "", "research")["status"]["state"]
-                    seen["metrics_held"] = {s.budget.name: s.budget.name in agg.budget_control.held
-                                            for s in agg.budget_control.states}
+                    async with aiohttp.ClientSession() as http:
+                        async with http.get(f"http://{agg.settings.listen}/metrics") as resp:
+                            seen["metrics"] = await resp.text()
+                        async with http.get(f"http://{agg.settings.listen}/") as resp:
+                            seen["status"] = await resp.text()
                 if t == 120 * 60 + 15:
                     seen["train_at_120"] = _stop(pipe, "train")
                     seen["train2_at_120"] = _phase(pipe, "train-2")
@@ -165,3 +169,29 @@ def test_a_queue_held_by_a_person_is_left_alone(run: dict[str, Any]) -> None:
     assert run["dev_at_120"] == "Hold"
     assert ("dev-weekly", "hold") not in run["actions"]
     assert ("dev-weekly", "release") not in run["actions"]
+
+
+def _value(metrics: str, series: str) -> float:
+    line = next(x for x in metrics.splitlines() if x.split(" ")[0] == series)
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_budget_series_and_status_page_at_minute_100(run: dict[str, Any]) -> None:
+    """At minute 100 train has spent 2 x 2 x 100/60 = 6.667 GPU-h of 4 (ratio 1.667, none left), burning 6.667 GPU-h
+    over the week elapsed (Monday 00:00 UTC to Sunday 22:00 + 100 min = 6 x 24 + 22 + 1.667 = 167.667 h):
+    6.667 / 167.667 = 0.03976 GPU-h per hour; it is held (1) and both alert fractions (0.8, 1) are reached. The
+    status page lists it as holding now."""
+    # the week began Monday 2026-12-28 00:00 UTC: 6 days 22 h before the scenario's start
+    m = run["metrics"]
+    bw = '{budget="train-weekly",window="week"}'
+    close(_value(m, "gpucost_budget_spent_gpu_hours" + bw), 2 * 2 * 100 / 60)
+    close(_value(m, "gpucost_budget_remaining_gpu_hours" + bw), 0.0)
+    close(_value(m, "gpucost_budget_spent_ratio" + bw), 2 * 2 * 100 / 60 / 4)
+    close(_value(m, "gpucost_budget_burn_rate_gpu_hours_per_hour" + bw), (2 * 2 * 100 / 60) / (6 * 24 + 22 + 100 / 60))
+    assert _value(m, "gpucost_budget_held" + bw) == 1
+    assert _value(m, 'gpucost_budget_threshold_reached{budget="train-weekly",window="week",threshold="0.8"}') == 1
+    assert _value(m, 'gpucost_budget_threshold_reached{budget="train-weekly",window="week",threshold="1"}') == 1
+    assert _value(m, 'gpucost_queue_month_allocated_gpu_hours{scheduler="kueue",queue="team-a/train",'
+                     'cluster_queue="gpu"}') >= 0
+    assert "Queues and budgets" in run["status"]
+    assert "hold · holding now" in run["status"]

@@ -169,5 +169,5 @@ class QueueActor:
 def _is_held(b: WindowBudget, obj: dict[str, Any]) -> bool:
     """Whether the queue admits nothing new now: Kueue stopPolicy not None, Volcano state not Open."""
     if b.target_kind == "volcano_queue":
-        return (obj.get("status") or {}).get("state", "Open") != "Open"
-    return (obj.get("spec") or {}).get("stopPolicy", "None") not in ("", "None")
+        return str((obj.get("status") or {}).get("state", "Open")) != "Open"
+    return str((obj.get("spec") or {}).get("stopPolicy", "None")) not in ("", "None")

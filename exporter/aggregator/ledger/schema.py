@@ -168,7 +168,7 @@ _V15_TABLES: tuple[Table, ...] = (
                                                   ("held_at", "float"))),
 )
 TABLES: tuple[Table, ...] = tuple(
-    Table(t.name, t.key + (tuple((c, "text") for c in QUEUE_COLUMNS) if t.name == "usage" else ()), t.values)
+    Table(t.name, t.key + (tuple((c, "text0") for c in QUEUE_COLUMNS) if t.name == "usage" else ()), t.values)
     for t in TABLES_V14) + _V15_TABLES
 QUEUE_INDEX = "CREATE INDEX usage_queue ON usage (cluster, queue, hour)"
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")

@@ -10,6 +10,7 @@ from exporter.aggregator.advice.recommendations import Advice
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.books.pricing_source import PricingSource
+from exporter.aggregator.kube.budget_control import BudgetControl
 from exporter.aggregator.kube.state import KubeState
 from exporter.aggregator.ledger.store import Ledger
 from exporter.aggregator.web.metrics import AggregatorCollector
@@ -30,6 +31,7 @@ class AggregatorView(Protocol):
     pricing: PricingSource
     collector: AggregatorCollector
     forecasts: MonthForecasts
+    budget_control: BudgetControl
     advice: Advice
     books: Books | None
 
