@@ -14,6 +14,10 @@ from Sunday 2027-01-03 22:00 UTC, so the calendar week rolls over at minute 120.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -52,6 +56,19 @@ events:
 """
 
 
+async def _kubectl(pipe: Pipeline, work: Path, *args: str) -> str:
+    """kubectl against the simulated API (a private cache dir); "" when kubectl is not installed."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return ""
+    proc = await asyncio.create_subprocess_exec(
+        kubectl, "--kubeconfig", str(pipe.peers.kubeconfig), "--cache-dir", str(work / "kube-cache"), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "HOME": str(work)})
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
 def _obj(pipe: Pipeline, kind: str, ns: str, name: str) -> dict[str, Any]:
     obj: dict[str, Any] = pipe.peers.cluster.store.objects[kind][(ns, name)]
     return obj
@@ -69,7 +86,6 @@ def _phase(pipe: Pipeline, pod: str) -> str:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Drive the scenario tick by tick, noting what the cluster looked like at the moments the goldens name."""
-    import asyncio
 
     async def drive() -> dict[str, Any]:
         work = tmp_path_factory.mktemp("budget-actions")
@@ -103,6 +119,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                             seen["metrics"] = await resp.text()
                         async with http.get(f"http://{agg.settings.listen}/") as resp:
                             seen["status"] = await resp.text()
+                    seen["kubectl"] = await _kubectl(pipe, work, "get", "localqueues", "-n", "team-a", "-o",
+                                                     "jsonpath={range .items[*]}{.metadata.name}={.spec.stopPolicy} "
+                                                     "{end}")
                 if t == 120 * 60 + 15:
                     seen["train_at_120"] = _stop(pipe, "train")
                     seen["train2_at_120"] = _phase(pipe, "train-2")
@@ -136,6 +155,8 @@ def test_held_queue_admits_nothing_new_and_running_pods_are_charged(run: dict[st
     """train-2 (submitted at minute 70) is Pending at minute 100; train-0 keeps running; both first pods are charged
     their whole 110 minutes: 2 GPUs x 110/60 h = 3.667 GPU-h, x 4.00 = 14.67 each."""
     assert run["train2_at_100"] == "Pending"
+    if run["kubectl"]:  # kubectl installed: the hold is what `kubectl get localqueues` shows
+        assert sorted(run["kubectl"].split()) == ["dev=Hold", "train=Hold"]
     assert run["train0_at_100"] == "Running"
     for pod in ("train-0", "train-1"):
         close(run["report"][pod]["allocated_gpu_hours"], 2 * 110 / 60)
