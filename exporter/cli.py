@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import ValidationError
 
 from exporter import __version__
-from exporter.cli_common import UsageError, duration_arg, pricing_check
+from exporter.cli_common import UsageError, budgets_check, duration_arg, pricing_check
 from exporter.cli_ledger import focus_command, recommend_command, report_command
 from exporter.config import AgentSettings, AggregatorSettings
 from exporter.settings.common import CONFIG_FILE, DaemonSettings, SettingsFileError, error_line
@@ -191,6 +191,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if conf.is_postgres() and not conf.cluster:
             raise UsageError("setting cluster (GPUCOST_CLUSTER): required with a PostgreSQL ledger")
         pricing_check(conf.pricing_file)
+        budgets_check(conf.window_budgets_file)
         configure_logging(conf.log_level, conf.log_format)
         from exporter.aggregator.ledger.store import LedgerError
         from exporter.aggregator.service import Aggregator

@@ -62,7 +62,7 @@ async def test_spent_remaining_burn_and_exhaustion(tmp_path: Path) -> None:
     assert not train.spent
     assert train.thresholds_reached() == []  # 3 / 4 = 0.75 < 0.8
     gpu = states["gpu-day"]
-    assert (gpu.spent_money, gpu.remaining_money, gpu.spent, gpu.exhausted_at) == (12, 0, True, now)
+    assert (gpu.spent_money, gpu.remaining_money, gpu.spent, gpu.exhausted_at) == (Decimal(12), Decimal(0), True, now)
     assert states["a-day"].spent_money == 12
     assert states["ml-day"].spent_money == 12
     research = states["research-day"]
