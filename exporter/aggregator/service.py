@@ -11,6 +11,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter import runtime
+from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.aggregator.advice.forecasts import MonthForecasts
 from exporter.aggregator.advice.recommendations import Advice
 from exporter.aggregator.books.booking import Books, NodeModel, NodePrice, Prepared
@@ -22,7 +23,6 @@ from exporter.aggregator.books.teams import book_teams
 from exporter.aggregator.fleet.handover import Handover
 from exporter.aggregator.fleet.leader import LeaderElector, take_over_ledger
 from exporter.aggregator.fleet.targets import AgentTargets, DeletedNodes, own_namespace, parse_selector
-from exporter.aggregator.kube.budget_control import BudgetControl
 from exporter.aggregator.kube.budgets import BudgetSource
 from exporter.aggregator.kube.state import KubeState, PodInfo
 from exporter.aggregator.ledger.store import Ledger, LedgerState

@@ -31,7 +31,7 @@ HOLDABLE = frozenset({"kueue_local_queue", "kueue_cluster_queue", "volcano_queue
 ACTIONS = ("none", "hold", "drain")
 DEFAULT_ALERT_AT = (Decimal("0.8"), Decimal("1"))
 MAX_BUDGETS = 1000  # a file naming more is refused: one series set per budget
-_ROLLING = re.compile(r"^([1-9][0-9]{0,2})d$")
+_ROLLING = re.compile(r"^(?P<days>[1-9][0-9]{0,2})d$")
 
 
 class BudgetsFileError(ValueError):
@@ -88,8 +88,8 @@ def window_span(window: str, *, now: float) -> Span:
     m = _ROLLING.match(window)
     if m is None:
         raise ValueError(f"unknown window {window!r}: use day, week, month or Nd")
-    back = now - int(m[1]) * 86400.0
-    return Span(back - back % 3600, now + int(m[1]) * 86400.0)
+    back = now - int(m.group("days")) * 86400.0
+    return Span(back - back % 3600, now + int(m.group("days")) * 86400.0)
 
 
 def _amount(raw: object, where: str) -> Decimal | None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from exporter.aggregator.kube.budget_control import BudgetControl
+from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.model.exact import text
 
 Family = GaugeMetricFamily | CounterMetricFamily

@@ -12,9 +12,9 @@ from decimal import Decimal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
-from exporter.aggregator.kube.budget_control import BudgetControl
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
 from exporter.aggregator.web.budget_metrics import window_budget_families
 from exporter.aggregator.web.carbon_metrics import co2e_counter

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.aggregator.advice.forecasts import MonthForecasts
 from exporter.aggregator.advice.recommendations import Advice
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.books.pricing_source import PricingSource
-from exporter.aggregator.kube.budget_control import BudgetControl
 from exporter.aggregator.kube.state import KubeState
 from exporter.aggregator.ledger.store import Ledger
 from exporter.aggregator.web.metrics import AggregatorCollector
