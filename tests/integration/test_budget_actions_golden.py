@@ -119,6 +119,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                             seen["metrics"] = await resp.text()
                         async with http.get(f"http://{agg.settings.listen}/") as resp:
                             seen["status"] = await resp.text()
+                        async with http.get(f"http://{agg.settings.listen}/api/v1/report",
+                                            params={"view": "window-budgets"}) as resp:
+                            seen["api"] = {r["budget"]: r for r in await resp.json()}
                     seen["kubectl"] = await _kubectl(pipe, work, "get", "localqueues", "-n", "team-a", "-o",
                                                      "jsonpath={range .items[*]}{.metadata.name}={.spec.stopPolicy} "
                                                      "{end}")
@@ -214,5 +217,10 @@ def test_budget_series_and_status_page_at_minute_100(run: dict[str, Any]) -> Non
     assert _value(m, 'gpucost_budget_threshold_reached{budget="train-weekly",window="week",threshold="1"}') == 1
     assert _value(m, 'gpucost_queue_month_allocated_gpu_hours{scheduler="kueue",queue="team-a/train",'
                      'cluster_queue="gpu"}') >= 0
+    api = run["api"]["train-weekly"]
+    assert (api["target_kind"], api["namespace"], api["acts"]) == ("kueue_local_queue", "team-a", True)
+    close(api["spent_gpu_hours"], 2 * 2 * 100 / 60)
+    close(api["spent_money"], 2 * 2 * 100 / 60 * 4.00)
+    assert api["remaining_gpu_hours"] == 0
     assert "Queues and budgets" in run["status"]
     assert "hold · holding now" in run["status"]

@@ -157,3 +157,17 @@ def queue_totals(query: Query, *, now: float, cluster: str) -> list[QueueTotal]:
         folded[(t.scheduler, t.currency)] = (h + t.gpu_hours, c + t.cost)
     out += [QueueTotal(s, OVERFLOW, "", cur, h, c) for (s, cur), (h, c) in folded.items()]
     return out
+
+
+def state_dict(s: BudgetState) -> dict[str, Any]:
+    """One budget's state for ``/api/v1/report?view=window-budgets``; ``namespace`` is the target's (a namespace or a
+    Kueue LocalQueue's), "" for cluster-wide targets, so a caller sees only what its namespaces allow."""
+    b = s.budget
+    ns = b.target if b.target_kind == "namespace" else b.target.split("/")[0] if b.target_kind == \
+        "kueue_local_queue" else ""
+    return {"budget": b.name, "target_kind": b.target_kind, "target": b.target, "namespace": ns, "window": b.window,
+            "window_start": s.start, "window_end": s.end, "limit_gpu_hours": b.gpu_hours, "limit_money": b.money,
+            "spent_gpu_hours": s.spent_gpu_hours, "spent_money": s.spent_money,
+            "remaining_gpu_hours": s.remaining_gpu_hours, "remaining_money": s.remaining_money,
+            "burn_gpu_hours_per_hour": s.burn_gpu_hours, "burn_money_per_hour": s.burn_money,
+            "spent_ratio": s.spent_ratio, "exhausted_at": s.exhausted_at, "action": b.action, "acts": b.acts}
