@@ -67,3 +67,24 @@ async def test_dry_run_says_what_it_would_do(tmp_path: Path) -> None:
         assert not [e for e in pipe.peers.cluster.store.objects["events"].values() if e["reason"] == "BudgetSpent"]
     finally:
         await pipe.close()
+
+
+async def test_a_hold_whose_budget_is_removed_is_released(tmp_path: Path) -> None:
+    """The ledger remembers what a hold held: a budget deleted from the file while holding its queue releases it on
+    the next tick (counted as a release), rather than leaving the queue held for good."""
+    pipe = Pipeline(parse_scenario(SCENARIO, "modes.yaml"), tmp_path / "w", clock=VirtualClock(START))
+    await pipe.start()
+    agg = pipe.aggregator
+    assert agg is not None and pipe.peers.budgets_file is not None
+    try:
+        for k in range(0, 9):
+            await pipe.step(k * 15)
+        assert _stop(pipe) == "Hold"
+        assert await agg.ledger.query("SELECT budget, target FROM budget_holds") == [("tiny", "team-a/train")]
+        pipe.peers.budgets_file.write_text("budgets: []\n")
+        await pipe.step(9 * 15)
+        assert _stop(pipe) == "None"
+        assert agg.budget_control.actions[("tiny", "release")] == 1
+        assert await agg.ledger.query("SELECT budget FROM budget_holds") == []
+    finally:
+        await pipe.close()

@@ -34,7 +34,8 @@ log = get_logger("aggregator.budgets")
 
 @dataclass(slots=True)
 class BudgetControl:
-    """The budgets file, the budgets' states, and the queues this aggregator holds (``held``: budget -> queue)."""
+    """The budgets file, the budgets' states, and the queues this aggregator holds (``held``, as in the ledger: a
+    hold is released through what it held, even when its budget was since removed or retargeted)."""
 
     path: Path | None = None
     queue_refresh: float = 300.0
@@ -43,7 +44,7 @@ class BudgetControl:
     specs: list[WindowBudget] = field(default_factory=list)
     states: tuple[BudgetState, ...] = ()
     queues: tuple[QueueTotal, ...] = ()
-    held: dict[str, str] = field(default_factory=dict)
+    held: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # budget -> (target kind, target, action)
     actions: Counter[tuple[str, str]] = field(default_factory=Counter)  # (budget, action) -> times
     reload_errors: int = 0
     errors: int = 0
@@ -108,36 +109,51 @@ class BudgetControl:
     async def _act(self, ledger: Ledger, *, now: float) -> None:
         assert self.actor is not None
         if not self._loaded_holds:
-            rows = await ledger.query("SELECT budget, target FROM budget_holds WHERE cluster = ?", [ledger.cluster])
-            self.held = {str(b): str(t) for b, t in rows}
+            rows = await ledger.query("SELECT budget, target_kind, target, action FROM budget_holds WHERE cluster = ?",
+                                      [ledger.cluster])
+            self.held = {str(b): (str(k), str(t), str(a)) for b, k, t, a in rows}
             self._loaded_holds = True
+        states = {s.budget.name: s for s in self.states}
         for s in self.states:
             b = s.budget
-            if not b.acts:
-                continue
             if not s.spent:
                 self._dry.discard(b.name)
-            if s.spent and b.name not in self.held and b.name not in self._dry:
-                why = (f"budget {b.name} spent: {s.spent_gpu_hours} GPU-h / {b.gpu_hours or '-'} GPU-h, "
-                       f"{s.spent_money} / {b.money or '-'} in window {b.window}")
-                done = await self.actor.hold(b, reason=why)
-                if done is not None and done.action in ("hold", "drain"):
-                    self._record(done.action, b, dry_run=done.dry_run)
-                    if done.dry_run:
-                        self._dry.add(b.name)
-                    else:
-                        self.held[b.name] = b.target
-                        await ledger.execute("INSERT INTO budget_holds (cluster, budget, target_kind, target, action, "
-                                             "held_at) VALUES (?, ?, ?, ?, ?, ?)",
-                                             [ledger.cluster, b.name, b.target_kind, b.target, b.action, now])
-            elif not s.spent and b.name in self.held:
-                done = await self.actor.release(b, reason=f"budget {b.name} has room again in window {b.window}")
-                if done is not None:
-                    self._record("release", b, dry_run=done.dry_run)
-                if done is None or not done.dry_run:  # released, or no longer ours to release
-                    self.held.pop(b.name, None)
-                    await ledger.execute("DELETE FROM budget_holds WHERE cluster = ? AND budget = ?",
-                                         [ledger.cluster, b.name])
+            if b.acts and s.spent and b.name not in self.held and b.name not in self._dry:
+                await self._hold(ledger, s, now=now)
+        for name, (kind, target, action) in list(self.held.items()):
+            now_state = states.get(name)
+            same = now_state is not None and now_state.budget.acts and (
+                now_state.budget.target_kind, now_state.budget.target) == (kind, target)
+            if same and now_state is not None and now_state.spent:
+                continue  # still spent: the hold stays
+            why = f"budget {name} has room again" if same else f"budget {name} was removed or changed"
+            held = WindowBudget(name, kind, target, now_state.budget.window if now_state else "day", action=action)
+            done = await self.actor.release(held, reason=why)
+            if done is None:
+                continue  # the API did not answer: try again next tick
+            if done.action == "release":
+                self._record("release", held, dry_run=done.dry_run)
+            if not done.dry_run:  # released, or no longer ours to release (a person changed it)
+                self.held.pop(name, None)
+                await ledger.execute("DELETE FROM budget_holds WHERE cluster = ? AND budget = ?",
+                                     [ledger.cluster, name])
+
+    async def _hold(self, ledger: Ledger, s: BudgetState, *, now: float) -> None:
+        assert self.actor is not None
+        b = s.budget
+        why = (f"budget {b.name} spent: {s.spent_gpu_hours} GPU-h / {b.gpu_hours or '-'} GPU-h, "
+               f"{s.spent_money} / {b.money or '-'} in window {b.window}")
+        done = await self.actor.hold(b, reason=why)
+        if done is None or done.action not in ("hold", "drain"):
+            return
+        self._record(done.action, b, dry_run=done.dry_run)
+        if done.dry_run:
+            self._dry.add(b.name)
+            return
+        self.held[b.name] = (b.target_kind, b.target, b.action)
+        await ledger.execute("INSERT INTO budget_holds (cluster, budget, target_kind, target, action, held_at) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", [ledger.cluster, b.name, b.target_kind, b.target, b.action,
+                                                           now])
 
     def _record(self, action: str, b: WindowBudget, *, dry_run: bool) -> None:
         self.actions[(b.name, f"{action}-dry-run" if dry_run else action)] += 1

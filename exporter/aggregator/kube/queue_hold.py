@@ -77,12 +77,18 @@ class QueueActor:
             return None
 
     async def release(self, b: WindowBudget, *, reason: str) -> QueueAction | None:
-        """Release ``b``'s queue if (and only if) this budget's hold is what is on it."""
+        """Release ``b``'s queue if (and only if) this budget's hold is what is on it (action ``not-ours`` when it is
+        not, or the queue is gone); None when the API did not answer (try again)."""
         try:
-            obj = await self._get(b)
+            try:
+                obj = await self._get(b)
+            except PeerError as exc:
+                if "HTTP 404" not in str(exc):
+                    raise
+                obj = {}
             if (obj.get("metadata", {}).get("annotations") or {}).get(HELD_BY) != b.name:
                 self._person_held.discard(b.name)
-                return None
+                return QueueAction(b.name, b.target_kind, b.target, "not-ours", reason, self.dry_run)
             act = QueueAction(b.name, b.target_kind, b.target, "release", reason, self.dry_run)
             if not self.dry_run:
                 await self._set(b, obj, stop="None", annotation=None)

@@ -53,7 +53,8 @@ def _limits(gpu_hours: Decimal | None, money: Decimal | None, *, currency: str) 
     return " + ".join(parts)
 
 
-def window_budgets_section(states: tuple[BudgetState, ...], queues: tuple[QueueTotal, ...], *, held: Mapping[str, str],
+def window_budgets_section(states: tuple[BudgetState, ...], queues: tuple[QueueTotal, ...], *,
+                           held: Mapping[str, object],
                            currency: str, sees: Callable[[str], bool], whole: bool) -> str:
     """``<h2>Queues and budgets</h2>``: each scheduler queue's month, then each budget over a window (a namespace's
     or a LocalQueue's shown to who may read that namespace; cluster-scoped queues and teams to cluster readers)."""
