@@ -45,7 +45,8 @@ class WatchSpec:
         return self.plural or self.kind
 
 
-#: Scheduler queues (``schedulers.md`` §1, §3, §4): Kueue at its storage version ``v1beta2`` (since v0.16).
+#: Scheduler queues (``schedulers.md`` §1, §3, §4): Kueue at its storage version ``v1beta2`` (since v0.16), else at
+#: ``v1beta1`` on older Kueue (the first version served of a kind is the one watched).
 QUEUE_KINDS = (
     WatchSpec("queues", "list_cluster_custom_object", group="scheduling.volcano.sh", version="v1beta1"),
     WatchSpec("podgroups", "list_cluster_custom_object", group="scheduling.volcano.sh", version="v1beta1"),
@@ -54,6 +55,8 @@ QUEUE_KINDS = (
     WatchSpec("workloads", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta2"),
     WatchSpec("kaipodgroups", "list_cluster_custom_object", group="scheduling.run.ai", version="v2alpha2",
               plural="podgroups"),
+    *(WatchSpec(kind, "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta1")
+      for kind in ("clusterqueues", "localqueues", "workloads")),
 )
 
 #: DRA (resource.k8s.io/v1, GA in 1.34): claims and slices, watched where the API serves them.
@@ -79,8 +82,10 @@ async def served_custom_kinds(api_client: Any, specs: tuple[WatchSpec, ...] = QU
     from kubernetes_asyncio import client
 
     custom = client.CustomObjectsApi(api_client)
-    served = []
+    served: list[WatchSpec] = []
     for spec in specs:
+        if any(s.kind == spec.kind for s in served):
+            continue  # a newer version of it is served
         try:
             resp = await custom.get_api_resources(spec.group, spec.version, _preload_content=False,
                                                   _request_timeout=10)
