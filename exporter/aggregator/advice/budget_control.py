@@ -95,9 +95,11 @@ class BudgetControl:
         try:
             self.maybe_reload()
             budgets = self.budgets(monthly)
-            self.states = tuple(await ledger.read(lambda q: evaluate(q, budgets, now=now, cluster=ledger.cluster,
-                                                                    currency=currency)))
-            if self._queues_at is None or now - self._queues_at >= self.queue_refresh:
+            due = self._queues_at is None or now - self._queues_at >= self.queue_refresh
+            if due or self.held or any(b.acts for b in budgets):  # acting budgets and holds: after every commit
+                self.states = tuple(await ledger.read(lambda q: evaluate(q, budgets, now=now, cluster=ledger.cluster,
+                                                                        currency=currency)))
+            if due:
                 self.queues = tuple(await ledger.read(lambda q: queue_totals(q, now=now, cluster=ledger.cluster)))
                 self._queues_at = now
             if leader and self.actor is not None:

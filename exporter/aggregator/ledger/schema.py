@@ -27,7 +27,8 @@ instead of turning into a float; PostgreSQL: NUMERIC(38,9)), energy with 3 (mill
 overflow SQLite's int64 within weeks on one node). Marks, timestamps and right-sizing evidence stay floats.
 Schema 15 added the scheduler queue to the usage key (``scheduler``, ``queue``, ``cluster_queue``: whose queue
 admitted the pod, that queue, Kueue's ClusterQueue behind it), so a queue's history outlives the queue: booked rows
-get "" (no queue known), their key changing as in schema 7, and an index serves a queue's hours (budgets). It also
+get "" (no queue known), their key changing as in schema 7 (no index of its own: budgets read a window's rows in one
+grouped scan, which an index on the queue made slower). It also
 added ``budget_holds``: the queues budgets hold, so a restarted (or newly elected) aggregator releases only its own.
 """
 
@@ -170,7 +171,6 @@ _V15_TABLES: tuple[Table, ...] = (
 TABLES: tuple[Table, ...] = tuple(
     Table(t.name, t.key + (tuple((c, "text0") for c in QUEUE_COLUMNS) if t.name == "usage" else ()), t.values)
     for t in TABLES_V14) + _V15_TABLES
-QUEUE_INDEX = "CREATE INDEX usage_queue ON usage (cluster, queue, hour)"
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 #: Every fixed-point column's fractional digits, by column name (a name means the same in every table that has
@@ -185,8 +185,8 @@ def fixed_places(table: str) -> dict[str, int]:
 
 def current_schema(d: Dialect) -> list[str]:
     """Statements creating a fresh ledger at ``SCHEMA_VERSION``."""
-    return ([create_table(d, t) for t in TABLES] + ["CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)",
-                                                     QUEUE_INDEX] + room_for_updates(d))
+    return ([create_table(d, t) for t in TABLES] + ["CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
+            + room_for_updates(d))
 
 
 #: Tables whose rows every tick updates (a node's marks, each holder's hour-rows and evidence, the running totals).
@@ -297,7 +297,7 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
 
 def add_queue(d: Dialect) -> list[str]:
     """Schema 14 -> 15: the scheduler queue joins the usage key; booked rows get "" (no queue was booked)."""
-    return [*_add_usage_key(d, BY_NAME["usage"], column=",".join(QUEUE_COLUMNS), version=15), QUEUE_INDEX,
+    return [*_add_usage_key(d, BY_NAME["usage"], column=",".join(QUEUE_COLUMNS), version=15),
             *(create_table(d, t) for t in _V15_TABLES)]
 
 
