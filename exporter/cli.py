@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import ValidationError
 
 from exporter import __version__
-from exporter.cli_common import UsageError, duration_arg, pricing_check
+from exporter.cli_common import UsageError, budgets_check, duration_arg, pricing_check
 from exporter.cli_ledger import focus_command, recommend_command, report_command, verify_command
 from exporter.cli_outputs import (
     SQLITE_SIDECARS,
@@ -260,6 +260,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UsageError("setting cluster (GPUCOST_CLUSTER): required with a PostgreSQL ledger")
         check_ledger_file(conf.ledger, flag="setting ledger (GPUCOST_LEDGER):", must_exist=False)
         pricing_check(conf.pricing_file)
+        budgets_check(conf.window_budgets_file)
         configure_logging(conf.log_level, conf.log_format)
         _warn_unknown_variables(AggregatorSettings, AgentSettings)
         from exporter.aggregator.ledger.store import LedgerError

@@ -22,6 +22,20 @@ def duration_arg(text: str | None, flag: str) -> float | None:
         raise UsageError(f"{flag}: {exc}") from None
 
 
+def budgets_check(path: Path | None) -> None:
+    """The budgets-over-windows file, validated at start (one line naming file and field, exit 2); later edits
+    that do not parse are logged and the last good budgets kept."""
+    if path is None:
+        return
+    from exporter.aggregator.advice.window_budgets import load_budgets_file
+    from exporter.model.budget_windows import BudgetsFileError
+
+    try:
+        load_budgets_file(path)
+    except BudgetsFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def pricing_check(path: Path | None) -> Any:
     """The pricing file or directory, validated (one line naming file and field, exit 2)."""
     from exporter.aggregator.books.pricing_source import load_pricing_file

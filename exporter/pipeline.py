@@ -70,7 +70,7 @@ class Pipeline:
                                   pricing_file=self.peers.pricing_file, agents=self.peers.agent_urls(),
                                   kubeconfig=self.peers.kubeconfig, tick=self.scenario.tick,
                                   agent_token_file=self.peers.token_file,
-                                  pool_label=self.scenario.pool_label,
+                                  pool_label=self.scenario.pool_label, window_budgets_file=self.peers.budgets_file,
                                   **{"auth": "kubernetes" if self.scenario.users else "none", **self.aggregator_extra})
 
     async def start(self, serve_aggregator: bool = True) -> None:

@@ -8,7 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.aggregator.ledger.postgres import _month_bounds
-from exporter.aggregator.ledger.schema import FIXED_WORDS, POSTGRES, SQLITE, TABLES, TABLES_V13, Table, create_table
+from exporter.aggregator.ledger.schema import (
+    FIXED_WORDS,
+    POSTGRES,
+    SQLITE,
+    TABLES,
+    TABLES_V13,
+    TABLES_V14,
+    Table,
+    create_table,
+)
 from exporter.aggregator.ledger.store import TickWrite
 from exporter.model.books import UsageAmounts, UsageKey
 from exporter.model.exact import book, exact
@@ -36,9 +45,15 @@ def exact_undone(*, backend: str, usage: bool = True) -> list[str]:
 
 
 def back_to(version: int, *, backend: str = "sqlite", usage: bool = True) -> list[str]:
-    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 14 on a fresh ledger, then
+    """Statements (SQLite or PostgreSQL) undoing schemas ``version + 1`` .. 15 on a fresh ledger, then
     marking it ``version``; ``usage`` False: a test rebuilt the usage table itself, before these."""
     out: list[str] = exact_undone(backend=backend, usage=usage) if version < 14 else []
+    if version < 15:
+        out.append("DROP TABLE budget_holds")
+    if version == 14 and usage:  # schema 15's queue columns are in the usage key: the table is rebuilt without them
+        old = {t.name: t for t in TABLES_V14}["usage"]
+        out += ["DROP TABLE usage", create_table(POSTGRES if backend == "postgres" else SQLITE, old),
+                "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
     if version < 13:
         out += [f"ALTER TABLE {t} DROP COLUMN {c}" for t in ("totals", *_ENERGY_TABLES) for c in _V13_COLUMNS]
         out += [f"ALTER TABLE {t} DROP COLUMN split_s" for t in ("hwm", "totals")]

@@ -11,6 +11,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter import runtime
+from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.aggregator.advice.forecasts import MonthForecasts
 from exporter.aggregator.advice.recommendations import Advice
 from exporter.aggregator.books.booking import Books, NodeModel, NodePrice, Prepared
@@ -65,21 +66,19 @@ class Aggregator:
                                   server_hostname=settings.agent_tls_server_name or None)
         self.books: Books | None = None
         self.gauges = Gauges()
-        #: Right-sizing rows as last computed (``gpucost_recommendation_monthly_savings``), refreshed after a
-        #: commit at most hourly, on the ledger's thread.
-        self.advice = Advice(settings=RuleSettings(
+        self.advice = Advice(settings=RuleSettings(  # right-sizing rows, refreshed after a commit at most hourly
             idle_threshold=settings.idle_threshold, min_evidence_hours=settings.recommend_min_evidence / 3600.0),
             every=settings.recommend_refresh, window_s=settings.recommend_window)
         self.budget_source = BudgetSource(overrides=settings.budgets)
         self.forecasts = MonthForecasts(window_s=settings.forecast_window, every=settings.forecast_refresh)
+        self.budget_control = BudgetControl.of(settings, namespace=own_namespace() or "default")
         self.latest: dict[str, UsageSnapshot] = {}
         self.idle_since: dict[tuple[str, str], float] = {}
         self._deleted = DeletedNodes(settings.node_prune_grace)  # books close after the grace
         self.watcher: Watcher | None = None
         self.is_leader = not settings.leader_election
         self.elector: LeaderElector | None = None
-        self.ticks = 0
-        self.pulls = 0
+        self.ticks = self.pulls = 0
         self.pods_deleted = 0  # deletions seen, so gauges worked out before one are not shown after it
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -168,8 +167,8 @@ class Aggregator:
             pricing_reload_errors=self.pricing.reload_errors, snapshots_rejected=self.gate.rejected,
             team_label=self.settings.team_label, breakdown_series=self.settings.breakdown_series,
             ledger_up=self.ledger.up, ledger_write_failures=self.ledger.health.write_failures,
-            recommendations=self.advice.rows, budgets=self.budgets(),
-            forecasts=self.forecasts.rows, budget_annotations_invalid=self.budget_source.invalid_total)
+            recommendations=self.advice.rows, budgets=self.budgets(), forecasts=self.forecasts.rows,
+            budget_annotations_invalid=self.budget_source.invalid_total, window_budgets=self.budget_control)
 
     def budgets(self) -> dict[str, float]:
         """Every namespace's monthly budget now: annotations, with the configured ones on top."""
@@ -260,8 +259,10 @@ class Aggregator:
             self.gauges.workload_utilization = ratios(prepared.workload_delta)
             self.ticks += 1
             await self.advice.after_commit(self.ledger)  # after the marks moved: a cancel need not wait for it
-            await self.forecasts.after_commit(self.ledger, budgets=self.budgets(),
-                                              currency=self.pricing.current.currency, now=self.clock.now())
+            now, currency, monthly = self.clock.now(), self.pricing.current.currency, self.budgets()
+            await self.forecasts.after_commit(self.ledger, budgets=monthly, currency=currency, now=now)
+            await self.budget_control.after_commit(self.ledger, monthly=monthly, currency=currency, now=now,
+                                                   leader=self.is_leader, api=self._api_client)
         self.gauges.tick_duration = time.perf_counter() - started
 
     async def _commit_holding(self, prepared: Prepared, admitted: Admitted) -> HeldNow | None:

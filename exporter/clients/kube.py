@@ -37,12 +37,26 @@ class WatchSpec:
     field_selector: str | None = None
     group: str | None = None  # custom resources: group, version and plural through CustomObjectsApi
     version: str | None = None
+    plural: str = ""  # the resource's plural when ``kind`` (the handler's name for it) differs
+
+    @property
+    def resource(self) -> str:
+        """The plural resource name the API serves this kind under."""
+        return self.plural or self.kind
 
 
+#: Scheduler queues (``schedulers.md`` §1, §3, §4): Kueue at its storage version ``v1beta2`` (since v0.16), else at
+#: ``v1beta1`` on older Kueue (the first version served of a kind is the one watched).
 QUEUE_KINDS = (
     WatchSpec("queues", "list_cluster_custom_object", group="scheduling.volcano.sh", version="v1beta1"),
-    WatchSpec("clusterqueues", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta1"),
-    WatchSpec("localqueues", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta1"),
+    WatchSpec("podgroups", "list_cluster_custom_object", group="scheduling.volcano.sh", version="v1beta1"),
+    WatchSpec("clusterqueues", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta2"),
+    WatchSpec("localqueues", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta2"),
+    WatchSpec("workloads", "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta2"),
+    WatchSpec("kaipodgroups", "list_cluster_custom_object", group="scheduling.run.ai", version="v2alpha2",
+              plural="podgroups"),
+    *(WatchSpec(kind, "list_cluster_custom_object", group="kueue.x-k8s.io", version="v1beta1")
+      for kind in ("clusterqueues", "localqueues", "workloads")),
 )
 
 #: DRA (resource.k8s.io/v1, GA in 1.34): claims and slices, watched where the API serves them.
@@ -68,8 +82,10 @@ async def served_custom_kinds(api_client: Any, specs: tuple[WatchSpec, ...] = QU
     from kubernetes_asyncio import client
 
     custom = client.CustomObjectsApi(api_client)
-    served = []
+    served: list[WatchSpec] = []
     for spec in specs:
+        if any(s.kind == spec.kind for s in served):
+            continue  # a newer version of it is served
         try:
             resp = await custom.get_api_resources(spec.group, spec.version, _preload_content=False,
                                                   _request_timeout=10)
@@ -78,7 +94,7 @@ async def served_custom_kinds(api_client: Any, specs: tuple[WatchSpec, ...] = QU
         try:
             if resp.status == 200:
                 body = json.loads(await resp.read())
-                if any(r.get("name") == spec.kind for r in body.get("resources", [])):
+                if any(r.get("name") == spec.resource for r in body.get("resources", [])):
                     served.append(spec)
         finally:
             resp.release()
@@ -188,7 +204,7 @@ class Watcher:
     async def _call(self, spec: WatchSpec, **extra: Any) -> aiohttp.ClientResponse:
         if spec.group:
             method = getattr(self.custom, spec.method)
-            extra = {"group": spec.group, "version": spec.version, "plural": spec.kind, **extra}
+            extra = {"group": spec.group, "version": spec.version, "plural": spec.resource, **extra}
         else:
             method = getattr(self.api, spec.method)
         try:

@@ -215,6 +215,9 @@ class UsageKey(NamedTuple):
     currency: str
     claim: str = ""  # the DRA claim (``<namespace>/<name>``) the time was held through; "" for none
     sharing: str = ""  # how the GPU was shared (``usage.SHARING_MODES``); "" when the agent did not say
+    scheduler: str = ""  # whose queue admitted the pod: kueue | volcano | kai | yunikorn; "" for none
+    queue: str = ""  # that queue (Kueue: ``<namespace>/<localqueue>``); "" for none
+    cluster_queue: str = ""  # Kueue's ClusterQueue behind the LocalQueue; "" otherwise
 
 
 class CapacityKey(NamedTuple):

@@ -15,7 +15,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "model": ("gpu_model",),  # kept: an alias of gpu_model
     "priority_class": ("priority_class",),
     "claim": ("namespace", "claim"),  # DRA ResourceClaim ``<namespace>/<name>``; "" for device-plugin holders
-    "sharing": ("sharing",),  # none | time-slicing | mps | hami | dra; "" booked before the agent said
+    "sharing": ("sharing",),  # none | time-slicing | mps | hami | dra | kai; "" booked before the agent said
+    #: The scheduler queue that admitted the pod: scheduler (kueue | volcano | kai | yunikorn | ""), queue (Kueue:
+    #: ``<namespace>/<localqueue>``) and Kueue's ClusterQueue; "" for pods no queue admitted (or booked before).
+    "queue": ("scheduler", "queue", "cluster_queue"),
+    "cluster_queue": ("scheduler", "cluster_queue"),
+    "scheduler": ("scheduler",),
     "vendor": ("vendor",),  # nvidia | amd | gaudi | unknown: derived from the model name (``DERIVED``)
 }
 ALIASES = {"model": "gpu_model"}

@@ -95,6 +95,12 @@ class AggregatorSettings(DaemonSettings):
     budgets: BudgetMap = Field(
         default_factory=dict, description="monthly GPU budget per namespace in the pricing currency, as JSON "
         "{\"ns\": 1500} or ns=1500,other=200; overrides the namespace annotation gpu.platform/monthly-budget")
+    window_budgets_file: Path | None = Field(
+        default=None, description="YAML file of budgets over windows (day, week, month, Nd) in GPU-hours and/or "
+        "money for a namespace, team or scheduler queue, with an optional action (hold, drain); re-read when it "
+        "changes")
+    budget_dry_run: bool = Field(
+        default=False, description="budgets that act only say (log, Event, counter) what they would do")
     recommend_window: Duration = Field(
         default=7 * 86400.0, description="right-sizing evidence window ending at the latest booked time (7d)")
     recommend_min_evidence: Duration = Field(

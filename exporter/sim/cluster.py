@@ -8,12 +8,14 @@ kubelet answers look is decided by ``kube_objects``, ``dcgm_text`` and ``kubelet
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
 from exporter.sim import dcgm_text, dra_objects, kai
-from exporter.sim.kube import exporter_pods
+from exporter.sim.kube import admission, exporter_pods
 from exporter.sim.kube import objects as kube_objects
+from exporter.sim.kube import queues as kube_queues
 from exporter.sim.kube.objects import GPU_QUOTA_KEY, EventInfo, stable_uid
 from exporter.sim.kube.store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
@@ -62,6 +64,7 @@ class SimCluster:
         # The exporter's Hostname label: NODE_NAME, which every upstream install sets from spec.nodeName.
         self.hostnames = {n: layout.spec.exporter_hostname or n for n, layout in self.layouts.items()}
         self.event_counter = 0
+        self.waiting: dict[tuple[str, str], tuple[str, float]] = {}  # pods held back by their queue: (node, since)
 
     # -- time ----------------------------------------------------------------------------------------
     def _build_timeline(self) -> list[_Step]:
@@ -91,21 +94,29 @@ class SimCluster:
             self.t = max(self.t, step.at)
             fired.extend(self._apply(step))
         self.t = t
+        admission.run_commands(self.store)
+        self._admit_waiting()
         return fired
 
     def _apply(self, step: _Step) -> list[Happening]:
         pod = step.pod
         if step.kind == "init":
             self._init_objects()
+        elif pod is not None and step.kind == "pod_start" and admission.is_held(self.store, pod):
+            self._hold_back(pod, at=step.at)
         elif pod is not None and step.kind == "pod_start":
             self._kai_configmap(pod, keep=True)
+            self._group_objects(pod, admitted=True)
             self.store.upsert("pods", self.pod_object(pod, running=True))
             self._update_quota(pod.namespace)
         elif pod is not None and step.kind == "pending_add":
+            self._group_objects(pod, admitted=False)
             self.store.upsert("pods", self.pod_object(pod, running=False))
             self._add_event(EventInfo(pod.namespace, "Pod", pod.name, "FailedScheduling", self.pending_message(pod),
                                       "default-scheduler", stable_uid(f"pod/{pod.namespace}/{pod.name}")), step.at)
             self._update_quota(pod.namespace)
+        elif pod is not None and step.kind == "pod_end" and (pod.namespace, pod.name) in self.waiting:
+            pass  # it has not started: its end moves with its start (``_admit_waiting``)
         elif pod is not None and step.kind == "pod_end":
             if pod.node is not None:  # its containers terminate at ``end`` (finishedAt), then it goes
                 self.store.upsert("pods", self.pod_object(pod, running=True, finished=step.at))
@@ -115,11 +126,40 @@ class SimCluster:
             self._update_quota(pod.namespace)
         elif step.event is not None and step.kind == "quota_rejection":
             self._quota_rejection(step.event, step.at)
+        elif step.event is not None and step.kind == "budget_change":
+            budget = next(b for b in self.scenario.budgets if b.get("name") == step.event.budget)
+            budget.update(step.event.amounts)
+            return [Happening(step.kind, None, step.at)]
+        elif step.event is not None and step.kind == "queue_hold":
+            admission.hold_by_hand(self.store, step.event.queue or "")
         elif step.kind == "watch_expire":
             self.store.expire_history()
         elif step.event is not None:
             return [Happening(step.kind, step.event.node, step.at)]
         return []
+
+    def _hold_back(self, pod: PodSpec, *, at: float) -> None:
+        """A pod whose queue is held when it is submitted: Pending (its Workload or PodGroup not admitted)."""
+        self.waiting[(pod.namespace, pod.name)] = (str(pod.node), at)
+        pod.node = None
+        self._group_objects(pod, admitted=False)
+        self.store.upsert("pods", self.pod_object(pod, running=False))
+
+    def _admit_waiting(self) -> None:
+        """Start the held-back pods whose queue admits again; each one's end moves by its wait."""
+        for key, (node, since) in list(self.waiting.items()):
+            pod = next(p for p in self.scenario.pods if (p.namespace, p.name) == key)
+            if admission.is_held(self.store, pod):
+                continue
+            del self.waiting[key]
+            pod.node, pod.start = node, self.t
+            if pod.end is not None:
+                pod.end += self.t - since
+                bisect.insort(self._timeline, _Step(pod.end, 1, "pod_end", pod=pod), lo=self._next,
+                              key=lambda s: (s.at, s.order))
+            self._group_objects(pod, admitted=True)
+            self.store.upsert("pods", self.pod_object(pod, running=True))
+            self._update_quota(pod.namespace)
 
     def seconds_to_next(self) -> float | None:
         """Scenario seconds until the next timeline step is due; None once the timeline is exhausted."""
@@ -216,17 +256,28 @@ class SimCluster:
         return kube_objects.pending_message(pod, nodes=len(self.layouts))
 
     def pod_object(self, pod: PodSpec, running: bool, *, finished: float | None = None) -> dict[str, Any]:
-        """The Pod object as the API server serves it; ``finished`` (scenario time) renders it Succeeded."""
-        return kube_objects.pod_object(pod, running=running, wall_start=self.wall_start,
-                                       pending=self.pending_message(pod),
-                                       hami=self.hami.get((pod.namespace, pod.name), []), finished=finished)
+        """The Pod object as the API server serves it (with its queue's marks); ``finished`` (scenario time) renders
+        it Succeeded."""
+        obj = kube_objects.pod_object(pod, running=running, wall_start=self.wall_start,
+                                      pending=self.pending_message(pod),
+                                      hami=self.hami.get((pod.namespace, pod.name), []), finished=finished)
+        labels, annotations = kube_queues.pod_queue_marks(pod)
+        obj["metadata"]["labels"].update(labels)
+        if annotations:
+            obj["metadata"]["annotations"] = {**obj["metadata"].get("annotations", {}), **annotations}
+        return obj
+
+    def _group_objects(self, pod: PodSpec, *, admitted: bool) -> None:
+        """The pod's Workload or PodGroup, as its scheduler's controller makes it when the pod is submitted."""
+        for ko in kube_queues.group_objects(pod, admitted=admitted, created=self.wall_start + pod.start):
+            self.store.upsert(ko.kind, ko.obj)
 
     def _queue_objects(self) -> None:
-        """Volcano Queues and Kueue ClusterQueues (+ a LocalQueue per served namespace) of the scenario."""
+        """Volcano and KAI Queues and Kueue ClusterQueues (+ their LocalQueues) of the scenario."""
         for q in self.scenario.queues:
             used = sum(self.quota_used(ns) for ns in q.namespaces)
-            for ko in kube_objects.queue_objects(q, used=used, created=self.wall_start):
-                self.store.upsert(ko.kind, ko.obj)
+            for ko in kube_queues.queue_objects(q, used=used, created=self.wall_start):
+                self.store.upsert(ko.kind, admission.keep_state(self.store, ko).obj)
 
     def quota_used(self, ns: str) -> int:
         """GPUs charged to quota: every pod admitted (running or pending) requesting nvidia.com/gpu."""

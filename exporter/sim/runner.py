@@ -112,6 +112,17 @@ class SimPeers:
         return self.workdir / "pricing.yaml"
 
     @property
+    def budgets_file(self) -> Path | None:
+        """The budgets file the aggregator loads (the scenario's ``budgets:``, as changed by ``budget_change``)."""
+        return self.workdir / "budgets.yaml" if self.scenario.budgets else None
+
+    def _write_budgets(self) -> None:
+        if self.budgets_file is not None:
+            tmp = self.budgets_file.with_suffix(".tmp")
+            tmp.write_text(yaml.safe_dump({"budgets": self.scenario.budgets}, sort_keys=False))
+            tmp.replace(self.budgets_file)
+
+    @property
     def ledger(self) -> Path:
         """The default SQLite ledger, in the work directory."""
         return self.workdir / "ledger.db"
@@ -159,6 +170,7 @@ class SimPeers:
             "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
         }))
         self.pricing_file.write_text(yaml.safe_dump(self.scenario.pricing_document(), sort_keys=False))
+        self._write_budgets()
         if not self.token_file.exists():
             fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
@@ -193,6 +205,7 @@ class SimPeers:
                 "GPUCOST_KUBECONFIG": str(self.kubeconfig), "GPUCOST_TICK": f"{self.scenario.tick:g}s",
                 "GPUCOST_AGENT_TOKEN_FILE": str(self.token_file),
                 "GPUCOST_POOL_LABEL": self.scenario.pool_label,
+                **({"GPUCOST_WINDOW_BUDGETS_FILE": str(self.budgets_file)} if self.budgets_file else {}),
                 **({"GPUCOST_AUTH": "kubernetes"} if self.scenario.users else {})}  # users: every route asks
 
     def _socket_dir(self) -> Path:
@@ -221,6 +234,8 @@ class SimPeers:
                 await node.kubelet.stop()
             elif h.type == "podresources_down:end" and node:
                 await node.kubelet.start()
+            elif h.type == "budget_change":
+                self._write_budgets()
             else:
                 driver.append(h)
         return driver

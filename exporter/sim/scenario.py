@@ -24,6 +24,14 @@ from exporter.sim.scenario_claims import PodClaim, extended_claim, pod_claims, r
 from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.scenario_pod_fields import pod_framebuffer, pod_utilization
 from exporter.sim.scenario_pricing import REPLACED_KEYS, pricing_block
+from exporter.sim.scenario_queues import (
+    EVENT_EXTRAS,
+    event_extras,
+    parse_queues,
+    pod_queue_fields,
+    resolve_pod_queues,
+    scenario_budgets,
+)
 from exporter.sim.spec import (
     EVENT_TYPES,
     SHARING_MODES,
@@ -129,7 +137,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
     raw = ctx.mapping(raw, "(document)")
     ctx.known_keys(raw, {"tick", "duration", "currency", "prices", "default_price", "pools", "pool_label",
                          "nodes", "namespaces", "pods", "events", "queues", "pricing",
-                         "resource_claims", "users"}, where="")
+                         "resource_claims", "users", "budgets"}, where="")
     pricing = _pricing(ctx, raw)
     tick = ctx.duration(raw.get("tick", "15s"), "tick")
     if tick <= 0:
@@ -219,12 +227,13 @@ def parse_scenario(text: str, source: str) -> Scenario:
             namespaces.append(NamespaceSpec(claim_ns))
     pods: list[PodSpec] = []
     requested: list[list[PodClaim]] = []
+    queue_names: list[str | None] = []
     for i, p in enumerate(ctx.seq(raw.get("pods"), "pods")):
         where = f"pods[{i}]"
         p = ctx.mapping(p, where)
         ctx.known_keys(p, {"name", "namespace", "node", "pending_reason", "owner", "priority_class", "resource",
                            "gpus", "start", "end", "utilization", "container", "labels", "hami", "claims",
-                           "framebuffer", "kai"}, where=where)
+                           "framebuffer", "kai", "queue", "annotations"}, where=where)
         name = ctx.string(p.get("name"), f"{where}.name")
         namespace = ctx.string(p.get("namespace"), f"{where}.namespace")
         if namespace not in ns_names:
@@ -254,6 +263,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
             _pod_hami(ctx, p, where=where, nodes=nodes), [], per_device,
             pod_framebuffer(ctx, p, where=where, nodes=nodes)))
         requested.append(pod_claims(ctx, p, where=where, nodes=nodes) or extended_claim(pods[-1], nodes))
+        queue_name, pods[-1].annotations = pod_queue_fields(ctx, p, where=where)
+        queue_names.append(queue_name)
         if (kai := pod_kai(ctx, p, where=where, nodes=nodes)) is not None:
             pods[-1].kai, pods[-1].gpus = kai, 0
     reservations = kai_expand(source, pods=pods, nodes=nodes)
@@ -261,6 +272,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         namespaces.append(NamespaceSpec(KAI_NAMESPACE))
     pods.extend(reservations)
     requested.extend([] for _ in reservations)
+    queue_names.extend(None for _ in reservations)
 
     events: list[EventSpec] = []
     node_names = {n.name for n in nodes}
@@ -270,7 +282,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         etype = ctx.string(e.get("type"), f"{where}.type")
         if etype not in EVENT_TYPES:
             raise ctx.fail(f"{where}.type", f"unknown event type {etype!r} (known: {', '.join(sorted(EVENT_TYPES))})")
-        ctx.known_keys(e, {"type", "node", "namespace", "at", "from", "to", "requested"}, where=where)
+        ctx.known_keys(e, {"type", "node", "namespace", "at", "from", "to", "requested", *EVENT_EXTRAS}, where=where)
         for req in EVENT_TYPES[etype]:
             if e.get(req) is None:
                 raise ctx.fail(f"{where}.{req}", f"required for {etype}")
@@ -288,25 +300,15 @@ def parse_scenario(text: str, source: str) -> Scenario:
                 raise ctx.fail(f"{where}.to", "must be after from")
         if e.get("requested") is not None:
             ev.requested = ctx.integer(e["requested"], f"{where}.requested", lo=1)
+        event_extras(ctx, e, ev=ev, where=where)
         events.append(ev)
 
-    queues: list[QueueSpec] = []
-    for i, q in enumerate(ctx.seq(raw.get("queues"), "queues")):
-        where = f"queues[{i}]"
-        q = ctx.mapping(q, where)
-        ctx.known_keys(q, {"kind", "name", "gpus", "namespaces"}, where=where)
-        kind = ctx.string(q.get("kind"), f"{where}.kind")
-        if kind not in ("volcano", "kueue"):
-            raise ctx.fail(f"{where}.kind", f"expected volcano or kueue, got {kind!r}")
-        qns = [str(n) for n in ctx.seq(q.get("namespaces"), f"{where}.namespaces")]
-        for n in qns:
-            if n not in ns_names:
-                raise ctx.fail(f"{where}.namespaces", f"unknown namespace {n!r}")
-        queues.append(QueueSpec(kind, ctx.string(q.get("name"), f"{where}.name"),
-                                ctx.integer(q.get("gpus"), f"{where}.gpus"), qns))
+    queues = parse_queues(ctx, raw.get("queues"), ns_names=ns_names)
+    resolve_pod_queues(ctx, pods, names=queue_names, queues=queues)
+    budgets = scenario_budgets(ctx, raw.get("budgets"), events=events, queues=queues)
 
     scenario = Scenario(source, tick, duration, currency, prices, default_price, pools, pool_label, nodes,
-                        namespaces, pods, events, queues, pricing, parse_users(ctx, raw.get("users")))
+                        namespaces, pods, events, queues, pricing, parse_users(ctx, raw.get("users")), budgets)
     allocate_claims(source, pods=pods, requested=requested, shared=shared,
                     nodes={n.name: node_layout(n) for n in nodes if n.dra})
     # Device placement is part of validation: a scenario that cannot be placed is an error now.

@@ -22,6 +22,8 @@ EVENT_TYPES = {
     "aggregator_restart": ("at",),
     "quota_rejection": ("namespace", "at"),
     "watch_expire": ("at",),
+    "budget_change": ("budget", "at"),  # the budget's new gpu_hours and/or money
+    "queue_hold": ("queue", "at"),  # a person holds a queue by hand (Kueue ``<ns>/<lq>``, or a Volcano queue)
 }
 
 
@@ -144,6 +146,7 @@ class PodSpec:
     per_device: tuple[float, ...] | None = None
     #: ``framebuffer``: (at, bytes in use on each of its devices) steps; empty when the scenario gives none.
     framebuffer: list[tuple[float, int]] = field(default_factory=list)
+    queue: PodQueue | None = None  # the scheduler queue it was submitted to (``queue:``), resolved at parse
     annotations: dict[str, str] = field(default_factory=dict)
     kai: KaiSpec | None = None  # a KAI fraction, or KAI's reservation pod
 
@@ -184,12 +187,25 @@ class Hold(NamedTuple):
 
 @dataclass(slots=True)
 class QueueSpec:
-    """A Volcano Queue or a Kueue ClusterQueue with a GPU capability, serving namespaces."""
+    """A Volcano Queue, a KAI Queue, or a Kueue ClusterQueue (with its LocalQueues) with a GPU capability."""
 
-    kind: str  # volcano | kueue
+    kind: str  # volcano | kueue | kai
     name: str
     gpus: int
     namespaces: list[str] = field(default_factory=list)
+    #: Kueue: (namespace, name) of each LocalQueue pointing at this ClusterQueue; when the scenario names none,
+    #: one ``<name>-lq`` per served namespace.
+    local_queues: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class PodQueue:
+    """Where a pod was queued: its scheduler's kind, the queue it names (Kueue: the LocalQueue in its namespace)
+    and, for Kueue, the ClusterQueue behind it."""
+
+    kind: str  # kueue | volcano | kai
+    name: str
+    cluster_queue: str = ""
 
 
 @dataclass(slots=True)
@@ -203,6 +219,9 @@ class EventSpec:
     start: float | None = None
     end: float | None = None
     requested: int = 1
+    budget: str | None = None
+    queue: str | None = None
+    amounts: dict[str, float] = field(default_factory=dict)  # budget_change: gpu_hours and/or money
 
 
 @dataclass(slots=True)
@@ -224,6 +243,7 @@ class Scenario:
     queues: list[QueueSpec] = field(default_factory=list)
     pricing: dict[str, Any] | None = None  # a whole pricing document (``pricing:``), else built from ``prices``
     users: list[UserSpec] = field(default_factory=list)  # callers of the aggregator (kube.reviews)
+    budgets: list[dict[str, Any]] = field(default_factory=list)  # ``budgets:`` as written (validated)
 
     def node(self, name: str) -> NodeSpec:
         """The node named ``name``; StopIteration when the scenario has none."""

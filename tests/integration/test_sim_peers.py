@@ -174,7 +174,7 @@ queues:
         api_client = await config.new_client_from_config(config_file=str(peers.kubeconfig))
         async with api_client:
             served = await served_custom_kinds(api_client)
-            assert [s.kind for s in served] == ["clusterqueues", "localqueues"]  # no Volcano CRD here
+            assert [s.kind for s in served] == ["clusterqueues", "localqueues", "workloads"]  # no Volcano CRD
             state = KubeState()
             watcher = Watcher(api_client, lambda kind, etype, obj: state.handle(kind, etype, obj=obj), specs=served)
             task = asyncio.create_task(watcher.run())

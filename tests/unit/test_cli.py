@@ -58,6 +58,18 @@ def test_aggregator_exits_2_on_an_invalid_version_2_file(tmp_path: Path, capsys:
     assert not (tmp_path / "l.db").exists()
 
 
+def test_aggregator_exits_2_on_a_bad_budgets_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A budgets file with an unknown window: exit 2, one stderr line with file and field, no ledger."""
+    pricing, budgets = tmp_path / "pricing.yaml", tmp_path / "budgets.yaml"
+    pricing.write_text("currency: USD\ndefault_price: 1.0\n")
+    budgets.write_text("budgets:\n  - {name: x, target: {namespace: a}, money: 1, window: fortnight}\n")
+    assert main(["aggregator", "--pricing-file", str(pricing), "--window-budgets-file", str(budgets),
+                 "--ledger", str(tmp_path / "l.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{budgets}: budgets[0].window:" in err[0]
+    assert not (tmp_path / "l.db").exists()
+
+
 async def test_reprice_in_another_currency_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A ledger booked in USD (1 GPU-h at 4.00) repriced by a EUR document: one line naming the file and
     the field, exit 2, nothing printed. The same document in USD reprices it (1 GPU-h x 3.00 = 3.00)."""

@@ -36,6 +36,7 @@ from exporter.aggregator.books.priced_rows import (
     usage_amounts,
 )
 from exporter.aggregator.books.rates import FleetNode, Slice, TickRates, fleet_node, slices
+from exporter.aggregator.kube.queues import NO_QUEUE
 from exporter.aggregator.kube.state import KubeState
 from exporter.aggregator.ledger.rows import FleetFacts
 from exporter.aggregator.ledger.store import LedgerState, NodeCounterMark, QuotaEvent, TickWrite
@@ -315,7 +316,7 @@ class _NodeBooking:
             book_evidence(w.evidence, h, d=d, parts=parts, workload=workload, node=node, model=model)
             if d is None or (d.allocated_s <= 0 and d.energy_j <= 0):
                 continue
-            priority = info.priority_class if info else ""
+            priority, queue = (info.priority_class, kube.queue_of(info)) if info else ("", NO_QUEUE)
             facts = rates.facts_of(node, model, make=partial(node_facts, kube, node, model=model))
             rates_of_parts = [rates.rate(facts, mig_profile=h.mig_profile, at=part.start) for part in parts]
             for part, rate in zip(parts, rates_of_parts, strict=True):
@@ -325,8 +326,8 @@ class _NodeBooking:
             booked = usage_amounts(d, parts=parts, rates=rates_of_parts, span=(before.get(key), after.get(key)),
                                    unmeasured_energy_s=dark.get(key, 0.0))
             for part, amount in zip(parts, booked, strict=True):
-                add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model,
-                                       h.mig_profile or "", priority, currency, h.claim, h.sharing), amount=amount)
+                add(w.usage, UsageKey(part.hour, h.namespace, h.pod, workload, node, pool, model, h.mig_profile or "",
+                                       priority, currency, h.claim, h.sharing, *queue), amount=amount)
                 total = amount if total is None else total + amount
             if total is None:
                 continue

@@ -104,6 +104,7 @@ CUSTOM_COLUMNS: tuple[Column, ...] = (
     Column("x_WorkloadName", S),
     Column("x_PodName", S),
     Column("x_PriorityClass", S),
+    Column("x_Queue", S),
     Column("x_NodePool", S),
     Column("x_GpuModel", S),
     Column("x_MigProfile", S),

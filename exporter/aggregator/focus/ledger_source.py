@@ -62,6 +62,8 @@ class UsageRecord:
     co2e_g: Decimal  # 0 on a ledger from before schema 13
     co2e_s: Decimal  # GPU-seconds whose CO2e is known; 0: unknown
     sharing: str = ""  # how the GPU was shared (none, time-slicing, mps, hami, dra, kai); "" before schema 10
+    scheduler: str = ""  # whose queue admitted the pod; "" for none (and on a ledger from before schema 15)
+    queue: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,7 @@ class LedgerLayout:
     teams: bool = False  # the ledger has the ``namespace_team`` table (schema 6 on)
     carbon: bool = False  # usage and capacity rows carry CO2e (schema 13 on)
     sharing: bool = False  # usage rows carry how the GPU was shared (schema 10 on)
+    queues: bool = False  # usage rows carry the scheduler queue (schema 15 on)
 
     def hourly_tables(self) -> tuple[str, ...]:
         """Every table the export reads by hour."""
@@ -163,8 +166,8 @@ def inspect_ledger(query: Query, *, cluster: str | None = "default", dialect: st
     keyed = "cluster" in _columns(query, "usage", dialect=dialect)
     return LedgerLayout(capacity, with_list, cluster if keyed else None,  # None: every cluster
                         commitments="unused_commitment" in names, teams="namespace_team" in names,
-                        carbon="co2e_g" in _columns(query, "usage", dialect=dialect),
-                        sharing="sharing" in _columns(query, "usage", dialect=dialect))
+                        carbon="co2e_g" in (usage_cols := _columns(query, "usage", dialect=dialect)),
+                        sharing="sharing" in usage_cols, queues="queue" in usage_cols)
 
 
 def ledger_clusters(query: Query, *, dialect: str = "sqlite") -> list[str]:
@@ -199,6 +202,7 @@ _COMMITMENT_ORDER = attrgetter("commitment", "gpu_model", "currency")
 
 
 _NO_CARBON = {"co2e_g": "0.0", "co2e_s": "0.0"}  # a ledger from before schema 13: CO2e unknown
+_NO_QUEUE = {"scheduler": "''", "queue": "''"}  # a ledger from before schema 15: no queue booked
 
 
 R = TypeVar("R")
@@ -226,16 +230,18 @@ def _records(record: type[R], cols: Select, *, rows: Iterable[Sequence[Any]], **
 
 @lru_cache(maxsize=64)
 def _select(record: type, list_cost: str | None, *, skip: tuple[str, ...] = (), carbon: bool = True,
-            sharing: bool = True) -> Select:
+            sharing: bool = True, queues: bool = True) -> Select:
     """One SELECT per record type and list-cost expression, built once: the export reads every hour alike."""
     exprs = ({} if carbon else dict(_NO_CARBON)) | ({} if sharing or record is not UsageRecord else {"sharing": "''"})
+    exprs |= {} if queues else dict(_NO_QUEUE)
     return Select.record(record, skip=skip, **exprs) if list_cost is None else Select.record(
         record, skip=skip, list_cost=list_cost, **exprs)
 
 
 def read_usage(query: Query, layout: LedgerLayout, *, hour: int) -> list[UsageRecord]:
     """The usage rows of one hour, in a stable order."""
-    cols = _select(UsageRecord, list_cost_sql(layout, "usage"), carbon=layout.carbon, sharing=layout.sharing)
+    cols = _select(UsageRecord, list_cost_sql(layout, "usage"), carbon=layout.carbon, sharing=layout.sharing,
+                   queues=layout.queues)
     scope, scope_params = layout.scope()
     rows = query(f"SELECT {cols.sql()} FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
     return sorted(_records(UsageRecord, cols, rows=rows), key=_USAGE_ORDER)

@@ -188,12 +188,15 @@ def _usage_row(u: UsageRecord, s: FocusSettings, *, team: str | None) -> Row:
         tags[f"{TAG_PREFIX}priority-class"] = u.priority_class
     if team:
         tags[f"{TAG_PREFIX}team"] = team
+    if u.queue:
+        tags.update({f"{TAG_PREFIX}scheduler": u.scheduler, f"{TAG_PREFIX}queue": u.queue})
     return {
         "ChargeDescription": f"GPU time of pod {u.namespace}/{u.pod} on node {u.node} ({what})",
         "AllocatedResourceId": f"k8s://{s.cluster}/namespaces/{u.namespace}/pods/{u.pod}",
         "AllocatedResourceName": u.pod, "AllocatedTags": json_object(tags),
         "x_CapacityState": "Allocated", "x_Namespace": u.namespace, "x_Team": team, "x_WorkloadName": u.workload,
         "x_PodName": u.pod, "x_PriorityClass": u.priority_class or None, "x_Sharing": u.sharing or None,
+        "x_Queue": u.queue or None,
         "x_AllocatedGpuSeconds": nano(u.allocated_s), "x_UsedGpuSeconds": nano(u.used_s),
         "x_IdleGpuSeconds": nano(u.idle_s), "x_UnmeasuredGpuSeconds": nano(u.unmeasured_s),
         "x_IdleCost": nano(u.idle_cost), "x_EnergyJoules": nano(u.energy_j),
@@ -207,7 +210,8 @@ def _capacity_row(c: CapacityRecord) -> Row:
         "ChargeDescription": f"{c.state} GPU capacity on node {c.node} ({c.gpu_model})",
         "AllocatedResourceId": None, "AllocatedResourceName": None, "AllocatedTags": None,
         "x_CapacityState": c.state, "x_Namespace": None, "x_WorkloadName": None, "x_PodName": None,
-        "x_PriorityClass": None, "x_AllocatedGpuSeconds": zero, "x_UsedGpuSeconds": zero, "x_IdleGpuSeconds": zero,
+        "x_PriorityClass": None, "x_Queue": None, "x_AllocatedGpuSeconds": zero, "x_UsedGpuSeconds": zero,
+        "x_IdleGpuSeconds": zero,
         "x_UnmeasuredGpuSeconds": zero, f"x_{c.state}GpuSeconds": nano(c.seconds), "x_IdleCost": zero,
         "x_EnergyJoules": None, "x_Co2eKg": co2e_kg(c.co2e_g, known_s=c.co2e_s),
     }

@@ -54,6 +54,20 @@ def workload_of(meta: dict[str, Any]) -> tuple[str, str]:
     return (kind, name)
 
 
+def gpu_quota_of(obj: dict[str, Any]) -> tuple[float, float] | None:
+    """A ResourceQuota's tightest GPU key: (hard, used) of the one with the least headroom; None if it has none."""
+    status = obj.get("status") or {}
+    hard = status.get("hard") or (obj.get("spec") or {}).get("hard") or {}
+    used = status.get("used") or {}
+    best: tuple[float, float] | None = None
+    for qkey, qhard in hard.items():
+        if qkey in QUOTA_KEYS or qkey.startswith(("requests.nvidia.com/mig-", "limits.nvidia.com/mig-")):
+            h, u = parse_quantity(qhard), parse_quantity(used.get(qkey, 0))
+            if best is None or h - u < best[0] - best[1]:
+                best = (h, u)
+    return best
+
+
 def cluster_queue_gpus(obj: dict[str, Any]) -> tuple[float, float] | None:
     """A Kueue ClusterQueue's GPU nominal quota and usage, summed over its flavors; None if it quotas no GPU."""
     nominal = used = 0.0

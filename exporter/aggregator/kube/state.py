@@ -19,13 +19,15 @@ from exporter.aggregator.kube.node_devices import keep_devices
 from exporter.aggregator.kube.objects import (
     GPU_RESOURCE_RE,
     PENDING_REASONS,
-    QUOTA_KEYS,
     classify_pending,
     cluster_queue_gpus,
+    gpu_quota_of,
     parse_quantity,
     parse_timestamp,
     workload_of,
 )
+from exporter.aggregator.kube.queues import KINDS as QUEUE_INDEX_KINDS
+from exporter.aggregator.kube.queues import QueueIndex, QueueRef, kept_annotations
 from exporter.model.books import EventCount
 
 __all__ = ["PENDING_REASONS", "DeletedNode", "KubeState", "PodInfo", "classify_pending", "parse_timestamp"]
@@ -59,6 +61,7 @@ class PodInfo:
     pending_message: str
     created: str
     claims: tuple[str, ...] = ()  # DRA ResourceClaims it uses, by name in its namespace
+    annotations: dict[str, str] = field(default_factory=dict)  # the few ``queues.ANNOTATIONS`` only
 
 
 @dataclass(slots=True)
@@ -87,12 +90,18 @@ class KubeState:
     kueue_cluster_queues: dict[str, tuple[float, float]] = field(default_factory=dict)  # cq -> (nominal, usage)
     kueue_local_queues: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, lq) -> cluster queue
     dra: DraState = field(default_factory=DraState)
+    queue_index: QueueIndex = field(default_factory=QueueIndex)  # Kueue Workloads, Volcano and KAI PodGroups
     on_pod_deleted: Callable[[PodInfo], None] | None = None
 
     # -- lookups -------------------------------------------------------------------------------------
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         """A live pod, or a recently deleted one (its tombstone: late snapshots still name it); None if unknown."""
         return self.pods.get((namespace, name)) or self.tombstones.get((namespace, name))
+
+    def queue_of(self, p: PodInfo) -> QueueRef:
+        """The scheduler queue the pod was admitted through (``queues``); all "" when it names none."""
+        return self.queue_index.of(namespace=p.namespace, name=p.name, owner=(p.workload_kind, p.workload),
+                                   labels=p.labels, annotations=p.annotations, local_queues=self.kueue_local_queues)
 
     def pool_of(self, node: str) -> str:
         """The node's pool (its ``pool_label`` label); "" when unlabelled or unknown."""
@@ -117,8 +126,7 @@ class KubeState:
                 and p.phase == "Running"]
 
     def forget_quota_events(self, *, before: float) -> None:
-        """Fold quota events not seen since ``before`` into per-namespace totals (mirrors the ledger's
-        compaction, so the rejections counter keeps its value while the event table stays bounded)."""
+        """Fold quota events not seen since ``before`` into per-namespace totals (as the ledger compacts them)."""
         for uid in [u for u, seen in self.quota_event_seen.items() if seen < before]:
             ns, count = self.quota_event_counts.pop(uid, EventCount("", 0))
             self.quota_event_seen.pop(uid, None)
@@ -165,6 +173,8 @@ class KubeState:
         self.budget_annotations.handle(kind, etype, obj=obj)
         if kind in DRA_KIND_NAMES:
             self.dra.handle(kind, etype, obj=obj)
+        elif kind in QUEUE_INDEX_KINDS:
+            self.queue_index.handle(kind, etype, obj=obj)
         elif etype == "LISTED":
             self._relisted(kind, obj["items"])
         else:
@@ -239,7 +249,7 @@ class KubeState:
             namespace=key[0], name=key[1], uid=meta.get("uid", ""), node=spec.get("nodeName") or "", phase=phase,
             gpus=gpus, workload=wname, workload_kind=wkind, priority_class=spec.get("priorityClassName") or "",
             labels=labels, pod_ip=status.get("podIP") or "", pending_message=pending_msg,
-            created=meta.get("creationTimestamp") or "", claims=claims)
+            created=meta.get("creationTimestamp") or "", claims=claims, annotations=kept_annotations(meta))
 
     @staticmethod
     def _keep_labels(table: dict[str, dict[str, str]], etype: str, *, obj: dict[str, Any]) -> None:
@@ -268,19 +278,7 @@ class KubeState:
     def _on_resourcequotas(self, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
-        if etype == "DELETED":
-            self.quotas.pop(key, None)
-            return
-        status = obj.get("status") or {}
-        hard = status.get("hard") or (obj.get("spec") or {}).get("hard") or {}
-        used = status.get("used") or {}
-        best: tuple[float, float] | None = None
-        for qkey, qhard in hard.items():
-            if qkey in QUOTA_KEYS or qkey.startswith(("requests.nvidia.com/mig-", "limits.nvidia.com/mig-")):
-                h, u = parse_quantity(qhard), parse_quantity(used.get(qkey, 0))
-                if best is None or h - u < best[0] - best[1]:
-                    best = (h, u)
-        if best is None:
+        if etype == "DELETED" or (best := gpu_quota_of(obj)) is None:
             self.quotas.pop(key, None)
         else:
             self.quotas[key] = best

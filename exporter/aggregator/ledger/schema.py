@@ -25,6 +25,11 @@ Schema 14 made amounts exact (``EXACT_SCHEMA``): GPU-seconds and money are fixed
 (SQLite: INTEGER nano-units, each column checked to stay an integer, so an overflow fails the transaction
 instead of turning into a float; PostgreSQL: NUMERIC(38,9)), energy with 3 (millijoules: nano-joules would
 overflow SQLite's int64 within weeks on one node). Marks, timestamps and right-sizing evidence stay floats.
+Schema 15 added the scheduler queue to the usage key (``scheduler``, ``queue``, ``cluster_queue``: whose queue
+admitted the pod, that queue, Kueue's ClusterQueue behind it), so a queue's history outlives the queue: booked rows
+get "" (no queue known), their key changing as in schema 7 (no index of its own: budgets read a window's rows in one
+grouped scan, which an index on the queue made slower). It also
+added ``budget_holds``: the queues budgets hold, so a restarted (or newly elected) aggregator releases only its own.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from exporter.aggregator.ledger.schema_types import create_table as create_table
 from exporter.aggregator.ledger.schema_v1 import SQLITE_MIGRATIONS
 from exporter.model.books import SPLIT_UNKNOWN
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 EXACT_SCHEMA = 14  # the migration that makes amounts fixed-point (``exact_amounts``)
 DEFAULT_CLUSTER = "default"
 
@@ -154,8 +159,18 @@ def _exact_word(table: str, column: str, *, word: str) -> str:
     return "fixed0" if word == "real0" else "fixed"
 
 
-TABLES: tuple[Table, ...] = tuple(
+TABLES_V14: tuple[Table, ...] = tuple(
     Table(t.name, t.key, tuple((c, _exact_word(t.name, c, word=w)) for c, w in t.values)) for t in TABLES_V13)
+#: Schema 15: the scheduler queue, last in the usage key (after ``sharing``).
+QUEUE_COLUMNS = ("scheduler", "queue", "cluster_queue")
+#: and the queues budgets hold: budget -> what it holds, how, since when (the release reads it back).
+_V15_TABLES: tuple[Table, ...] = (
+    Table("budget_holds", (("budget", "text"),), (("target_kind", "text"), ("target", "text"), ("action", "text"),
+                                                  ("held_at", "float"))),
+)
+TABLES: tuple[Table, ...] = tuple(
+    Table(t.name, t.key + (tuple((c, "text0") for c in QUEUE_COLUMNS) if t.name == "usage" else ()), t.values)
+    for t in TABLES_V14) + _V15_TABLES
 HOURLY = ("usage", "unallocated", "unobserved", "unused_commitment")
 BY_NAME = {t.name: t for t in TABLES}
 #: Every fixed-point column's fractional digits, by column name (a name means the same in every table that has
@@ -223,18 +238,21 @@ def add_list_prices(d: Dialect) -> list[str]:
 
 
 def _add_usage_key(d: Dialect, new: Table, *, column: str, version: int) -> list[str]:
-    """``column`` joins the usage key (``new`` is the table after it); booked rows get "" (not known then).
+    """``column`` (or several, comma-separated) joins the usage key (``new`` is the table after it); booked rows
+    get "" (not known then).
 
     SQLite rebuilds the table (its primary key cannot change in place); PostgreSQL adds the column and
     swaps the key constraint on the parent (its partitions follow). ``IF NOT EXISTS``: a ledger whose
     usage table already has the column (set back by hand) migrates the same."""
+    added = column.split(",")
     if d.partition_usage:
         pk = ", ".join(["cluster"] + [c for c, _w in new.key])
-        return [f"ALTER TABLE usage ADD COLUMN IF NOT EXISTS {column} TEXT NOT NULL DEFAULT ''",
+        return [*(f"ALTER TABLE usage ADD COLUMN IF NOT EXISTS {c} TEXT NOT NULL DEFAULT ''" for c in added),
                 "ALTER TABLE usage DROP CONSTRAINT usage_pkey", f"ALTER TABLE usage ADD PRIMARY KEY ({pk})"]
-    old = ", ".join(c for c in new.columns() if c != column)
+    old = ", ".join(c for c in new.columns() if c not in added)
+    blanks = ", ".join("''" for _c in added)
     return [create_table(d, new, name=f"usage_v{version}"),
-            f"INSERT INTO usage_v{version} ({old}, {column}) SELECT {old}, '' FROM usage",
+            f"INSERT INTO usage_v{version} ({old}, {column.replace(',', ', ')}) SELECT {old}, {blanks} FROM usage",
             "DROP TABLE usage", f"ALTER TABLE usage_v{version} RENAME TO usage",
             "CREATE INDEX usage_namespace ON usage (cluster, namespace, hour)"]
 
@@ -274,9 +292,15 @@ def migrations(d: Dialect) -> dict[int, Callable[[], list[str]]]:
             6: lambda: [create_table(d, t) for t in _V6_TABLES], 7: lambda: add_claim(d), 8: lambda: add_energy(d),
             9: lambda: [create_table(d, t) for t in _V9_TABLES], 10: lambda: add_sharing(d),
             11: lambda: room_for_updates(d), 12: lambda: [create_table(d, t) for t in _V12_TABLES],
-            13: lambda: add_split_and_emissions(d), EXACT_SCHEMA: lambda: _exact_amounts(d)}
+            13: lambda: add_split_and_emissions(d), EXACT_SCHEMA: lambda: _exact_amounts(d), 15: lambda: add_queue(d)}
+
+
+def add_queue(d: Dialect) -> list[str]:
+    """Schema 14 -> 15: the scheduler queue joins the usage key; booked rows get "" (no queue was booked)."""
+    return [*_add_usage_key(d, BY_NAME["usage"], column=",".join(QUEUE_COLUMNS), version=15),
+            *(create_table(d, t) for t in _V15_TABLES)]
 
 
 def _exact_amounts(d: Dialect) -> list[str]:
     """Schema 13 -> 14 (``schema_exact``): this schema's tables made fixed-point."""
-    return exact_amounts(d, tables=TABLES, old=TABLES_V13)
+    return exact_amounts(d, tables=TABLES_V14, old=TABLES_V13)

@@ -33,10 +33,10 @@ POSTGRES = Dialect("postgresql", real="DOUBLE PRECISION", money="NUMERIC", bigin
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """One table: key columns then value columns, each ``(name, type word)``; type words are ``text``, ``int``,
-    ``real``, ``money``, ``real?`` (nullable) or ``real0`` (0 unless written) up to schema 12; since 13 amounts
-    are ``fixed`` (9 digits) or ``energy`` (3 digits; ``energy0``: 0 unless written) and other numbers
-    ``float`` / ``float?``."""
+    """One table: key columns then value columns, each ``(name, type word)``; type words are ``text``, ``text0``
+    ("" unless written), ``int``, ``real``, ``money``, ``real?`` (nullable) or ``real0`` (0 unless written) up to
+    schema 12; since 13 amounts are ``fixed`` (9 digits) or ``energy`` (3 digits; ``energy0``: 0 unless written)
+    and other numbers ``float`` / ``float?``."""
 
     name: str
     key: tuple[tuple[str, str], ...]
@@ -49,11 +49,14 @@ class Table:
 
 
 def _type(d: Dialect, word: str, *, column: str = "") -> str:
-    base = {"text": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real, "real0": d.real,
+    base = {"text": "TEXT", "text0": "TEXT", "int": d.bigint, "real": d.real, "money": d.money, "real?": d.real,
+            "real0": d.real,
             "float": d.real, "float?": d.real, "fixed": d.fixed9, "fixed0": d.fixed9, "energy": d.fixed3,
             "energy0": d.fixed3}[word]
     if word in ("real0", "fixed0", "energy0"):  # a column added later: rows (and writers) from before it read 0
         base = f"{base} NOT NULL DEFAULT 0"
+    elif word == "text0":  # a key column added later: rows (and writers) from before it read ""
+        base = f"{base} NOT NULL DEFAULT ''"
     elif not word.endswith("?"):
         base = f"{base} NOT NULL"
     if word in FIXED_WORDS and not d.partition_usage and column:

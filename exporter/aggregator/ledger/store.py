@@ -345,3 +345,6 @@ class Ledger:
         """``query_sync`` on the ledger's thread."""
         return await self._run(self.query_sync, sql, params)
 
+    async def execute(self, sql: str, params: Iterable[Any] = ()) -> int:
+        """One write (not the books': a budget's hold), in a transaction of its own; rows changed."""
+        return await self._run(self.backend.transaction, lambda tx: tx.execute(sql, list(params)), write=True)

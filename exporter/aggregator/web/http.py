@@ -38,8 +38,12 @@ def build_app(agg: AggregatorView) -> web.Application:
         q, scope = req.query, req[SCOPE]
         if any(len(v) > MAX_PARAM for v in q.values()):
             return bad("query parameter too long")
-        if q.get("view", "usage") not in ("usage", "budgets"):
-            return bad("view must be usage (default) or budgets")
+        if q.get("view", "usage") not in ("usage", "budgets", "window-budgets"):
+            return bad("view must be usage (default), budgets or window-budgets")
+        if q.get("view") == "window-budgets":  # budgets over windows as of the last commit (docs: queues.md)
+            from exporter.aggregator.advice.window_budgets import state_dict
+
+            return web.json_response(scope.rows(state_dict(s) for s in agg.budget_control.states), dumps=to_json)
         if q.get("view") == "budgets":  # month-end forecasts per namespace (README "Budgets and forecast")
             from exporter.aggregator.advice.forecasts import as_dict
 

@@ -1,9 +1,6 @@
-"""The aggregator's metrics over in-memory state: no SQL and no I/O per scrape.
-
-``AggregatorCollector`` reads exactly what it is handed (``MetricsInputs``: books, gauges, the API cache,
-prices, the time), one small method per group of families; series names are written out whole, next
-to their HELP text, so grepping a dashboard's series finds this file.
-"""
+"""The aggregator's metrics over in-memory state: no SQL and no I/O per scrape. ``AggregatorCollector`` reads exactly
+what it is handed (``MetricsInputs``: books, gauges, the API cache, prices, the time), one small method per group of
+families; series names are written out whole, next to their HELP text, so grepping a dashboard's series finds them."""
 
 from __future__ import annotations
 
@@ -15,9 +12,11 @@ from decimal import Decimal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
+from exporter.aggregator.web.budget_metrics import window_budget_families
 from exporter.aggregator.web.carbon_metrics import co2e_counter
 from exporter.aggregator.web.ledger_metrics import ledger_families
 from exporter.aggregator.web.model_metrics import model_info
@@ -50,6 +49,7 @@ class MetricsInputs:
     budgets: Mapping[str, float] = field(default_factory=dict)
     forecasts: tuple[Forecast, ...] = ()
     budget_annotations_invalid: int = 0
+    window_budgets: BudgetControl | None = None
 
 
 class AggregatorCollector(Collector):
@@ -74,6 +74,7 @@ class AggregatorCollector(Collector):
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
         yield from (*dra_families(m.kube), recommendation_savings(m.recommendations))
         yield from budget_families(m.budgets, m.forecasts, invalid=m.budget_annotations_invalid)
+        yield from window_budget_families(m.window_budgets, currency=m.pricing.currency)
         yield from health(m)
 
 
@@ -232,8 +233,7 @@ def price_gauges(pricing: Pricing) -> Family:
 
 
 def quota_and_queue(kube: KubeState, *, now: float, team_label: str) -> Iterator[Family]:
-    """Quotas and their headroom, batch queues, pending GPU pods by reason (and the oldest), team labels,
-    quota rejections."""
+    """Quotas and headroom, batch queues, pending GPU pods by reason (and the oldest), team labels, rejections."""
     quota = GaugeMetricFamily("gpucost_quota_gpus",
                               "GPU quota per namespace: the tightest ResourceQuota, or a Kueue ClusterQueue "
                               "serving the namespace", labels=["namespace", "type", "source"])

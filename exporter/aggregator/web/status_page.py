@@ -11,7 +11,7 @@ from typing import Any
 
 from exporter.aggregator.ledger.report import CAPACITY_ROWS, UNALLOCATED, UNOBSERVED, UNUSED_COMMITMENT
 from exporter.aggregator.web.access.scope import EVERYTHING, Scope
-from exporter.aggregator.web.status_budgets import budgets_section
+from exporter.aggregator.web.status_budgets import budgets_section, window_budgets_section
 from exporter.aggregator.web.status_charts import render_trends
 from exporter.aggregator.web.status_models import HEAD as MODEL_HEAD
 from exporter.aggregator.web.status_models import model_rows
@@ -148,6 +148,8 @@ async def render_status(agg: AggregatorView, *, scope: Scope = EVERYTHING) -> st
               rows, empty="No GPU usage booked yet."),
         budgets_section(tuple(f for f in agg.forecasts.rows if sees(f.namespace)),
                         budgets={ns: b for ns, b in agg.budgets().items() if sees(ns)}, currency=currency),
+        window_budgets_section(agg.budget_control.states, agg.budget_control.queues, held=agg.budget_control.held,
+                               currency=currency, sees=sees, whole=whole),
         "<h2>Pools</h2>",
         table(POOL_HEAD, pool_table, empty="No agent reported yet." if whole else ONLY_CLUSTER),
         "<h2>GPUs by vendor and model</h2>",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.aggregator.advice.forecasts import MonthForecasts
 from exporter.aggregator.advice.recommendations import Advice
 from exporter.aggregator.books.booking import Books
@@ -30,6 +31,7 @@ class AggregatorView(Protocol):
     pricing: PricingSource
     collector: AggregatorCollector
     forecasts: MonthForecasts
+    budget_control: BudgetControl
     advice: Advice
     books: Books | None
 

@@ -25,6 +25,12 @@ class Resource:
     short_names: tuple[str, ...] = ()
     verbs: tuple[str, ...] = READ
     crd: str | None = None  # served only when the scenario installs this CRD family
+    store: str = ""  # the store's kind when the plural alone is ambiguous (KAI's queues beside Volcano's)
+
+    @property
+    def store_kind(self) -> str:
+        """The kind the object store keeps these objects under."""
+        return self.store or self.plural
 
     @property
     def group_version(self) -> str:
@@ -42,14 +48,24 @@ RESOURCES = (
     Resource("", "v1", "nodes", "Node", False, ("no",)),
     Resource("", "v1", "namespaces", "Namespace", False, ("ns",)),
     Resource("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",)),
-    Resource("", "v1", "events", "Event", True, ("ev",)),
+    Resource("", "v1", "events", "Event", True, ("ev",), (*READ, "create")),
     Resource("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, (), (*READ, "create", "update")),
     Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True),
-    Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False, ("q", "queue-v1beta1"), crd="volcano"),
-    Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False, ("cq",), crd="kueue"),
-    Resource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", True, ("queue", "queues", "lq"), crd="kueue"),
+    Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False, ("q", "queue-v1beta1"), (*READ, "patch"),
+             crd="volcano"),
+    Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True, ("pg", "podgroup-v1beta1"),
+             crd="volcano"),
+    Resource("bus.volcano.sh", "v1alpha1", "commands", "Command", True, (), (*READ, "create", "delete"),
+             crd="volcano"),
+    Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False, ("cq",), (*READ, "patch"),
+             crd="kueue"),
+    Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", True, ("queue", "queues", "lq"),
+             (*READ, "patch"), crd="kueue"),
+    Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", True, ("wl",), crd="kueue"),
+    Resource("scheduling.run.ai", "v2", "queues", "Queue", False, (), crd="kai", store="kaiqueues"),
+    Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True, (), crd="kai", store="kaipodgroups"),
 )
 
 
@@ -60,7 +76,7 @@ def served(crds: frozenset[str]) -> list[Resource]:
 
 def by_plural(plural: str) -> Resource:
     """The served resource named ``plural``; StopIteration for one the server does not serve."""
-    return next(r for r in RESOURCES if r.plural == plural)
+    return next(r for r in RESOURCES if r.store_kind == plural)
 
 
 def api_versions() -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from exporter.sim.hardware import framebuffer_mib
 from exporter.sim.layout import HamiShare, NodeLayout
-from exporter.sim.spec import NamespaceSpec, PodSpec, QueueSpec
+from exporter.sim.spec import NamespaceSpec, PodSpec
 
 GPU_QUOTA_KEY = "requests.nvidia.com/gpu"
 
@@ -192,29 +192,6 @@ def quota_object(ns: str, *, hard: int, used: int, created: float) -> dict[str, 
                          "creationTimestamp": iso(created)},
             "spec": {"hard": {GPU_QUOTA_KEY: str(hard)}},
             "status": {"hard": {GPU_QUOTA_KEY: str(hard)}, "used": {GPU_QUOTA_KEY: str(used)}}}
-
-
-def queue_objects(q: QueueSpec, *, used: int, created: float) -> list[KindObject]:
-    """A Volcano Queue, or a Kueue ClusterQueue plus a LocalQueue per namespace it serves."""
-    meta = {"name": q.name, "uid": stable_uid(f"queue/{q.name}"), "creationTimestamp": iso(created)}
-    if q.kind == "volcano":
-        return [KindObject("queues", {
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": meta,
-            "spec": {"capability": {"nvidia.com/gpu": str(q.gpus)}, "weight": 1, "reclaimable": True},
-            "status": {"state": "Open", "allocated": {"nvidia.com/gpu": str(used)}}})]
-    out = [KindObject("clusterqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": meta,
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{
-            "coveredResources": ["nvidia.com/gpu"],
-            "flavors": [{"name": "default-flavor",
-                         "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(q.gpus)}]}]}]},
-        "status": {"flavorsUsage": [{"name": "default-flavor",
-                                     "resources": [{"name": "nvidia.com/gpu", "total": str(used)}]}]}})]
-    out.extend(KindObject("localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-        "metadata": {"name": f"{q.name}-lq", "namespace": ns, "creationTimestamp": iso(created)},
-        "spec": {"clusterQueue": q.name}}) for ns in q.namespaces)
-    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from exporter.sim.kube import discovery as kube_discovery
 from exporter.sim.kube import tables as kube_tables
+from exporter.sim.kube.admission import merge_patch
 from exporter.sim.kube.discovery import Resource
 from exporter.sim.kube.reviews import KubeReviews
 from exporter.sim.kube.store import KubeStore
@@ -83,6 +84,7 @@ class KubeApiServer:
         self.bookmark_interval = bookmark_interval
         self.active_watches = 0
         self.requests = 0
+        self._created = 0  # objects created by POST: generated names and uids
         #: (plural, fieldSelector) of recent lists and watches: what clients asked for, as an audit log would.
         self.selections: deque[tuple[str, str]] = deque(maxlen=512)
         self.app = web.Application()
@@ -106,6 +108,8 @@ class KubeApiServer:
                           self.getter(res) if installed else self._not_found)
             else:
                 r.add_get(f"{base}/{res.plural}/{{name}}", self.getter(res) if installed else self._not_found)
+            if installed:
+                self._add_writes(r, res)
         leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         r.add_post(leases, self.create_lease)
         r.add_put(leases + "/{name}", self.replace_lease)
@@ -129,15 +133,57 @@ class KubeApiServer:
         """GET one object by name (``kubectl get <kind> <name>``, ``-o yaml``, ``describe``)."""
         async def handle(req: web.Request) -> web.Response:
             self.requests += 1
-            obj = self.store.objects[res.plural].get((req.match_info.get("namespace", ""), req.match_info["name"]))
+            obj = self.store.objects[res.store_kind].get((req.match_info.get("namespace", ""), req.match_info["name"]))
             if obj is None:
                 group = f".{res.group}" if res.group else ""
                 return self._status(404, "NotFound",
                                     message=f'{res.plural}{group} "{req.match_info["name"]}" not found')
             if kube_tables.wants_table(req.headers.get("Accept", "")):
-                return web.json_response(kube_tables.table(res.plural, [obj], now=time.time(),
+                return web.json_response(kube_tables.table(res.store_kind, [obj], now=time.time(),
                                                            resource_version=obj["metadata"]["resourceVersion"]))
             return web.json_response(obj)
+        return handle
+
+    def _add_writes(self, r: web.UrlDispatcher, res: Resource) -> None:
+        """``patch`` (JSON merge patch) and ``create`` (with ``generateName``) where the resource allows them."""
+        one = f"{res.base_path}/namespaces/{{namespace}}/{res.plural}" if res.namespaced else \
+            f"{res.base_path}/{res.plural}"
+        if "patch" in res.verbs:
+            r.add_patch(one + "/{name}", self.patcher(res))
+        if "create" in res.verbs and res.plural != "leases":
+            r.add_post(one, self.creator(res))
+
+    def patcher(self, res: Resource) -> Any:
+        """PATCH one object with a JSON merge patch (``kubectl patch --type merge``, a client's merge patch)."""
+        async def handle(req: web.Request) -> web.Response:
+            self.requests += 1
+            if req.content_type != "application/merge-patch+json":
+                return self._status(415, "UnsupportedMediaType", message=f"{req.content_type}: only merge patches")
+            key = (req.match_info.get("namespace", ""), req.match_info["name"])
+            obj = self.store.objects[res.store_kind].get(key)
+            if obj is None:
+                return self._status(404, "NotFound", message=f'{res.plural}.{res.group} "{key[1]}" not found')
+            patched = merge_patch(obj, await req.json())
+            patched["metadata"].update(name=key[1], **({"namespace": key[0]} if key[0] else {}))
+            return web.json_response(self.store.upsert(res.store_kind, patched))
+        return handle
+
+    def creator(self, res: Resource) -> Any:
+        """POST a new object; ``generateName`` gets a 5-character suffix; 409 when the name is taken."""
+        async def handle(req: web.Request) -> web.Response:
+            self.requests += 1
+            body = await req.json()
+            meta = body.setdefault("metadata", {})
+            if res.namespaced:
+                meta["namespace"] = req.match_info["namespace"]
+            if not meta.get("name") and meta.get("generateName"):
+                self._created += 1
+                meta["name"] = f"{meta['generateName']}{self._created:05x}"
+            if (meta.get("namespace", ""), meta.get("name", "")) in self.store.objects[res.store_kind]:
+                return self._status(409, "AlreadyExists", message=f'{res.plural} "{meta.get("name")}" already exists')
+            meta.setdefault("uid", f"created-{self._created}-{meta.get('name')}")
+            body.update(apiVersion=res.group_version, kind=res.kind)
+            return web.json_response(self.store.upsert(res.store_kind, body), status=201)
         return handle
 
     # -- coordination.k8s.io/v1 Lease: get, create, and update with optimistic concurrency ------------
@@ -174,7 +220,7 @@ class KubeApiServer:
 
     def handler(self, res: Resource, namespaced: bool) -> Any:
         """The GET handler (get, list, or watch with ``?watch=1``) for ``res``, namespaced or cluster-wide."""
-        kind = res.plural
+        kind = res.store_kind
 
         async def handle(req: web.Request) -> web.StreamResponse:
             self.requests += 1
@@ -196,7 +242,7 @@ class KubeApiServer:
         return handle
 
     async def _watch(self, req: web.Request, res: Resource, *, flt: _Filter) -> web.StreamResponse:
-        kind = res.plural
+        kind = res.store_kind
         rv_text = req.query.get("resourceVersion", "")
         bookmarks = req.query.get("allowWatchBookmarks") in ("1", "true", "True")
         timeout = float(req.query.get("timeoutSeconds", "1800"))

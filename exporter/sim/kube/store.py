@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("pods", "nodes", "namespaces", "resourcequotas", "events", "leases", "queues", "clusterqueues",
-         "localqueues", "resourceslices", "resourceclaims", "configmaps")
+         "localqueues", "resourceslices", "resourceclaims", "configmaps", "workloads", "podgroups", "kaiqueues",
+         "kaipodgroups", "commands")
 HISTORY_LIMIT = 20_000
 
 

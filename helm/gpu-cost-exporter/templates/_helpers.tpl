@@ -172,6 +172,12 @@ ServiceAccount token mounted and its ClusterRole rendered. */}}
             - name: GPUCOST_BUDGETS
               value: {{ toJson . | quote }}
             {{- end }}
+            {{- if .root.Values.windowBudgets }}
+            - name: GPUCOST_WINDOW_BUDGETS_FILE
+              value: /etc/gpu-cost-exporter/budgets.yaml
+            - name: GPUCOST_BUDGET_DRY_RUN
+              value: {{ .root.Values.windowBudgetsDryRun | quote }}
+            {{- end }}
             - name: GPUCOST_POOL_LABEL
               value: {{ .root.Values.aggregator.poolLabel | quote }}
             - name: GPUCOST_IDLE_THRESHOLD

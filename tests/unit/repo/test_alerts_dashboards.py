@@ -48,7 +48,7 @@ def test_every_alert_has_a_promtool_test_and_a_runbook() -> None:
     rules = (ALERTS / "gpu-cost-exporter.rules.yaml").read_text()
     tests = (ALERTS / "tests" / "rules_test.yaml").read_text()
     alerts = re.findall(r"- alert: (\w+)", rules)
-    assert len(alerts) == 10
+    assert len(alerts) == 12
     for alert in alerts:
         assert f"alertname: {alert}" in tests, alert
     urls = re.findall(r"runbooks/([\w-]+)/\"", rules)

@@ -128,8 +128,10 @@ DB_CALLS = frozenset({"query", "fetch", "query_sync", "execute"})
 
 #: Numbers at a literal index that are not accounting values: the expressions, and why.
 INDEX_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
-    "aggregator/kube/state.py": (frozenset({"out[ns][0]", "out[ns][1]", "best[0]", "best[1]"}),
+    "aggregator/kube/state.py": (frozenset({"out[ns][0]", "out[ns][1]"}),
                                 "a ResourceQuota's (hard, used) GPU counts, compared for headroom: not booked"),
+    "aggregator/kube/objects.py": (frozenset({"best[0]", "best[1]"}),
+                                  "a ResourceQuota's (hard, used) GPU counts, compared for headroom: not booked"),
     "aggregator/ledger/postgres.py": (frozenset({"m[1]", "m[2]", "tx.fetch(f'SELECT COUNT(*) FROM {name}')[0][0]"}),
                                       "year and month in a partition's name; the rows of a partition dropped"),
     "aggregator/ledger/backend.py": (frozenset({"found[0][0]"}), "the ledger's schema version"),

@@ -111,14 +111,16 @@ def test_secure_by_default() -> None:
     assert "readOnly: true" in mount
     rbac = (CHART / "templates" / "rbac.yaml").read_text()
     verbs = re.findall(r"verbs: \[(.*?)\]", rbac)
-    # cluster reads; the Lease only for HA; the agent's reads each behind its value (watchPods, sharing, dra, kai,
-    # discovery: its pod verbs are composed of get, list, watch, tests/unit/repo/test_helm_real_node.py)
-    assert verbs == ["get, list, watch"] * 4 + ["create", "create", "get, create, update", '{{ join ", " . }}',
-                                                "get", "list", "get", "get"]
+    # cluster reads; the writes of budgets that act, each behind windowBudgets (test_helm_budget_rbac); the Lease
+    # only for HA; the agent's reads each behind its value (watchPods, sharing, dra, kai; discovery: its pod verbs
+    # are composed of get, list, watch, tests/unit/repo/test_helm_real_node.py)
+    assert verbs == ["get, list, watch"] * 4 + ["patch", "create", "patch", "create"] + ["get, list, watch"] + [
+        "create", "create", "get, create, update", '{{ join ", " . }}', "get", "list", "get", "get"]
     assert re.findall(r"resources: \[(.*?)\]", rbac) == [
-        "pods, nodes, namespaces, resourcequotas, events", "queues", "clusterqueues, localqueues",
-        "resourceclaims, resourceslices", "tokenreviews", "subjectaccessreviews", "leases", "pods", "nodes",
-        "resourceslices", "resourceclaims", "configmaps"]
+        "pods, nodes, namespaces, resourcequotas, events", "queues, podgroups", "clusterqueues, localqueues, workloads",
+        "podgroups", "clusterqueues, localqueues", "commands", "queues", "events", "resourceclaims, resourceslices",
+        "tokenreviews", "subjectaccessreviews", "leases", "pods", "nodes", "resourceslices", "resourceclaims",
+        "configmaps"]
     assert "kind: Role\n" in rbac and "namespace: {{ .Release.Namespace }}" in rbac
     am = (CHART / "files" / "alertmanager.yaml").read_text()
     assert "api_url_file" in am and "https://hooks" not in am

@@ -177,7 +177,7 @@ async def test_schema_7_ledger_migrates_to_8(ledger_target: LedgerTarget) -> Non
     await again.open()
     try:
         assert await again.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 14
+        assert SCHEMA_VERSION == 15
         rows = await again.query("SELECT seconds, cost, energy_j FROM unallocated")
         assert [tuple(float(v) for v in r) for r in rows] == [(7200.0, 8.0, 0.0)]
         assert await again.query("SELECT COUNT(*) FROM unmeasured_energy_totals") == [(0,)]

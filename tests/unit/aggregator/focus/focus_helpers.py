@@ -49,6 +49,8 @@ class UsageRow:
     unmeasured_s: float = 0.0
     energy_j: float = 0.0
     list_cost: float | None = None  # None: the effective cost (no discount)
+    scheduler: str = ""
+    queue: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def write_ledger(path: Path | str, usage: list[UsageRow], unallocated: list[Capa
     w = TickWrite()
     for u in usage:
         key = UsageKey(u.hour, u.namespace, u.pod, u.workload, u.node, u.pool, u.gpu_model, u.mig_profile,
-                       u.priority_class, CURRENCY)
+                       u.priority_class, CURRENCY, scheduler=u.scheduler, queue=u.queue)
         w.usage[key] = UsageAmounts(allocated_s=exact(u.allocated_s), used_s=exact(u.used_s),
             unmeasured_s=exact(u.unmeasured_s),
                                     idle_s=exact(u.idle_s), cost=exact(u.cost), idle_cost=exact(u.idle_cost),

@@ -47,3 +47,24 @@ def test_team_in_allocated_tags_and_x_team(tmp_path: Path) -> None:
     assert free["x_Team"] == "" and free["AllocatedTags"] == ""
     assert [rows[k]["EffectiveCost"] for k in ("trainer", "api", "Unallocated")] == ["8.0", "4.0", "20.0"]
     assert_focus13_rules(list(rows.values()))
+
+
+def test_queue_in_x_queue_and_allocated_tags(tmp_path: Path) -> None:
+    """A pod Kueue admitted through team-a/train (2 GPU-h at 4.00 = 8.00) carries x_Queue team-a/train and the
+    scheduler and queue tags; a pod no queue admitted (1 GPU-h, 4.00) and the unallocated capacity have none."""
+    path = tmp_path / "ledger.db"
+    write_ledger(path, [UsageRow(hour=HOUR, node="gpu-node-07", namespace="team-a", pod="trainer",
+                                 allocated_s=7200.0, used_s=7200.0, idle_s=0.0, cost=8.0, idle_cost=0.0,
+                                 scheduler="kueue", queue="team-a/train"),
+                        UsageRow(hour=HOUR, node="gpu-node-07", namespace="web", pod="api",
+                                 allocated_s=3600.0, used_s=3600.0, idle_s=0.0, cost=4.0, idle_cost=0.0)],
+                 [CapacityRow(hour=HOUR, node="gpu-node-07", seconds=18000.0, cost=20.0)])
+    rows = {r["x_PodName"] or r["x_CapacityState"]: r for r in export_rows(path, tmp_path)}
+    trainer, api, free = rows["trainer"], rows["api"], rows["Unallocated"]
+    assert trainer["x_Queue"] == "team-a/train"
+    tags = json.loads(trainer["AllocatedTags"])
+    assert (tags["gpu-cost-exporter/scheduler"], tags["gpu-cost-exporter/queue"]) == ("kueue", "team-a/train")
+    assert api["x_Queue"] == "" and "gpu-cost-exporter/queue" not in json.loads(api["AllocatedTags"])
+    assert free["x_Queue"] == ""
+    assert [rows[k]["EffectiveCost"] for k in ("trainer", "api", "Unallocated")] == ["8.0", "4.0", "20.0"]
+    assert_focus13_rules(list(rows.values()))

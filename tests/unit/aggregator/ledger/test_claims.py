@@ -47,7 +47,7 @@ async def test_schema_6_ledger_gains_the_claim_key(ledger_target: LedgerTarget) 
     await ledger.open()
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 14
+        assert SCHEMA_VERSION == 15
         assert await ledger.query("SELECT claim, allocated_s, cost FROM usage") == [("", 3600.0, 4.0)]
         await ledger.commit(idle_tick(KEY, seconds=900.0, price=4.0))
         await ledger.commit(idle_tick(KEY._replace(claim="ml/c1"), seconds=1800.0, price=4.0))

@@ -13,7 +13,7 @@ import pytest
 from exporter.aggregator.books.priced_rows import add, usage_amounts
 from exporter.aggregator.books.rates import slices
 from exporter.aggregator.ledger.report import build_report, render
-from exporter.aggregator.ledger.store import Ledger, LedgerError, TickWrite
+from exporter.aggregator.ledger.store import SCHEMA_VERSION, Ledger, LedgerError, TickWrite
 from exporter.model.books import CounterMark, NamespaceKey, NamespaceTotals, UsageKey
 from exporter.model.pricing.labels import CapacityType
 from exporter.model.pricing.resolve import GpuRate, PriceSource
@@ -99,7 +99,7 @@ async def test_a_schema_12_ledger_migrates_half_even_within_each_rows_rounding(l
     ledger = Ledger(ledger_target.target, password_file=ledger_target.password_file)
     await ledger.open()
     try:
-        assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [("14",)]
+        assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
         rows = await ledger.query("SELECT pod, allocated_s, cost, energy_j FROM usage ORDER BY pod")
         state = await ledger.load_state()
     finally:

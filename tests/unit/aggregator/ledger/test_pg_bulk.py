@@ -172,7 +172,7 @@ async def test_pages_of_tables_updated_every_tick_keep_room_fresh_and_migrated(l
     await ledger.commit(_many(2))
     assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     await ledger.close()
-    assert SCHEMA_VERSION == 14
+    assert SCHEMA_VERSION == 15
     if t.backend == "postgres":
         found = _fillfactors(t.target)
         assert {n: found[n] for n in UPDATED_EVERY_TICK} == dict.fromkeys(UPDATED_EVERY_TICK, want)

@@ -48,7 +48,7 @@ async def test_schema_9_ledger_gains_the_sharing_key(ledger_target: LedgerTarget
     old = KEY._replace(claim="ml/c1")
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 14
+        assert SCHEMA_VERSION == 15
         assert await ledger.query("SELECT claim, sharing, allocated_s, cost FROM usage") == [
             ("ml/c1", "", 3600.0, 4.0)]
         await ledger.commit(idle_tick(old, seconds=900.0, price=4.0))

@@ -69,7 +69,7 @@ async def test_schema_12_ledger_gains_split_columns(ledger_target: LedgerTarget)
     await ledger.open()
     try:
         assert await ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert SCHEMA_VERSION == 14
+        assert SCHEMA_VERSION == 15
         usage = await ledger.query("SELECT allocated_s, used_s, cost, split_s FROM usage")
         assert [tuple(float(v) for v in r) for r in usage] == [(3600.0, 1800.0, 0.8, 0.0)]
         state = await ledger.load_state()

@@ -37,8 +37,12 @@ def test_pod_row_cells() -> None:
 def test_crd_groups_are_announced_only_when_installed() -> None:
     none = served(frozenset())
     assert [g["name"] for g in group_list(none)["groups"]] == ["coordination.k8s.io", "resource.k8s.io"]
-    both = served(frozenset({"kueue", "volcano"}))
-    assert len(both) == len(RESOURCES)
-    kueue = resource_list("kueue.x-k8s.io/v1beta1", both)
+    every = served(frozenset({"kueue", "volcano", "kai"}))
+    assert len(every) == len(RESOURCES)
+    kueue = resource_list("kueue.x-k8s.io/v1beta2", every)
     assert [(r["name"], r["namespaced"]) for r in kueue["resources"]] == [("clusterqueues", False),
-                                                                        ("localqueues", True)]
+                                                                        ("localqueues", True), ("workloads", True)]
+    assert {"patch"} <= set(kueue["resources"][1]["verbs"])  # a budget's hold patches spec.stopPolicy
+    kai = resource_list("scheduling.run.ai/v2", every)
+    assert [r["name"] for r in kai["resources"]] == ["queues"]
+    assert "scheduling.run.ai" not in [g["name"] for g in group_list(served(frozenset({"kueue"})))["groups"]]
