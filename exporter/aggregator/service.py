@@ -51,10 +51,9 @@ class Aggregator:
         self.pricing = pricing or PricingSource(settings.pricing_file)
         self.shard = (handover := Handover(settings.shard())).shard
         self.handover = handover
-        self.ledger = Ledger(settings.ledger, cluster=settings.cluster_name(),
-                             password_file=settings.ledger_password_file,
-                             fenced=settings.is_postgres() and settings.leader_election,
-                             fence_key=self.shard.fence_key(settings.cluster_name()), guard_marks=self.shard.sharded)
+        cluster, fenced = settings.cluster_name(), settings.is_postgres() and settings.leader_election
+        self.ledger = Ledger(settings.ledger, cluster=cluster, fenced=fenced, guard_marks=self.shard.sharded,
+                             password_file=settings.ledger_password_file, fence_key=self.shard.fence_key(cluster))
         self.kube = KubeState(pool_label=settings.pool_label, agent_selector=parse_selector(settings.agent_selector),
                               agent_namespace=settings.agent_namespace or own_namespace(), now=self.clock.now)
         self.kube.on_pod_deleted = self._on_pod_deleted
