@@ -20,22 +20,24 @@ _BW = ["budget", "window"]
 
 def window_budget_families(c: BudgetControl | None, *, currency: str) -> Iterator[Family]:
     """Limits, spent, remaining, burn, projected exhaustion, reached thresholds, holds and actions of each budget;
-    month-to-date GPU-hours and cost of each queue."""
+    month-to-date GPU-seconds and cost of each queue (base units, as Prometheus and promtool want)."""
     if c is None:
         return
     info = GaugeMetricFamily("gpucost_budget_info", "a budget over a window: its target and action (always 1)",
                              labels=[*_BW, "target_kind", "target", "action"])
-    limit_h = GaugeMetricFamily("gpucost_budget_limit_gpu_hours", "the budget's GPU-hours per window", labels=_BW)
+    limit_h = GaugeMetricFamily("gpucost_budget_limit_gpu_seconds", "the budget's GPU-seconds per window",
+                                labels=_BW)
     limit_m = GaugeMetricFamily("gpucost_budget_limit_cost", "the budget's money per window", labels=[*_BW, "currency"])
-    spent_h = GaugeMetricFamily("gpucost_budget_spent_gpu_hours", "GPU-hours the target held in the window so far",
+    spent_h = GaugeMetricFamily("gpucost_budget_spent_gpu_seconds", "GPU-seconds the target held in the window so far",
                                 labels=_BW)
     spent_m = GaugeMetricFamily("gpucost_budget_spent_cost", "cost of the target's GPUs in the window so far",
                                 labels=[*_BW, "currency"])
-    left_h = GaugeMetricFamily("gpucost_budget_remaining_gpu_hours", "GPU-hours left in the window (>= 0)", labels=_BW)
+    left_h = GaugeMetricFamily("gpucost_budget_remaining_gpu_seconds", "GPU-seconds left in the window (>= 0)",
+                               labels=_BW)
     left_m = GaugeMetricFamily("gpucost_budget_remaining_cost", "money left in the window (>= 0)",
                                labels=[*_BW, "currency"])
-    burn_h = GaugeMetricFamily("gpucost_budget_burn_rate_gpu_hours_per_hour", "GPU-hours spent per hour of the "
-                               "window elapsed", labels=_BW)
+    burn_h = GaugeMetricFamily("gpucost_budget_burn_rate_gpus", "GPUs held on average over the window elapsed "
+                               "(GPU-seconds spent per second, = GPU-hours per hour)", labels=_BW)
     burn_m = GaugeMetricFamily("gpucost_budget_burn_rate_cost_per_hour", "money spent per hour of the window elapsed",
                                labels=[*_BW, "currency"])
     ratio = GaugeMetricFamily("gpucost_budget_spent_ratio", "spent / limit, the larger over GPU-hours and money "
@@ -50,12 +52,12 @@ def window_budget_families(c: BudgetControl | None, *, currency: str) -> Iterato
         bw = [b.name, b.window]
         info.add_metric([*bw, b.target_kind, b.target, b.action], 1.0)
         if b.gpu_hours is not None:
-            limit_h.add_metric(bw, float(b.gpu_hours))
-            left_h.add_metric(bw, float(s.remaining_gpu_hours or 0))
+            limit_h.add_metric(bw, float(b.gpu_hours) * 3600)
+            left_h.add_metric(bw, float(s.remaining_gpu_hours or 0) * 3600)
         if b.money is not None:
             limit_m.add_metric([*bw, currency], float(b.money))
             left_m.add_metric([*bw, currency], float(s.remaining_money or 0))
-        spent_h.add_metric(bw, float(s.spent_gpu_hours))
+        spent_h.add_metric(bw, float(s.spent_gpu_hours) * 3600)
         spent_m.add_metric([*bw, currency], float(s.spent_money))
         burn_h.add_metric(bw, float(s.burn_gpu_hours))
         burn_m.add_metric([*bw, currency], float(s.burn_money))
@@ -75,11 +77,11 @@ def window_budget_families(c: BudgetControl | None, *, currency: str) -> Iterato
     yield CounterMetricFamily("gpucost_budget_errors", "budget evaluations, file reloads and queue actions that "
                               "failed", value=c.errors + c.reload_errors + (c.actor.errors if c.actor else 0))
     q_labels = ["scheduler", "queue", "cluster_queue"]
-    hours = GaugeMetricFamily("gpucost_queue_month_allocated_gpu_hours", "GPU-hours held through the scheduler "
+    hours = GaugeMetricFamily("gpucost_queue_month_allocated_gpu_seconds", "GPU-seconds held through the scheduler "
                               "queue this calendar month (UTC)", labels=q_labels)
     cost = GaugeMetricFamily("gpucost_queue_month_cost", "cost of the GPUs held through the scheduler queue this "
                              "calendar month (UTC)", labels=[*q_labels, "currency"])
     for t in c.queues:
-        hours.add_metric([t.scheduler, t.queue, t.cluster_queue], float(t.gpu_hours))
+        hours.add_metric([t.scheduler, t.queue, t.cluster_queue], float(t.gpu_hours) * 3600)
         cost.add_metric([t.scheduler, t.queue, t.cluster_queue, t.currency], float(t.cost))
     yield from (hours, cost)
