@@ -19,11 +19,11 @@ from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
 from exporter.aggregator.ledger.table import Table
-from exporter.aggregator.ledger.wire import plain, to_json
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.exact import book, exact
 from exporter.model.forecast import HOUR, BurnRate, Forecast, HourCost, Month, first_crossing, forecast_month
+from exporter.model.wire import plain, to_json
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
 T = TypeVar("T")

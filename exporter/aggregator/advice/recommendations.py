@@ -31,7 +31,6 @@ from exporter.aggregator.advice.free_offers import free_offers, with_free
 from exporter.aggregator.ledger.evidence import BUCKET_COLUMNS
 from exporter.aggregator.ledger.report import ReportError, parse_time
 from exporter.aggregator.ledger.table import Table
-from exporter.aggregator.ledger.wire import exact_numbers, plain, to_json
 from exporter.logs import get_logger
 from exporter.model.books import hour_of
 from exporter.model.named_rows import Select
@@ -46,6 +45,7 @@ from exporter.model.rightsizing.types import (
     RuleSettings,
     WorkloadUse,
 )
+from exporter.model.wire import exact_numbers, plain, to_json
 
 Query = Callable[[str, Iterable[Any]], list[tuple[Any, ...]]]
 log = get_logger("aggregator.recommendations")

@@ -16,8 +16,6 @@ from decimal import Decimal
 from typing import Any
 
 from exporter.aggregator.ledger.table import Table
-from exporter.aggregator.ledger.wire import plain
-from exporter.aggregator.ledger.wire import to_json as to_json  # importers have long found it here
 from exporter.model.books import hour_of
 from exporter.model.dimensions import ALIASES as ALIASES
 from exporter.model.dimensions import DIMENSIONS as DIMENSIONS
@@ -25,6 +23,8 @@ from exporter.model.dimensions import GROUPS as GROUPS
 from exporter.model.durations import parse_duration
 from exporter.model.exact import ZERO, book
 from exporter.model.named_rows import Select
+from exporter.model.wire import plain
+from exporter.model.wire import to_json as to_json  # importers have long found it here
 
 #: Group columns computed from booked ones: the vendor from the model the agent reported (AMD: card_series, else
 #: the board number 102-G...; Gaudi: "Intel Gaudi"; DCGM's model names otherwise).

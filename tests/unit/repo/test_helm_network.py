@@ -97,7 +97,8 @@ def test_agent_pod_watch_is_on_by_default_with_read_only_pod_rbac() -> None:
     assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]} in role["rules"]
     binding = rendered.named("ClusterRoleBinding", f"{FULL}-agent")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{FULL}-agent", "namespace": NAMESPACE}]
-    off = render({"agent": {"watchPods": False, "sharing": {"enabled": False}, "dra": {"enabled": False}}})
+    off = render({"agent": {"watchPods": False, "sharing": {"enabled": False}, "dra": {"enabled": False},
+                            "dcgm": {"mode": "hostIP"}}})  # discover lists exporter pods through the API
     assert "GPUCOST_WATCH_PODS" not in env_of(off.pod("DaemonSet")["containers"][0])
     assert off.pod("DaemonSet")["automountServiceAccountToken"] is False
     assert f"{FULL}-agent" not in {r["metadata"]["name"] for r in off.of_kind("ClusterRole")}
@@ -112,7 +113,7 @@ def test_aggregator_may_read_every_kind_it_watches() -> None:
     role = render({}).named("ClusterRole", f"{FULL}-aggregator")
     granted = {(group, resource) for rule in role["rules"] if {"get", "list", "watch"} <= set(rule["verbs"])
                for group in rule["apiGroups"] for resource in rule["resources"]}
-    watched = {(spec.group or "", spec.kind) for spec in CORE_KINDS + QUEUE_KINDS + DRA_KINDS}
+    watched = {(spec.group or "", spec.plural or spec.kind) for spec in CORE_KINDS + QUEUE_KINDS + DRA_KINDS}
     assert watched == granted
 
 
@@ -139,15 +140,19 @@ def test_no_role_reads_secrets_or_writes_outside_the_lease() -> None:
                                     {"agent": {"nvml": {"enabled": True}, "watchPods": False}}],
                          ids=["defaults", "tls", "ha", "auth-off", "nvml"])
 def test_every_container_is_non_root_read_only_without_capabilities(values: dict[str, Any]) -> None:
-    """Each container of each workload: non-root UID, read-only root filesystem, no privilege escalation,
-    every capability dropped and none added."""
+    """Each container of each workload: read-only root filesystem, no privilege escalation, every capability
+    dropped and none added; a non-root UID, except the agent's UID 0, which connecting to the kubelet's root-owned
+    pod-resources socket needs (docs/security.md; without capabilities it is no more than any other UID there)."""
     rendered = render(values)
     seen = 0
     for kind in WORKLOADS:
         for workload in rendered.of_kind(kind):
             for container in containers_of(workload["spec"]["template"]["spec"]):
                 sc = container["securityContext"]
-                assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0, container["name"]
+                if container["name"] == "agent":
+                    assert sc["runAsUser"] == 0 and sc["runAsNonRoot"] is False
+                else:
+                    assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0, container["name"]
                 assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
                 assert sc["capabilities"] == {"drop": ["ALL"]} and "privileged" not in sc
                 seen += 1

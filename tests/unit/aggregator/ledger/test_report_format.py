@@ -9,8 +9,8 @@ from decimal import Decimal
 
 from exporter.aggregator.advice.forecasts import as_dict
 from exporter.aggregator.ledger.report import DIMENSIONS, GROUPS, ReportRequest, render
-from exporter.aggregator.ledger.wire import exact_numbers, to_json
 from exporter.model.forecast import BurnRate, forecast_month
+from exporter.model.wire import exact_numbers, to_json
 
 ZERO_BOOKED = Decimal("0E-9")  # what a sum of booked nano-units reads when it is nothing
 ROW = {"namespace": "ml", "allocated_gpu_hours": Decimal("1.5"), "used_gpu_hours": ZERO_BOOKED,
