@@ -12,6 +12,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -202,7 +203,8 @@ def _simulate(args: argparse.Namespace) -> int:
         for leftover in (scratch, *(Path(f"{scratch}{s}") for s in SQLITE_SIDECARS)):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-    print(f"simulated {scenario.duration:g}s of '{scenario.source}' in {stats['wall_seconds']:.1f}s "
+    span = " to ".join(datetime.fromtimestamp(stats[k], UTC).strftime("%Y-%m-%d %H:%M") for k in ("start", "end"))
+    print(f"simulated {scenario.duration:g}s of '{scenario.source}' ({span} UTC) in {stats['wall_seconds']:.1f}s "
           f"({stats['speed']:.0f}x), ledger: {args.ledger}", file=sys.stderr)
     return 0
 
