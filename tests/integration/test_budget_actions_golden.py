@@ -208,7 +208,7 @@ def test_budget_series_and_status_page_at_minute_100(run: dict[str, Any]) -> Non
     # the week began Monday 2026-12-28 00:00 UTC: 6 days 22 h before the scenario's start
     m = run["metrics"]
     bw = '{budget="train-weekly",window="week"}'
-    close(_value(m, "gpucost_budget_spent_gpu_seconds" + bw), 2 * 2 * 100 * 60)  # 6.667 GPU-h
+    close(_value(m, "gpucost_budget_spent_gpu_seconds" + bw) / 3600, 2 * 2 * 100 / 60)  # in seconds, read as GPU-h
     close(_value(m, "gpucost_budget_remaining_gpu_seconds" + bw), 0.0)
     close(_value(m, "gpucost_budget_spent_ratio" + bw), 2 * 2 * 100 / 60 / 4)
     close(_value(m, "gpucost_budget_burn_rate_gpus" + bw), (2 * 2 * 100 / 60) / (6 * 24 + 22 + 100 / 60))
@@ -218,11 +218,11 @@ def test_budget_series_and_status_page_at_minute_100(run: dict[str, Any]) -> Non
     # per-queue series, refreshed every 300 s of the books (minute 100 is one): train 2 x 2 x 100/60 = 6.667 GPU-h,
     # x 4.00 = 26.67; Volcano research 4 A100 x 100/60 h = 6.667 GPU-h (r0 ends at minute 100), x 2.50 = 16.67
     train = '{scheduler="kueue",queue="team-a/train",cluster_queue="gpu"}'
-    close(_value(m, "gpucost_queue_month_allocated_gpu_seconds" + train), 2 * 2 * 100 * 60)
+    close(_value(m, "gpucost_queue_month_allocated_gpu_seconds" + train) / 3600, 2 * 2 * 100 / 60)
     close(_value(m, 'gpucost_queue_month_cost{scheduler="kueue",queue="team-a/train",cluster_queue="gpu",'
                     'currency="USD"}'), 2 * 2 * 100 / 60 * 4.00)
-    close(_value(m, 'gpucost_queue_month_allocated_gpu_seconds{scheduler="volcano",queue="research",cluster_queue=""}'),
-          4 * 100 * 60)
+    close(_value(m, 'gpucost_queue_month_allocated_gpu_seconds{scheduler="volcano",queue="research",cluster_queue=""}')
+          / 3600, 4 * 100 / 60)
     api = run["api"]["train-weekly"]
     assert (api["target_kind"], api["namespace"], api["acts"]) == ("kueue_local_queue", "team-a", True)
     close(api["spent_gpu_hours"], 2 * 2 * 100 / 60)
