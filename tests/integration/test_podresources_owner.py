@@ -31,12 +31,22 @@ nodes: [{name: n0, model: "NVIDIA L4", gpus: 1}]
 pods: [{name: p, namespace: ml, node: n0, gpus: 1, utilization: 0.5}]
 """
 
-#: What the agent does with the socket, in a process of its own.
+#: What the agent does with the socket, in a process of its own. Started as root with everything imported, it
+#: becomes ``argv[2]`` for good before it connects: the interpreter and its packages may live where only root may
+#: read (a pyenv under /root, 0700), so no other user could start it. setresuid from 0 to a non-zero UID clears
+#: every capability (capabilities(7)); for UID 0 the caller drops them (setpriv, below).
 LIST = """
-import asyncio, sys
+import asyncio, os, sys
 from pathlib import Path
 from exporter.clients.errors import PeerError
 from exporter.clients.podresources import PodResourcesClient
+
+uid = int(sys.argv[2])
+if os.getuid() != uid:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+assert (os.getuid(), os.geteuid(), os.getgid(), os.getgroups()) == (uid, uid, uid, []) or uid == 0
 
 async def main() -> None:
     try:
@@ -75,11 +85,13 @@ async def _socket() -> AsyncIterator[Path]:
 
 
 async def run_as(uid: int, socket: Path) -> str:
-    """LIST as ``uid`` (its own group, no supplementary group), every capability dropped, no new privileges;
+    """LIST as ``uid`` (its own group, no supplementary group) with no capability: UID 0 through setpriv with
+    empty bounding and inheritable sets and no new privileges, any other UID by the script's own setresuid;
     the simulated kubelet keeps serving on this loop meanwhile."""
+    no_capability = ["setpriv", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    prefix = no_capability if uid == 0 else []
     proc = await asyncio.create_subprocess_exec(
-        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
-        "--no-new-privs", sys.executable, "-c", LIST, str(socket), cwd=REPO,
+        *prefix, sys.executable, "-c", LIST, str(socket), str(uid), cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 0, err.decode()
