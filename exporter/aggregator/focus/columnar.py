@@ -1,0 +1,267 @@
+"""One hour of FOCUS rows as columns, from the ledger's integer units: the export's fast path.
+
+The rows are the ones ``rows.hour_rows`` makes (same order, same values; the golden files in
+``tests/fixtures/focus`` hold both to the same bytes), computed differently: amounts are read as integer
+nano-units (SQLite's stored integers; PostgreSQL's NUMERIC scaled in SQL), the per-row arithmetic that
+cannot be done column-wise without 128-bit integers (an origin's ratios, the recovered unit prices, the
+extended costs) is plain ``int`` arithmetic, rounded half-even in ``half_even``, and every text -- ids, JSON
+cells, descriptions, decimals -- is assembled by Arrow kernels over whole columns (``cells``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exporter.aggregator.focus.cells import RATIO_SCALE, Fixed, Frame, decimal_text
+from exporter.aggregator.focus.format import json_object, month_bounds
+from exporter.aggregator.focus.ledger_source import LedgerLayout, list_cost_sql
+from exporter.aggregator.focus.rate_card import PRICING_UNIT, SKU_METER, sku_id
+from exporter.aggregator.focus.rows import METHOD_ID, TAG_PREFIX, FocusSettings
+from exporter.aggregator.ledger.report import Query
+
+NANO = 10**9
+RATIO_ONE = 10**RATIO_SCALE
+TOLERANCE = 9  # price_point's 9e-7 per GPU-hour, as 9 x 10^-7
+_USAGE = ("namespace", "pod", "workload", "node", "pool", "gpu_model", "mig_profile", "priority_class", "currency")
+_USAGE_AMOUNTS = ("allocated_s", "used_s", "unmeasured_s", "idle_s", "cost", "list_cost", "idle_cost", "energy_j",
+                  "co2e_g", "co2e_s")
+_CAPACITY = ("node", "pool", "gpu_model", "currency")
+_CAPACITY_AMOUNTS = ("seconds", "cost", "list_cost", "co2e_g", "co2e_s")
+_PLACES = {"energy_j": 3}  # every other amount: 9
+
+
+class NotIntegerUnits(Exception):
+    """The ledger's amounts are not integer units (a SQLite file from before exact amounts): use the rows path."""
+
+
+def half_even(a: int, b: int) -> int:
+    """``a / b`` (b > 0) rounded half-even to an integer: the one rounding of this module."""
+    q, r = divmod(a, b)
+    twice = 2 * r
+    return q + 1 if twice > b or (twice == b and q & 1) else q
+
+
+@lru_cache(maxsize=65536)
+def price_point(cost: int, seconds: int) -> int | None:
+    """``amounts.price_point`` of cost / GPU-hours, both in nano-units, as nano-units of price: the shortest
+    decimal of 0 to 6 fractional digits within 9e-7 of the exact quotient, else the quotient to 9 digits.
+    None when no time was booked. The quotient is the exact rational ``cost x 3600 / seconds``."""
+    if seconds <= 0:
+        return None
+    numerator = cost * 3600
+    for k in range(7):
+        step: int = 10**k
+        scaled = numerator * step
+        m = half_even(scaled, seconds)
+        if abs(m * seconds - scaled) * 10**7 <= TOLERANCE * seconds * step:
+            return m * (NANO // step)
+    return half_even(numerator * NANO, seconds)
+
+
+def _units_sql(column: str, *, dialect: str, places: int = 9, present: bool = True) -> str:
+    if not present:
+        return "0"
+    return column if dialect == "sqlite" else f"CAST({column} * {10**places} AS BIGINT)"
+
+
+def _select(names: Sequence[str], amounts: Sequence[str], *, table: str, layout: LedgerLayout, dialect: str) -> str:
+    exprs = list(names)
+    for a in amounts:
+        source = list_cost_sql(layout, table) if a == "list_cost" else a
+        present = layout.carbon or a not in ("co2e_g", "co2e_s")
+        exprs.append(_units_sql(source, dialect=dialect, places=_PLACES.get(a, 9), present=present) + f" AS u_{a}")
+    return ", ".join(exprs)
+
+
+def _ints(rows: Sequence[Sequence[Any]], start: int) -> None:
+    for r in rows:
+        for v in r[start:]:
+            if type(v) is not int:
+                raise NotIntegerUnits(f"amount {v!r} is not in integer units")
+
+
+def read_hour(query: Query, layout: LedgerLayout, *, hour: int, dialect: str) -> list[tuple[Any, ...]]:
+    """The hour's usage and capacity rows in export order, each ``(kind, node, pool, model, currency, ns, pod,
+    workload, mig, priority, seconds, used, unmeasured, idle, cost, list_cost, idle_cost, energy, co2e_g,
+    co2e_s)``; ``kind`` is ``Allocated`` or the capacity state. Amounts are nano-units (energy: of joules)."""
+    scope, scope_params = layout.scope()
+    usage = query(f"SELECT {_select(_USAGE, _USAGE_AMOUNTS, table='usage', layout=layout, dialect=dialect)} "
+                  f"FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
+    _ints(usage, len(_USAGE))
+    records: list[tuple[Any, ...]] = sorted(
+        (("Allocated", u[3], u[4], u[5], u[8], u[0], u[1], u[2], u[6], u[7], *u[9:16], u[16] * 10**6, u[17], u[18])
+         for u in usage), key=itemgetter(1, 2, 3, 4, 5, 6, 8, 7, 9))
+    for cap in layout.capacity:
+        rows = query(f"SELECT {_select(_CAPACITY, _CAPACITY_AMOUNTS, table=cap.table, layout=layout, dialect=dialect)}"
+                     f" FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
+        _ints(rows, len(_CAPACITY))
+        records += sorted(((cap.state, c[0], c[1], c[2], c[3], None, None, None, "", None, c[4], 0, 0, 0, c[5], c[6],
+                            0, None, c[7], c[8]) for c in rows), key=itemgetter(1, 2, 3, 4))
+    # origins in order, holders before the capacity of the same origin (stable: each part keeps its order)
+    records.sort(key=lambda r: (r[1], r[2], r[3], r[4], r[0] != "Allocated"))
+    return records
+
+
+def _origin(records: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Ratios, quantities, prices and extended costs of one origin's rows (``rows.origin_rows``, in ints)."""
+    costs = [r[14] for r in records]
+    basis = costs if sum(costs) > 0 else [r[10] for r in records]
+    total = sum(basis)
+    if total <= 0:
+        basis, total = [1] * len(records), len(records)
+    ratios = [b * RATIO_ONE // total for b in basis]  # rounded down: the remainder is never negative
+    largest = ratios.index(max(ratios))
+    ratios[largest] += RATIO_ONE - sum(ratios)
+    prices = [price_point(r[15], r[10]) for r in records]
+    fallback = next((p for p in prices if p is not None), None)
+    out = []
+    for r, ratio, price in zip(records, ratios, prices, strict=True):
+        seconds, cost = r[10], r[14]
+        hours = half_even(seconds, 3600)
+        list_price = price if price is not None else (fallback if r[8] == "" else None)
+        booked = price_point(cost, seconds)
+        contracted = booked if booked is not None else list_price
+        if list_price is None or contracted is None:
+            list_cost, contracted_cost = r[15], cost
+        else:
+            list_cost, contracted_cost = half_even(list_price * hours, NANO), half_even(contracted * hours, NANO)
+        co2e = half_even(r[18], 1000) if r[19] > 0 else None
+        out.append((*r[:18], co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost))
+    return out
+
+
+def _json_strings(values: pa.Array) -> pa.Array:
+    """Each string as a JSON string literal (``json.dumps``, ``ensure_ascii=False``)."""
+    special = pc.match_substring_regex(values, r'["\\\x00-\x1f]')
+    plain = pc.binary_join_element_wise('"', values, '"', "")
+    if not pc.any(special).as_py():
+        return plain
+    encoded = pa.array([None if v is None else json_object({"": v})[4:-1] for v in values.to_pylist()], pa.string())
+    return pc.if_else(special, encoded, plain)
+
+
+def _cached(keys: Sequence[Any], make: Any) -> pa.Array:
+    cache: dict[Any, Any] = {}
+    out = []
+    for k in keys:
+        v = cache.get(k, cache)
+        if v is cache:
+            v = cache[k] = make(k)
+        out.append(v)
+    return pa.array(out, pa.string())
+
+
+def _join(*parts: Any) -> pa.Array:
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def hour_frame(records: Sequence[tuple[Any, ...]], s: FocusSettings, *, hour: int,
+               teams: Mapping[str, str]) -> tuple[Frame, int]:
+    """The FOCUS columns of the hour's usage and capacity rows (``read_hour``); the number of rows."""
+    rows: list[tuple[Any, ...]] = []
+    for _key, group in groupby(records, key=itemgetter(1, 2, 3, 4)):
+        rows += _origin(list(group))
+    n = len(rows)
+    if n == 0:
+        return {}, 0
+    (kind, node, pool, model, currency, ns, pod, workload, mig, priority, seconds, used, unmeasured, idle, cost,
+     _list, idle_cost, energy, co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost) = zip(
+        *rows, strict=True)
+    i64, txt = pa.int64(), pa.string()
+    a_kind, a_node, a_model = pa.array(kind, txt), pa.array(node, txt), pa.array(model, txt)
+    a_ns, a_pod, a_mig = pa.array(ns, txt), pa.array(pod, txt), pa.array(mig, txt)
+    a_pool, a_currency = pa.array(pool, txt), pa.array(currency, txt)
+    usage = pc.equal(a_kind, "Allocated")
+    a_hours, a_list_price = pa.array(hours, i64), pa.array(list_price, i64)
+    priced = pc.is_valid(a_list_price)
+    hours_text = decimal_text(a_hours)
+    sku = _cached(list(zip(model, mig, pool, strict=True)), lambda k: sku_id(k[0], k[1], pool=k[2]))
+    price_text = decimal_text(a_list_price)
+    team = [teams.get(x) if k == "Allocated" else None for k, x in zip(kind, ns, strict=True)]
+    zero, null_text = Fixed(0), pa.nulls(n, txt)
+    start, end = month_bounds(hour)
+    host = s.host_provider or s.provider
+    billed_zero = s.billed_cost == "zero"
+    effective = pa.array(cost, i64)
+    pod_tags = _join('{"', TAG_PREFIX, 'namespace":', _json_strings(a_ns), ',"', TAG_PREFIX, 'workload":',
+                     _json_strings(pa.array(workload, txt)), ',"', TAG_PREFIX, 'pod":', _json_strings(a_pod),
+                     _optional_tag("priority-class", pa.array(priority, txt)),
+                     _optional_tag("team", pa.array(team, txt)), "}")
+    what = pc.if_else(pc.equal(a_mig, ""), a_model, _join(a_model, ", MIG ", a_mig))
+    frame: Frame = {
+        "BilledCost": zero if billed_zero else effective, "BillingAccountId": Fixed(s.billing_account),
+        "BillingAccountName": Fixed(s.provider), "BillingAccountType": Fixed("Internal Chargeback"),
+        "BillingCurrency": a_currency, "BillingPeriodStart": Fixed(start), "BillingPeriodEnd": Fixed(end),
+        "ChargeCategory": Fixed("Usage"), "ChargeFrequency": Fixed("Usage-Based"),
+        "ChargePeriodStart": Fixed(hour), "ChargePeriodEnd": Fixed(hour + 3600), "EffectiveCost": effective,
+        "HostProviderName": Fixed(host), "InvoiceIssuerName": Fixed(host if billed_zero else s.provider),
+        "PricingCategory": Fixed("Standard"), "ProviderName": Fixed(s.provider), "PublisherName": Fixed(s.provider),
+        "ServiceProviderName": Fixed(s.provider), "ResourceId": _join(f"k8s://{s.cluster}/nodes/", a_node),
+        "ResourceName": a_node, "ResourceType": Fixed("Kubernetes Node"), "ServiceCategory": Fixed("Compute"),
+        "ServiceName": Fixed("Kubernetes GPU Compute"), "ServiceSubcategory": Fixed("Containers"),
+        "SubAccountId": Fixed(s.cluster), "SubAccountName": Fixed(s.cluster),
+        "SubAccountType": Fixed("Kubernetes Cluster"), "AllocatedMethodId": Fixed(METHOD_ID),
+        # priced: quantities, unit prices, the SKU
+        "ConsumedQuantity": pc.if_else(priced, a_hours, pa.nulls(n, i64)),
+        "ConsumedUnit": pc.if_else(priced, PRICING_UNIT, null_text),
+        "PricingQuantity": pc.if_else(priced, a_hours, pa.nulls(n, i64)),
+        "PricingUnit": pc.if_else(priced, PRICING_UNIT, null_text),
+        "ListUnitPrice": a_list_price,
+        "ContractedUnitPrice": pc.if_else(priced, pa.array(contracted, i64), pa.nulls(n, i64)),
+        "ListCost": pa.array(list_cost, i64), "ContractedCost": pa.array(contracted_cost, i64),
+        "SkuId": sku, "SkuMeter": Fixed(SKU_METER),
+        "SkuPriceId": _join(sku, "-", pc.utf8_lower(a_currency), "-", price_text),
+        "SkuPriceDetails": pc.if_else(priced, _cached(list(zip(model, mig, pool, strict=True)), _price_details),
+                                      null_text),
+        "Tags": _cached(pool, _pool_tags),
+        "AllocatedMethodDetails": _join('{"Elements":[{"AllocatedRatio":',
+                                        decimal_text(pa.array(ratio, i64), scale=RATIO_SCALE),
+                                        f',"UsageUnit":"{PRICING_UNIT}","UsageQuantity":', hours_text, "}]}"),
+        "x_NodePool": pc.if_else(pc.equal(a_pool, ""), null_text, a_pool), "x_GpuModel": a_model,
+        "x_MigProfile": pc.if_else(pc.equal(a_mig, ""), null_text, a_mig),
+        # the holder's or the capacity's own columns
+        "ChargeDescription": pc.if_else(
+            usage, _join("GPU time of pod ", a_ns, "/", a_pod, " on node ", a_node, " (", what, ")"),
+            _join(a_kind, " GPU capacity on node ", a_node, " (", a_model, ")")),
+        "AllocatedResourceId": pc.if_else(usage, _join(f"k8s://{s.cluster}/namespaces/", a_ns, "/pods/", a_pod),
+                                          null_text),
+        "AllocatedResourceName": a_pod, "AllocatedTags": pc.if_else(usage, pod_tags, null_text),
+        "x_CapacityState": a_kind, "x_Namespace": a_ns, "x_Team": pa.array(team, txt),
+        "x_WorkloadName": pa.array(workload, txt),
+        "x_PodName": a_pod, "x_PriorityClass": pc.if_else(pc.equal(pa.array(priority, txt), ""), null_text,
+                                                         pa.array(priority, txt)),
+        "x_AllocatedGpuSeconds": pc.if_else(usage, pa.array(seconds, i64), 0), "x_UsedGpuSeconds": pa.array(used, i64),
+        "x_IdleGpuSeconds": pa.array(idle, i64), "x_UnmeasuredGpuSeconds": pa.array(unmeasured, i64),
+        "x_UnallocatedGpuSeconds": _state_seconds(a_kind, "Unallocated", seconds=seconds),
+        "x_UnobservedGpuSeconds": _state_seconds(a_kind, "Unobserved", seconds=seconds),
+        "x_UnusedCommitmentGpuSeconds": zero, "x_IdleCost": pa.array(idle_cost, i64),
+        "x_EnergyJoules": pa.array(energy, i64), "x_Co2eKg": pa.array(co2e, i64),
+    }
+    return frame, n
+
+
+def _optional_tag(name: str, values: pa.Array) -> pa.Array:
+    """``,"<prefix><name>":<value>`` where the value is set (not null, not empty), else nothing."""
+    given = pc.and_kleene(pc.is_valid(values), pc.not_equal(pc.fill_null(values, ""), ""))
+    tag = _join(f',"{TAG_PREFIX}{name}":', _json_strings(pc.fill_null(values, "")))
+    return pc.if_else(given, tag, "")
+
+
+def _state_seconds(kind: pa.Array, state: str, *, seconds: Sequence[int]) -> pa.Array:
+    return pc.if_else(pc.equal(kind, state), pa.array(seconds, pa.int64()), 0)
+
+
+def _price_details(key: tuple[str, str, str]) -> str:
+    model, mig, pool = key
+    return json_object({k: v for k, v in (("x_GpuModel", model), ("x_MigProfile", mig), ("x_NodePool", pool)) if v})
+
+
+def _pool_tags(pool: str) -> str | None:
+    return json_object({f"{TAG_PREFIX}node-pool": pool}) if pool else None
