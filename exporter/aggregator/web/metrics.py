@@ -54,6 +54,17 @@ class AggregatorCollector(Collector):
 
     def __init__(self, inputs: Callable[[], MetricsInputs]) -> None:
         self.inputs = inputs
+        self._held: tuple[tuple[object, ...], list[Family]] | None = None
+
+    def held(self, g: Gauges, *, currency: str) -> list[Family]:
+        """``held_gauges``, the same family objects as last scrape while their sources are unchanged, so the
+        renderer serves their cached bytes. The key holds shallow copies of the gauges' dicts: a tick replaces
+        them (``Gauges.show_held``) and their ``PodGauge`` values, never mutating one in place."""
+        key = (currency, dict(g.allocated_gpus), dict(g.ns_utilization), dict(g.workload_utilization), dict(g.pods),
+               dict(g.overflow_pods))
+        if self._held is None or self._held[0] != key:
+            self._held = (key, list(held_gauges(g, currency=currency)))
+        return self._held[1]
 
     def collect(self) -> Iterator[Family]:
         """One scrape: the leader flag on every replica, every other family on the leader only."""
@@ -66,7 +77,7 @@ class AggregatorCollector(Collector):
             yield from namespace_counters(m.books)
             yield from capacity_counters(m.books, breakdown_series=m.breakdown_series)
             yield from commitment_and_node_prices(m.books)
-        yield from held_gauges(m.gauges, currency=m.pricing.currency)
+        yield from self.held(m.gauges, currency=m.pricing.currency)
         yield price_gauges(m.pricing)
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
         yield from dra_families(m.kube)
