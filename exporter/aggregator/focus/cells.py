@@ -116,8 +116,10 @@ def csv_cells(column: Column, cell: Cell) -> Cell:
         return _fixed_csv(column, cell.value)
     if column.type is ColumnType.DECIMAL:
         return decimal_text(cell)
-    if column.type is ColumnType.DATETIME:
-        return pc.strftime(pc.cast(cell, pa.timestamp("s", tz="UTC")), format="%Y-%m-%dT%H:%M:%SZ")
+    if column.type is ColumnType.DATETIME:  # a batch holds a few distinct hours: each is formatted once
+        encoded = pc.dictionary_encode(cell)
+        texts = pa.array([utc_text(t) for t in encoded.dictionary.to_pylist()], pa.string())
+        return pc.take(texts, encoded.indices)
     return quote_csv(cell)
 
 

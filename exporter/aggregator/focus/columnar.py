@@ -90,20 +90,21 @@ def _ints(rows: Sequence[Sequence[Any]], start: int) -> None:
 def read_hour(query: Query, layout: LedgerLayout, *, hour: int, dialect: str) -> list[tuple[Any, ...]]:
     """The hour's usage and capacity rows in export order, each ``(kind, node, pool, model, currency, ns, pod,
     workload, mig, priority, seconds, used, unmeasured, idle, cost, list_cost, idle_cost, energy, co2e_g,
-    co2e_s)``; ``kind`` is ``Allocated`` or the capacity state. Amounts are nano-units (energy: of joules)."""
+    co2e_s, hour)``; ``kind`` is ``Allocated`` or the capacity state. Amounts are nano-units (energy: of
+    joules)."""
     scope, scope_params = layout.scope()
     usage = query(f"SELECT {_select(_USAGE, _USAGE_AMOUNTS, table='usage', layout=layout, dialect=dialect)} "
                   f"FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
     _ints(usage, len(_USAGE))
     records: list[tuple[Any, ...]] = sorted(
-        (("Allocated", u[3], u[4], u[5], u[8], u[0], u[1], u[2], u[6], u[7], *u[9:16], u[16] * 10**6, u[17], u[18])
-         for u in usage), key=itemgetter(1, 2, 3, 4, 5, 6, 8, 7, 9))
+        (("Allocated", u[3], u[4], u[5], u[8], u[0], u[1], u[2], u[6], u[7], *u[9:16], u[16] * 10**6, u[17], u[18],
+          hour) for u in usage), key=itemgetter(1, 2, 3, 4, 5, 6, 8, 7, 9))
     for cap in layout.capacity:
         rows = query(f"SELECT {_select(_CAPACITY, _CAPACITY_AMOUNTS, table=cap.table, layout=layout, dialect=dialect)}"
                      f" FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
         _ints(rows, len(_CAPACITY))
         records += sorted(((cap.state, c[0], c[1], c[2], c[3], None, None, None, "", None, c[4], 0, 0, 0, c[5], c[6],
-                            0, None, c[7], c[8]) for c in rows), key=itemgetter(1, 2, 3, 4))
+                            0, None, c[7], c[8], hour) for c in rows), key=itemgetter(1, 2, 3, 4))
     # origins in order, holders before the capacity of the same origin (stable: each part keeps its order)
     records.sort(key=lambda r: (r[1], r[2], r[3], r[4], r[0] != "Allocated"))
     return records
@@ -133,7 +134,7 @@ def _origin(records: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         else:
             list_cost, contracted_cost = half_even(list_price * hours, NANO), half_even(contracted * hours, NANO)
         co2e = half_even(r[18], 1000) if r[19] > 0 else None
-        out.append((*r[:18], co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost))
+        out.append((*r[:18], co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost, r[20]))
     return out
 
 
@@ -162,17 +163,18 @@ def _join(*parts: Any) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "")
 
 
-def hour_frame(records: Sequence[tuple[Any, ...]], s: FocusSettings, *, hour: int,
-               teams: Mapping[str, str]) -> tuple[Frame, int]:
-    """The FOCUS columns of the hour's usage and capacity rows (``read_hour``); the number of rows."""
+def hours_frame(records: Sequence[tuple[Any, ...]], s: FocusSettings, *,
+                teams: Mapping[tuple[int, str], str]) -> tuple[Frame, int]:
+    """The FOCUS columns of the usage and capacity rows of one or more hours (``read_hour``, hour after hour);
+    ``teams`` each (hour, namespace)'s team; the number of rows."""
     rows: list[tuple[Any, ...]] = []
-    for _key, group in groupby(records, key=itemgetter(1, 2, 3, 4)):
+    for _key, group in groupby(records, key=itemgetter(20, 1, 2, 3, 4)):
         rows += _origin(list(group))
     n = len(rows)
     if n == 0:
         return {}, 0
     (kind, node, pool, model, currency, ns, pod, workload, mig, priority, seconds, used, unmeasured, idle, cost,
-     _list, idle_cost, energy, co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost) = zip(
+     _list, idle_cost, energy, co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost, hour) = zip(
         *rows, strict=True)
     i64, txt = pa.int64(), pa.string()
     a_kind, a_node, a_model = pa.array(kind, txt), pa.array(node, txt), pa.array(model, txt)
@@ -184,9 +186,10 @@ def hour_frame(records: Sequence[tuple[Any, ...]], s: FocusSettings, *, hour: in
     hours_text = decimal_text(a_hours)
     sku = _cached(list(zip(model, mig, pool, strict=True)), lambda k: sku_id(k[0], k[1], pool=k[2]))
     price_text = decimal_text(a_list_price)
-    team = [teams.get(x) if k == "Allocated" else None for k, x in zip(kind, ns, strict=True)]
+    team = [teams.get((h, x)) if k == "Allocated" else None for k, x, h in zip(kind, ns, hour, strict=True)]
     zero, null_text = Fixed(0), pa.nulls(n, txt)
-    start, end = month_bounds(hour)
+    a_hour = pa.array(hour, i64)
+    bounds = [month_bounds(h) for h in hour]  # cached
     host = s.host_provider or s.provider
     billed_zero = s.billed_cost == "zero"
     effective = pa.array(cost, i64)
@@ -198,9 +201,10 @@ def hour_frame(records: Sequence[tuple[Any, ...]], s: FocusSettings, *, hour: in
     frame: Frame = {
         "BilledCost": zero if billed_zero else effective, "BillingAccountId": Fixed(s.billing_account),
         "BillingAccountName": Fixed(s.provider), "BillingAccountType": Fixed("Internal Chargeback"),
-        "BillingCurrency": a_currency, "BillingPeriodStart": Fixed(start), "BillingPeriodEnd": Fixed(end),
+        "BillingCurrency": a_currency, "BillingPeriodStart": pa.array([b[0] for b in bounds], i64),
+        "BillingPeriodEnd": pa.array([b[1] for b in bounds], i64),
         "ChargeCategory": Fixed("Usage"), "ChargeFrequency": Fixed("Usage-Based"),
-        "ChargePeriodStart": Fixed(hour), "ChargePeriodEnd": Fixed(hour + 3600), "EffectiveCost": effective,
+        "ChargePeriodStart": a_hour, "ChargePeriodEnd": pc.add(a_hour, 3600), "EffectiveCost": effective,
         "HostProviderName": Fixed(host), "InvoiceIssuerName": Fixed(host if billed_zero else s.provider),
         "PricingCategory": Fixed("Standard"), "ProviderName": Fixed(s.provider), "PublisherName": Fixed(s.provider),
         "ServiceProviderName": Fixed(s.provider), "ResourceId": _join(f"k8s://{s.cluster}/nodes/", a_node),

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from exporter.aggregator.focus.amounts import CostCarry
 from exporter.aggregator.focus.cells import Frame
-from exporter.aggregator.focus.columnar import NotIntegerUnits, hour_frame, read_hour
+from exporter.aggregator.focus.columnar import NotIntegerUnits, hours_frame, read_hour
 from exporter.aggregator.focus.ledger_open import open_sqlite
 from exporter.aggregator.focus.ledger_source import (
     LedgerLayout,
@@ -59,22 +59,40 @@ def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
         yield rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry)
 
 
+BATCH_ROWS = 20_000  # ledger rows computed and written as one batch of columns: bounds an export's memory
+
+
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:
-    """Write the window into ``sink``, an hour at a time as columns (``columnar``); returns the number of rows.
-    A SQLite file from before exact amounts (REAL columns, never opened by a newer aggregator) goes row by row."""
+    """Write the window into ``sink`` as columns (``columnar``), whole hours at a time in batches of about
+    ``BATCH_ROWS`` ledger rows; returns the number of rows. A SQLite file from before exact amounts (REAL
+    columns, never opened by a newer aggregator) goes row by row."""
     layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
     carry = CostCarry()
+    batch: list[tuple[Any, ...]] = []
+    teams: dict[tuple[int, str], str] = {}
+
+    def flush() -> None:
+        frame, rows = hours_frame(batch, settings, teams=teams)
+        sink.write_frame(frame, rows=rows)
+        batch.clear()
+        teams.clear()
+
     for hour in window_hours(query, layout, window=window):
         try:
             records = read_hour(query, layout, hour=hour, dialect=dialect)
         except NotIntegerUnits:
+            flush()
             sink.write(rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry))
             continue
-        frame, rows = hour_frame(records, settings, hour=hour, teams=read_teams(query, layout, hour=hour))
-        sink.write_frame(frame, rows=rows)
+        batch += records
+        teams.update({(hour, ns): team for ns, team in read_teams(query, layout, hour=hour).items()})
         unused = read_unused_commitments(query, layout, hour=hour)
-        if unused:
+        if unused:  # after the hour's other rows
+            flush()
             sink.write([unused_commitment_row(c, settings, carry=carry) for c in unused])
+        elif len(batch) >= BATCH_ROWS:
+            flush()
+    flush()
     return sink.rows
 
 
