@@ -59,7 +59,7 @@ def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
         yield rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry)
 
 
-BATCH_ROWS = 20_000  # ledger rows computed and written as one batch of columns: bounds an export's memory
+BATCH_ROWS = 4_000  # ledger rows computed and written as one batch of columns: bounds an export's memory
 
 
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:

@@ -75,7 +75,7 @@ def _peak(conn: sqlite3.Connection, days: int) -> tuple[int, int]:
 
 
 def test_memory_of_a_week_is_that_of_a_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Batches of whole hours of about 100 ledger rows here (20,000 in production, more than this ledger's day):
+    """Batches of whole hours of about 100 ledger rows here (4,000 in production, more than this ledger's day):
     the peak is one batch's, whatever the window."""
     monkeypatch.setattr(focus_export, "BATCH_ROWS", 100)
     path = tmp_path / "ledger.db"
