@@ -30,8 +30,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from bench.agents_peer import AGENTS_SERVER  # noqa: E402
-from exporter.agent.attribution import attribute  # noqa: E402
-from exporter.agent.dcgm_devices import DEFAULT_NAME_TABLE, build_devices  # noqa: E402
+from exporter.agent.exporters.dcgm import DEFAULT_NAME_TABLE, build_devices  # noqa: E402
+from exporter.agent.holders.attribution import attribute  # noqa: E402
 from exporter.agent.meter import Meter  # noqa: E402
 from exporter.agent.publish import snapshot_of  # noqa: E402
 from exporter.agent.state import dump_meter  # noqa: E402

@@ -173,7 +173,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not settings.node_name:
             raise UsageError("setting node_name (GPUCOST_NODE_NAME): required")
         configure_logging(settings.log_level, settings.log_format)
-        from exporter.agent.dcgm_devices import parse_name_table
+        from exporter.agent.exporters.dcgm import parse_name_table
         from exporter.agent.service import Agent
 
         try:

@@ -20,7 +20,7 @@ import atheris
 with atheris.instrument_imports():
     from pydantic import ValidationError
 
-    from exporter.agent.dcgm_devices import build_devices
+    from exporter.agent.exporters.dcgm import build_devices
     from exporter.agent.state import StateError, load_meter
     from exporter.aggregator.ledger.report import ReportError, build_report, parse_time
     from exporter.clients.exposition import parse_exposition

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.exporters.dcgm import DcgmDevice
 from exporter.model.plausibility import MAX_GPU_WATTS
 
 UNKNOWN_MODEL = "unknown"

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from exporter.agent.dra import DRIVER, DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
-from exporter.agent.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
-from exporter.agent.sharing import ContainerKey, NodeContext
+from exporter.agent.holders.dra import DRIVER, DeviceKey, SliceDevice, admin_devices, consumed_memory, slice_index
+from exporter.agent.holders.hami import ANNOTATION, HamiDevice, HamiError, by_container, parse_allocation
+from exporter.agent.holders.sharing import ContainerKey, NodeContext
 from exporter.clients.errors import PeerError
 from exporter.clients.kube import make_api_client, read_core
 from exporter.logs import get_logger

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from exporter.agent.attribution import accepted_resource
+from exporter.agent.holders.attribution import accepted_resource
 from exporter.model.holding import PodLifetime
 
 PodKey = tuple[str, str]

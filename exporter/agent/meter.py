@@ -26,10 +26,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.agent.attribution import Assignment, Attribution, MigLocation, node_model, replica_counts
-from exporter.agent.dcgm_devices import DcgmDevice
 from exporter.agent.energy import NodeEnergy, TickEnergy, read_deltas
-from exporter.agent.vendors.measured import shared_rates
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.attribution import Assignment, Attribution, MigLocation, node_model, replica_counts
+from exporter.agent.holders.measured import shared_rates
 from exporter.model.accounting import Reading, Usage, charge_exclusive, clamp_utilization
 from exporter.model.devices import DeviceKind, mig_profile_from_resource, parse_device_id
 from exporter.model.holding import PodLifetime, Window, free_capacity, request_fraction

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.agent.attribution import MigLocation, MigResolver
+from exporter.agent.holders.attribution import MigLocation, MigResolver
 from exporter.logs import get_logger
 
 log = get_logger("nvml")

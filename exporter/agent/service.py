@@ -9,25 +9,25 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from exporter.agent.attribution import MigResolver, attribute
 from exporter.agent.collector import AgentCollector, AgentView
-from exporter.agent.dcgm_devices import (
+from exporter.agent.exporters.amd import amd_devices, looks_like_amd
+from exporter.agent.exporters.dcgm import (
     DEFAULT_NAME_TABLE,
     DcgmDevice,
     build_devices,
     extend_name_table,
     parse_name_table,
 )
+from exporter.agent.exporters.gaudi import gaudi_devices, looks_like_gaudi
+from exporter.agent.exporters.per_pod import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
 from exporter.agent.health import Health
+from exporter.agent.holders.attribution import MigResolver, attribute
 from exporter.agent.http import build_app
 from exporter.agent.kubeinfo import KubeInfo, hami_pods
 from exporter.agent.lifecycle import PodLifetimes
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import StateError, dump_meter, read_state, state_path, write_state
-from exporter.agent.vendors.amd import amd_devices, looks_like_amd
-from exporter.agent.vendors.gaudi import gaudi_devices, looks_like_gaudi
-from exporter.agent.vendors.measured import HAMI_UTIL, PodUse, dcgm_pod_use, hami_pod_use
 from exporter.clients.device_metrics import DeviceMetricsClient, split_urls
 from exporter.clients.errors import PeerError, PeerRateLimited
 from exporter.clients.exposition import parse_exposition

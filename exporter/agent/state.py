@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from exporter.agent.attribution import MigLocation
+from exporter.agent.holders.attribution import MigLocation
 from exporter.agent.meter import HolderState, Meter
 from exporter.model.accounting import Usage
 

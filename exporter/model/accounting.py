@@ -24,7 +24,7 @@ class Usage:
     unmeasured: float = 0.0
     energy_j: float = 0.0
     #: Of ``allocated``, seconds on a busy shared GPU whose busy time was split by fraction because no measured
-    #: per-pod use was there (``agent/vendors/measured``): a count of how much of ``used`` is an estimate.
+    #: per-pod use was there (``agent/exporters/per_pod``): a count of how much of ``used`` is an estimate.
     split: float = 0.0
 
     @property

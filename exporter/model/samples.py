@@ -1,5 +1,5 @@
 """One Prometheus exposition sample as a plain type: what the parser (``clients/exposition``) yields and
-the pure device model (``agent/dcgm_devices``) reads."""
+the pure device model (``agent/exporters/dcgm``) reads."""
 
 from __future__ import annotations
 

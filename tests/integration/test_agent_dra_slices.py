@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from exporter.agent.dra import DeviceKey
+from exporter.agent.holders.dra import DeviceKey
 from exporter.agent.kubeinfo import KubeInfo
 from exporter.model.pod_resources import ClaimDevice, ContainerClaim
 from exporter.sim.kube.objects import iso

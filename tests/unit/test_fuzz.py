@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import build_devices
+from exporter.agent.exporters.dcgm import build_devices
+from exporter.agent.holders.attribution import attribute
 from exporter.agent.meter import Meter
 from exporter.agent.state import StateError, load_meter
 from exporter.aggregator.ledger.report import ReportError, build_report, parse_time

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.agent.attribution import MigLocation, attribute
-from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.attribution import MigLocation, attribute
 from exporter.agent.meter import Meter
 from exporter.model.devices import DeviceKind
 from exporter.model.pod_resources import ContainerDevices

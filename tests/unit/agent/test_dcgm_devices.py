@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.agent.dcgm_devices import build_devices, parse_name_table
+from exporter.agent.exporters.dcgm import build_devices, parse_name_table
 from exporter.clients.exposition import parse_exposition
 from tests.conftest import DCGM_FIXTURES
 
@@ -120,6 +120,6 @@ def test_gr_engine_preferred_and_mig_instances_separate() -> None:
 ])
 def test_infer_renamed_fields(name: str, help_text: str, expected: tuple[str, float] | None) -> None:
     """Renamed DCGM fields are recognised by stem, their unit by suffix or HELP; never guessed."""
-    from exporter.agent.dcgm_devices import infer_name_entry
+    from exporter.agent.exporters.dcgm import infer_name_entry
 
     assert infer_name_entry(name, help_text) == expected

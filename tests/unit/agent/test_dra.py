@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.dra import DeviceKey, SliceDevice, admin_devices, consumed_memory, dra_holds, slice_index
-from exporter.agent.sharing import NodeContext
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.attribution import attribute
+from exporter.agent.holders.dra import DeviceKey, SliceDevice, admin_devices, consumed_memory, dra_holds, slice_index
+from exporter.agent.holders.sharing import NodeContext
 from exporter.model.devices import DeviceKind, SharingMode
 from exporter.model.pod_resources import ClaimDevice, ContainerClaim
 

@@ -10,9 +10,9 @@ from dataclasses import asdict
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import DcgmDevice, build_devices
 from exporter.agent.energy import read_deltas
+from exporter.agent.exporters.dcgm import DcgmDevice, build_devices
+from exporter.agent.holders.attribution import attribute
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import dump_meter, load_meter

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.hami import HamiDevice, HamiError, by_container, hami_fraction, parse_allocation
-from exporter.agent.sharing import ContainerKey, NodeContext
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.attribution import attribute
+from exporter.agent.holders.hami import HamiDevice, HamiError, by_container, hami_fraction, parse_allocation
+from exporter.agent.holders.sharing import ContainerKey, NodeContext
 from exporter.model.devices import DeviceKind, SharingMode
 from exporter.model.pod_resources import ContainerDevices
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.attribution import attribute
 from exporter.agent.meter import Meter
 from exporter.model.holding import PodLifetime
 from exporter.model.pod_resources import ContainerDevices

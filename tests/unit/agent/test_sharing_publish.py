@@ -3,12 +3,12 @@ label, not the counter's identity: a holder whose mode changes keeps counting wh
 
 from __future__ import annotations
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.dra import DeviceKey, SliceDevice
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.attribution import attribute
+from exporter.agent.holders.dra import DeviceKey, SliceDevice
+from exporter.agent.holders.sharing import STRATEGY_LABEL, NodeContext
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
-from exporter.agent.sharing import STRATEGY_LABEL, NodeContext
 from exporter.agent.state import dump_meter, load_meter
 from exporter.model.pod_resources import ClaimDevice, ContainerClaim, ContainerDevices
 

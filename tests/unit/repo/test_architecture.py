@@ -64,8 +64,11 @@ def test_import_layers(layer: str) -> None:
 
 
 #: The build steps: pure functions of plain model types (no client, no network, no database, no event loop).
-PURE = ("agent/attribution.py", "agent/assignment.py", "agent/dcgm_devices.py", "agent/dra.py",
-        "agent/dra_attribution.py", "agent/hami.py", "agent/sharing.py", "aggregator/books/gauges.py",
+PURE = ("agent/holders/attribution.py", "agent/holders/assignment.py", "agent/exporters/dcgm.py",
+        "agent/holders/dra.py", "agent/holders/dra_attribution.py", "agent/holders/hami.py",
+        "agent/holders/sharing.py", "agent/holders/amd.py", "agent/holders/gaudi.py", "agent/holders/measured.py",
+        "agent/exporters/amd.py", "agent/exporters/gaudi.py", "agent/exporters/per_pod.py",
+        "aggregator/books/gauges.py",
         "aggregator/kube/objects.py", "model/shard_spec.py")
 IMPURE = ("exporter.clients", "aiohttp", "asyncio", "grpc", "h2", "kubernetes_asyncio", "psycopg", "sqlite3", "socket")
 

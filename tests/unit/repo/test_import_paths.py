@@ -21,7 +21,7 @@ PACKAGE = REPO / "exporter"
 FORBIDDEN_PATHS = (("agent", "aggregator"), ("aggregator", "agent"), ("agent", "sim"), ("aggregator", "sim"))
 
 #: What ``gpu-cost-exporter agent`` imports before the agent runs: the entry point, then (in the command) these.
-AGENT_COMMAND = ("exporter.cli", "exporter.logs", "exporter.agent.dcgm_devices", "exporter.agent.service",
+AGENT_COMMAND = ("exporter.cli", "exporter.logs", "exporter.agent.exporters.dcgm", "exporter.agent.service",
                  "exporter.agent.nvml")
 
 

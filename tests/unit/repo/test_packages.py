@@ -45,11 +45,41 @@ def test_every_sub_package_says_what_it_owns() -> None:
     bare = []
     for d in _package_dirs():
         init = d / "__init__.py"
-        if d.parent.name in {"aggregator", "model", "sim"} and d.name != "proto":
+        if d.parent.name in {"agent", "aggregator", "model", "sim"} and d.name != "proto":
             doc = init.read_text().strip() if init.exists() else ""
             if len(doc) < 80 or not doc.startswith('"""'):
                 bare.append(str(d.relative_to(REPO)))
     assert bare == []
+
+
+#: What each of the agent's sub-packages may not import: the agent's top-level modules wire both, and what the
+#: exporters say is read without knowing who holds a device.
+AGENT_FORBIDDEN: dict[str, tuple[str, ...]] = {"exporters": ("holders", "*"), "holders": ("*",)}
+
+
+def _agent_part(module: str) -> str | None:
+    """``exporters``/``holders`` for a module of those sub-packages, ``*`` for the agent's top-level modules."""
+    parts = module.split(".")
+    if parts[:2] != ["exporter", "agent"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in AGENT_FORBIDDEN else "*"
+
+
+@pytest.mark.parametrize("part", sorted(AGENT_FORBIDDEN))
+def test_agent_sub_package_layers(part: str) -> None:
+    """The holders join the exporters' device records; neither imports the service, meter or state that wire
+    them, and the exporters' readers never import the holders."""
+    offenders = [f"{m} imports {n}" for m, deps in _graph().items() if _agent_part(m) == part
+                 for n in deps if _agent_part(n) in AGENT_FORBIDDEN[part]]
+    assert offenders == []
+
+
+def test_agent_part_names_each_module() -> None:
+    assert _agent_part("exporter.agent.holders.kai") == "holders"
+    assert _agent_part("exporter.agent.exporters.dcgm") == "exporters"
+    assert _agent_part("exporter.agent.meter") == "*"
+    assert _agent_part("exporter.agent.holders") == "holders"
+    assert _agent_part("exporter.aggregator.books") is None
 
 
 def _part(module: str) -> str | None:

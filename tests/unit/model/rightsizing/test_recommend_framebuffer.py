@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.attribution import attribute
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
 from exporter.agent.state import dump_meter, load_meter

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from exporter.agent.assignment import Assignment
-from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.vendors.amd import PARTITIONS, VENDOR
+from exporter.agent.exporters.amd import PARTITIONS, VENDOR
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.assignment import Assignment
 from exporter.model.devices import DeviceKind
 from exporter.model.pod_resources import ContainerDevices
 

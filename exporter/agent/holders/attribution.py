@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from exporter.agent.assignment import Assignment, Attribution, MigLocation, MigResolver
-from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.dra import dra_holds
-from exporter.agent.dra_attribution import dra_assignments
-from exporter.agent.hami import hami_fraction
-from exporter.agent.sharing import ContainerKey, NodeContext
-from exporter.agent.vendors.amd_attribution import amd_assignments, is_amd_resource
-from exporter.agent.vendors.gaudi import RESOURCE as GAUDI_RESOURCE
-from exporter.agent.vendors.gaudi import gaudi_assignments
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.amd import amd_assignments, is_amd_resource
+from exporter.agent.holders.assignment import Assignment, Attribution, MigLocation, MigResolver
+from exporter.agent.holders.dra import dra_holds
+from exporter.agent.holders.dra_attribution import dra_assignments
+from exporter.agent.holders.gaudi import RESOURCE as GAUDI_RESOURCE
+from exporter.agent.holders.gaudi import gaudi_assignments
+from exporter.agent.holders.hami import hami_fraction
+from exporter.agent.holders.sharing import ContainerKey, NodeContext
 from exporter.model.devices import (
     DeviceKind,
     SharingMode,

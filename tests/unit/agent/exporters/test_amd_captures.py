@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.agent.vendors.amd import amd_devices, looks_like_amd
+from exporter.agent.exporters.amd import amd_devices, looks_like_amd
 from exporter.clients.exposition import parse_exposition
 from tests.conftest import DCGM_FIXTURES
 

@@ -1,4 +1,4 @@
-"""Intel Gaudi: gaudi-metric-exporter's ``habanalabs_*`` series as device records, and ``habana.ai/gaudi`` holds.
+"""Intel Gaudi: gaudi-metric-exporter's ``habanalabs_*`` series as device records.
 
 The Habana device plugin gives the kubelet each card's serial number as its device ID, and the exporter
 labels every series with the same ``Serial``: that is the join. The exporter has no model label, so a
@@ -16,18 +16,14 @@ Pure and total: bad values, duplicates and missing labels are refused and counte
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from exporter.agent.assignment import Assignment
-from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.model.devices import DeviceKind
-from exporter.model.pod_resources import ContainerDevices
+from exporter.agent.exporters.dcgm import DcgmDevice
 from exporter.model.samples import Sample
 
 VENDOR = "gaudi"
 MODEL = "Intel Gaudi"
-RESOURCE = "habana.ai/gaudi"
 #: Family -> (quantity, multiplier to the product's unit).
 GAUDI_NAMES: dict[str, tuple[str, float]] = {
     "habanalabs_utilization": ("util", 0.01),
@@ -86,20 +82,4 @@ def gaudi_devices(samples: Iterable[Sample]) -> GaudiScrape:
             continue
         seen[(serial, quantity)] = s.value
         setattr(dev, quantity, s.value * scale)
-    return out
-
-
-def gaudi_assignments(held: list[ContainerDevices],
-                      devices: Mapping[tuple[str, str], DcgmDevice]) -> list[Assignment]:
-    """One whole-card assignment per held serial; its reading is the card's with that ``Serial``. Pure."""
-    out: list[Assignment] = []
-    for cd in held:
-        if cd.resource != RESOURCE:
-            continue
-        for serial in cd.device_ids:
-            key = (serial, "")
-            dev = devices.get(key)
-            known = dev is not None and dev.vendor == VENDOR
-            out.append(Assignment(cd.namespace, cd.pod, cd.container, serial, DeviceKind.GPU, serial,
-                                  key if known else None, MODEL, None, 1.0))
     return out

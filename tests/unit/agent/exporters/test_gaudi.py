@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from exporter.agent.attribution import attribute
+from exporter.agent.exporters.gaudi import MODEL, gaudi_devices
+from exporter.agent.holders.attribution import attribute
 from exporter.agent.meter import Meter
 from exporter.agent.service import Agent
-from exporter.agent.vendors.gaudi import MODEL, gaudi_devices
 from exporter.clients.exposition import parse_exposition
 from exporter.config import AgentSettings
 from exporter.model.pod_resources import ContainerDevices

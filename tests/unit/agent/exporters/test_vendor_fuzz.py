@@ -8,10 +8,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.agent.attribution import attribute
-from exporter.agent.vendors.amd import AMD_NAMES, amd_devices, base_name
-from exporter.agent.vendors.gaudi import GAUDI_NAMES, gaudi_devices
-from exporter.agent.vendors.measured import dcgm_pod_use, hami_pod_use
+from exporter.agent.exporters.amd import AMD_NAMES, amd_devices, base_name
+from exporter.agent.exporters.gaudi import GAUDI_NAMES, gaudi_devices
+from exporter.agent.exporters.per_pod import dcgm_pod_use, hami_pod_use
+from exporter.agent.holders.attribution import attribute
 from exporter.clients.exposition import parse_exposition
 from exporter.model.pod_resources import ContainerDevices
 from exporter.model.samples import Sample

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.agent.dra import DeviceKey, SliceDevice
-from exporter.agent.hami import HamiDevice
+from exporter.agent.holders.dra import DeviceKey, SliceDevice
+from exporter.agent.holders.hami import HamiDevice
 from exporter.model.devices import SharingMode
 
 STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"  # mps | time-slicing | none (GPU feature discovery)

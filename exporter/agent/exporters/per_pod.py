@@ -1,4 +1,4 @@
-"""Measured per-pod use of shared GPUs, and the split of a shared GPU's busy time by it.
+"""Measured per-pod use of shared GPUs, as the node's exporters publish it.
 
 Two sources measure each pod's SM use of a shared NVIDIA GPU from NVML's per-process utilisation:
 dcgm-exporter's per-process ``DCGM_FI_DEV_GPU_UTIL`` series (4.5.3-4.8.2 on, one extra series per pod,
@@ -7,20 +7,16 @@ pod repeats the pod's total) and HAMi's vGPU monitor (``hami_container_device_ut
 ``Device_utilization_desc_of_container``, per container, ``device_uuid`` = DCGM's ``UUID``). Both are
 percent gauges read at scrape time.
 
-With every holder of a busy shared GPU measured, its busy seconds are split in proportion to the measured
-values, no holder above its allocation (an L4 time-sliced in two, pods at 60 % and 10 %: 0.5 and 0.1 GPU-h
-per hour instead of 0.35 each). A holder without a value, or all values 0 while the device is busy,
-falls back to the split by fraction for the whole device. Pure; bad samples are refused and counted.
+How a shared GPU's busy time is split by these values is ``holders.measured``'s job. Pure; bad samples
+are refused and counted.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from exporter.agent.assignment import Assignment
-from exporter.model.accounting import Holding, Reading, Usage, charge_shared
 from exporter.model.samples import Sample
 
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -95,52 +91,3 @@ def hami_pod_use(samples: Iterable[Sample]) -> PodUse:
         per_pod = out.by_gpu.setdefault(uuid[:40], {})
         per_pod[(ns, pod)] = per_pod.get((ns, pod), 0.0) + value
     return out
-
-
-def _as_split(rates: dict[str, Usage]) -> dict[str, Usage]:
-    """The split by fraction of a busy device, its seconds counted as split."""
-    for usage in rates.values():
-        usage.split = usage.allocated
-    return rates
-
-
-@dataclass(frozen=True, slots=True)
-class SharedHolder:
-    """One holder of a shared GPU: its meter key, its pod and its fraction."""
-
-    key: str
-    pod: PodKey
-    fraction: float
-
-
-def measured_rates(holders: Sequence[SharedHolder], *, reading: Reading,
-                   measured: Mapping[PodKey, float] | None) -> tuple[dict[str, Usage], bool]:
-    """Per-second usage of a shared GPU's holders, and whether it was measured (False: split by fraction).
-
-    A pod's measured value is shared among its own holders on this GPU by their fractions."""
-    by_fraction = charge_shared([Holding(h.key, h.fraction) for h in holders], 1.0, reading=reading)
-    util = reading.utilization
-    if util is None or util <= 0:
-        return by_fraction, False
-    if not measured or any(h.pod not in measured for h in holders):
-        return _as_split(by_fraction), False
-    pod_fraction: dict[PodKey, float] = {}
-    for h in holders:
-        pod_fraction[h.pod] = pod_fraction.get(h.pod, 0.0) + h.fraction
-    share = {h.key: measured[h.pod] * h.fraction / pod_fraction[h.pod] for h in holders if pod_fraction[h.pod] > 0}
-    total = sum(share.values())
-    if total <= 0:
-        return _as_split(by_fraction), False
-    out: dict[str, Usage] = {}
-    for h in holders:
-        usage = by_fraction[h.key]
-        used = min(h.fraction, util * share.get(h.key, 0.0) / total)
-        out[h.key] = Usage(allocated=usage.allocated, used=used, unmeasured=0.0, energy_j=usage.energy_j)
-    return out, True
-
-
-def shared_rates(members: Sequence[Assignment], reading: Reading, *,
-                 measured: Mapping[PodKey, float] | None) -> tuple[dict[str, Usage], bool]:
-    """``measured_rates`` for the assignments of one shared GPU, as the meter holds them."""
-    return measured_rates([SharedHolder(a.holder_key, (a.namespace, a.pod), a.fraction) for a in members],
-                          reading=reading, measured=measured)

@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from exporter.agent.attribution import attribute
-from exporter.agent.dcgm_devices import build_devices
-from exporter.agent.hami import HamiDevice
+from exporter.agent.exporters.dcgm import build_devices
+from exporter.agent.exporters.per_pod import HAMI_UTIL, dcgm_pod_use, hami_pod_use
+from exporter.agent.holders.attribution import attribute
+from exporter.agent.holders.hami import HamiDevice
+from exporter.agent.holders.sharing import ContainerKey, NodeContext
 from exporter.agent.meter import Meter
 from exporter.agent.publish import snapshot_of
-from exporter.agent.sharing import ContainerKey, NodeContext
 from exporter.agent.state import dump_meter, load_meter
-from exporter.agent.vendors.measured import HAMI_UTIL, dcgm_pod_use, hami_pod_use
 from exporter.clients.exposition import parse_exposition
 from exporter.model.pod_resources import ContainerDevices
 from exporter.model.usage import parse_snapshot, snapshot_json

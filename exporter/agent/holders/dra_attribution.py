@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from exporter.agent.assignment import Assignment, Attribution, MigLocation, MigResolver
-from exporter.agent.dcgm_devices import DcgmDevice
-from exporter.agent.dra import DeviceKey, DraHold
+from exporter.agent.exporters.dcgm import DcgmDevice
+from exporter.agent.holders.assignment import Assignment, Attribution, MigLocation, MigResolver
+from exporter.agent.holders.dra import DeviceKey, DraHold
 from exporter.model.devices import DeviceKind, SharingMode, gpu_slices, mig_fraction
 
 DcgmMap = dict[tuple[str, str], DcgmDevice]

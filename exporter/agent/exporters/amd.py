@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from exporter.agent.dcgm_devices import DcgmDevice
+from exporter.agent.exporters.dcgm import DcgmDevice
 from exporter.model.samples import Sample
 
 VENDOR = "amd"

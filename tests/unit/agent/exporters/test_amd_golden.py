@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.agent.attribution import attribute
+from exporter.agent.exporters.amd import amd_devices
+from exporter.agent.holders.attribution import attribute
 from exporter.agent.meter import Meter
-from exporter.agent.vendors.amd import amd_devices
 from exporter.clients.exposition import parse_exposition
 from exporter.model.devices import DeviceKind
 from exporter.model.pod_resources import ContainerDevices
