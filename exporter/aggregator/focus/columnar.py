@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from itertools import groupby
-from operator import itemgetter
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,61 +80,107 @@ def _select(names: Sequence[str], amounts: Sequence[str], *, table: str, layout:
     return ", ".join(exprs)
 
 
-def _ints(rows: Sequence[Sequence[Any]], start: int) -> None:
-    for r in rows:
-        for v in r[start:]:
-            if type(v) is not int:
-                raise NotIntegerUnits(f"amount {v!r} is not in integer units")
+class Record(NamedTuple):
+    """One usage or capacity row of the ledger, amounts in nano-units (energy: nano-joules)."""
+
+    kind: str  # "Allocated" (a holder) or the capacity state
+    node: str
+    pool: str
+    gpu_model: str
+    currency: str
+    namespace: str | None
+    pod: str | None
+    workload: str | None
+    mig_profile: str
+    priority_class: str | None
+    seconds: int
+    used_s: int
+    unmeasured_s: int
+    idle_s: int
+    cost: int
+    list_cost: int
+    idle_cost: int
+    energy: int | None
+    co2e_g: int
+    co2e_s: int
+    hour: int
 
 
-def read_hour(query: Query, layout: LedgerLayout, *, hour: int, dialect: str) -> list[tuple[Any, ...]]:
-    """The hour's usage and capacity rows in export order, each ``(kind, node, pool, model, currency, ns, pod,
-    workload, mig, priority, seconds, used, unmeasured, idle, cost, list_cost, idle_cost, energy, co2e_g,
-    co2e_s, hour)``; ``kind`` is ``Allocated`` or the capacity state. Amounts are nano-units (energy: of
-    joules)."""
+class Priced(NamedTuple):
+    """A record's computed amounts (nano-units; ``ratio`` in 1e-12)."""
+
+    co2e_kg: int | None
+    hours: int
+    ratio: int
+    list_price: int | None
+    contracted: int | None
+    list_cost: int
+    contracted_cost: int
+
+
+def _ints(values: Sequence[Any]) -> None:
+    for v in values:
+        if type(v) is not int:
+            raise NotIntegerUnits(f"amount {v!r} is not in integer units")
+
+
+_USAGE_ORDER = attrgetter("node", "pool", "gpu_model", "currency", "namespace", "pod", "mig_profile", "workload",
+                          "priority_class")
+_ORIGIN = attrgetter("hour", "node", "pool", "gpu_model", "currency")
+
+
+def read_hour(query: Query, layout: LedgerLayout, *, hour: int, dialect: str) -> list[Record]:
+    """The hour's usage and capacity rows in export order (``rows.hour_rows``'s)."""
     scope, scope_params = layout.scope()
     usage = query(f"SELECT {_select(_USAGE, _USAGE_AMOUNTS, table='usage', layout=layout, dialect=dialect)} "
                   f"FROM usage WHERE hour = ?{scope}", (hour, *scope_params))
-    _ints(usage, len(_USAGE))
-    records: list[tuple[Any, ...]] = sorted(
-        (("Allocated", u[3], u[4], u[5], u[8], u[0], u[1], u[2], u[6], u[7], *u[9:16], u[16] * 10**6, u[17], u[18],
-          hour) for u in usage), key=itemgetter(1, 2, 3, 4, 5, 6, 8, 7, 9))
+    held: list[Record] = []
+    for (namespace, pod, workload, node, pool, model, mig, priority, currency, allocated, used, unmeasured, idle,
+         cost, list_cost, idle_cost, energy_mj, co2e_g, co2e_s) in usage:
+        _ints((allocated, used, unmeasured, idle, cost, list_cost, idle_cost, energy_mj, co2e_g, co2e_s))
+        held.append(Record("Allocated", node, pool, model, currency, namespace, pod, workload, mig, priority,
+                           allocated, used, unmeasured, idle, cost, list_cost, idle_cost, energy_mj * 10**6, co2e_g,
+                           co2e_s, hour))
+    records = sorted(held, key=_USAGE_ORDER)
     for cap in layout.capacity:
-        rows = query(f"SELECT {_select(_CAPACITY, _CAPACITY_AMOUNTS, table=cap.table, layout=layout, dialect=dialect)}"
-                     f" FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params))
-        _ints(rows, len(_CAPACITY))
-        records += sorted(((cap.state, c[0], c[1], c[2], c[3], None, None, None, "", None, c[4], 0, 0, 0, c[5], c[6],
-                            0, None, c[7], c[8], hour) for c in rows), key=itemgetter(1, 2, 3, 4))
+        free: list[Record] = []
+        for node, pool, model, currency, seconds, cost, list_cost, co2e_g, co2e_s in query(
+                f"SELECT {_select(_CAPACITY, _CAPACITY_AMOUNTS, table=cap.table, layout=layout, dialect=dialect)}"
+                f" FROM {cap.table} WHERE hour = ?{scope}", (hour, *scope_params)):
+            _ints((seconds, cost, list_cost, co2e_g, co2e_s))
+            free.append(Record(cap.state, node, pool, model, currency, None, None, None, "", None, seconds, 0, 0, 0,
+                               cost, list_cost, 0, None, co2e_g, co2e_s, hour))
+        records += sorted(free, key=_ORIGIN)
     # origins in order, holders before the capacity of the same origin (stable: each part keeps its order)
-    records.sort(key=lambda r: (r[1], r[2], r[3], r[4], r[0] != "Allocated"))
+    records.sort(key=lambda r: (r.node, r.pool, r.gpu_model, r.currency, r.kind != "Allocated"))
     return records
 
 
-def _origin(records: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def _origin(records: Sequence[Record]) -> list[tuple[Record, Priced]]:
     """Ratios, quantities, prices and extended costs of one origin's rows (``rows.origin_rows``, in ints)."""
-    costs = [r[14] for r in records]
-    basis = costs if sum(costs) > 0 else [r[10] for r in records]
+    costs = [r.cost for r in records]
+    basis = costs if sum(costs) > 0 else [r.seconds for r in records]
     total = sum(basis)
     if total <= 0:
-        basis, total = [1] * len(records), len(records)
+        basis = [1 for _ in records]  # neither cost nor time: equal shares
+        total = len(basis)
     ratios = [b * RATIO_ONE // total for b in basis]  # rounded down: the remainder is never negative
     largest = ratios.index(max(ratios))
     ratios[largest] += RATIO_ONE - sum(ratios)
-    prices = [price_point(r[15], r[10]) for r in records]
+    prices = [price_point(r.list_cost, r.seconds) for r in records]
     fallback = next((p for p in prices if p is not None), None)
     out = []
     for r, ratio, price in zip(records, ratios, prices, strict=True):
-        seconds, cost = r[10], r[14]
-        hours = half_even(seconds, 3600)
-        list_price = price if price is not None else (fallback if r[8] == "" else None)
-        booked = price_point(cost, seconds)
+        hours = half_even(r.seconds, 3600)
+        list_price = price if price is not None else (fallback if r.mig_profile == "" else None)
+        booked = price_point(r.cost, r.seconds)
         contracted = booked if booked is not None else list_price
         if list_price is None or contracted is None:
-            list_cost, contracted_cost = r[15], cost
+            list_cost, contracted_cost = r.list_cost, r.cost
         else:
             list_cost, contracted_cost = half_even(list_price * hours, NANO), half_even(contracted * hours, NANO)
-        co2e = half_even(r[18], 1000) if r[19] > 0 else None
-        out.append((*r[:18], co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost, r[20]))
+        co2e = half_even(r.co2e_g, 1000) if r.co2e_s > 0 else None
+        out.append((r, Priced(co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost)))
     return out
 
 
@@ -163,19 +209,20 @@ def _join(*parts: Any) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "")
 
 
-def hours_frame(records: Sequence[tuple[Any, ...]], s: FocusSettings, *,
+def hours_frame(records: Sequence[Record], s: FocusSettings, *,
                 teams: Mapping[tuple[int, str], str]) -> tuple[Frame, int]:
     """The FOCUS columns of the usage and capacity rows of one or more hours (``read_hour``, hour after hour);
     ``teams`` each (hour, namespace)'s team; the number of rows."""
-    rows: list[tuple[Any, ...]] = []
-    for _key, group in groupby(records, key=itemgetter(20, 1, 2, 3, 4)):
+    rows: list[tuple[Record, Priced]] = []
+    for _key, group in groupby(records, key=_ORIGIN):
         rows += _origin(list(group))
     n = len(rows)
     if n == 0:
         return {}, 0
+    held, priced_rows = zip(*rows, strict=True)
     (kind, node, pool, model, currency, ns, pod, workload, mig, priority, seconds, used, unmeasured, idle, cost,
-     _list, idle_cost, energy, co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost, hour) = zip(
-        *rows, strict=True)
+     _list, idle_cost, energy, _co2e_g, _co2e_s, hour) = zip(*held, strict=True)
+    co2e, hours, ratio, list_price, contracted, list_cost, contracted_cost = zip(*priced_rows, strict=True)
     i64, txt = pa.int64(), pa.string()
     a_kind, a_node, a_model = pa.array(kind, txt), pa.array(node, txt), pa.array(model, txt)
     a_ns, a_pod, a_mig = pa.array(ns, txt), pa.array(pod, txt), pa.array(mig, txt)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from exporter.aggregator.focus.amounts import CostCarry
 from exporter.aggregator.focus.cells import Frame
-from exporter.aggregator.focus.columnar import NotIntegerUnits, hours_frame, read_hour
+from exporter.aggregator.focus.columnar import NotIntegerUnits, Record, hours_frame, read_hour
 from exporter.aggregator.focus.ledger_open import open_sqlite
 from exporter.aggregator.focus.ledger_source import (
     LedgerLayout,
@@ -68,7 +68,7 @@ def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window,
     columns, never opened by a newer aggregator) goes row by row."""
     layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
     carry = CostCarry()
-    batch: list[tuple[Any, ...]] = []
+    batch: list[Record] = []
     teams: dict[tuple[int, str], str] = {}
 
     def flush() -> None:

@@ -3,7 +3,7 @@
 With tens of thousands of pods, prometheus-client's generic per-sample formatting dominates a scrape;
 this renderer writes the same samples (a test compares them with ``generate_latest``). A family object
 rendered at the last scrape and handed in again (the collector reuses the families whose sources did not
-change: ``metrics.HeldGaugesCache``) is served from its bytes of then, not formatted again.
+change: ``held_cache``) is served from its bytes of then, not formatted again.
 """
 
 from __future__ import annotations

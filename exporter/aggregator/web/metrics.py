@@ -1,9 +1,8 @@
 """The aggregator's metrics over in-memory state: no SQL and no I/O per scrape.
 
-``AggregatorCollector`` reads exactly what it is handed (``MetricsInputs``: books, gauges, the API cache,
-prices, the time), one small method per group of families; series names are written out whole, next
-to their HELP text, so grepping a dashboard's series finds this file.
-"""
+``AggregatorCollector`` reads exactly what it is handed (``MetricsInputs``: books, gauges, the API cache, prices,
+the time), one small method per group of families; series names are written out whole, next to their HELP text,
+so grepping a dashboard's series finds this file (the held-GPU families are reused while unchanged)."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from prometheus_client.registry import Collector
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
+from exporter.aggregator.web import held_cache
 from exporter.aggregator.web.carbon_metrics import co2e_counter
 from exporter.model.books import CapacityAmounts, CapacityTotalKey, NamespaceTotals
 from exporter.model.forecast import Forecast
@@ -53,18 +53,7 @@ class AggregatorCollector(Collector):
     """Every series of the metrics contract (ARCHITECTURE.md) plus the aggregator's own health."""
 
     def __init__(self, inputs: Callable[[], MetricsInputs]) -> None:
-        self.inputs = inputs
-        self._held: tuple[tuple[object, ...], list[Family]] | None = None
-
-    def held(self, g: Gauges, *, currency: str) -> list[Family]:
-        """``held_gauges``, the same family objects as last scrape while their sources are unchanged, so the
-        renderer serves their cached bytes. The key holds shallow copies of the gauges' dicts: a tick replaces
-        them (``Gauges.show_held``) and their ``PodGauge`` values, never mutating one in place."""
-        key = (currency, dict(g.allocated_gpus), dict(g.ns_utilization), dict(g.workload_utilization), dict(g.pods),
-               dict(g.overflow_pods))
-        if self._held is None or self._held[0] != key:
-            self._held = (key, list(held_gauges(g, currency=currency)))
-        return self._held[1]
+        self.inputs, self.held = inputs, held_cache.HeldGaugesCache(held_gauges)
 
     def collect(self) -> Iterator[Family]:
         """One scrape: the leader flag on every replica, every other family on the leader only."""
@@ -77,7 +66,7 @@ class AggregatorCollector(Collector):
             yield from namespace_counters(m.books)
             yield from capacity_counters(m.books, breakdown_series=m.breakdown_series)
             yield from commitment_and_node_prices(m.books)
-        yield from self.held(m.gauges, currency=m.pricing.currency)
+        yield from self.held.families(m.gauges, currency=m.pricing.currency)
         yield price_gauges(m.pricing)
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
         yield from dra_families(m.kube)
