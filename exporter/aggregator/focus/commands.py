@@ -27,7 +27,7 @@ from exporter.aggregator.focus.rate_card import (
     render_price_list,
 )
 from exporter.aggregator.focus.rows import FocusSettings
-from exporter.aggregator.focus.writers import CsvSink, ParquetSink, metadata, parquet_available
+from exporter.aggregator.focus.writers import CsvSink, ParquetSink, metadata
 from exporter.aggregator.ledger.backend import LedgerError
 from exporter.model.pricing.document import Pricing
 from exporter.model.pricing.labels import CapacityType, NodeFacts
@@ -86,8 +86,6 @@ def run_export(*, ledger: str, fmt: str, window: Window, settings: FocusSettings
         raise CommandError(str(exc)) from None
     if output != "-" and not Path(output).parent.is_dir():
         raise CommandError(f"--output {output}: no such directory")
-    if fmt == "focus-parquet" and not parquet_available():
-        raise CommandError("--format focus-parquet needs pyarrow: pip install 'gpu-cost-exporter[focus]'")
     reader = _open(ledger, password_file)
     try:
         inspect_ledger(reader.query, dialect=reader.dialect)  # fail on a foreign file before creating the output

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Protocol
 
 from exporter.aggregator.focus.amounts import CostCarry
+from exporter.aggregator.focus.cells import Frame
+from exporter.aggregator.focus.columnar import NotIntegerUnits, Record, hours_frame, read_hour
 from exporter.aggregator.focus.ledger_open import open_sqlite
 from exporter.aggregator.focus.ledger_source import (
     LedgerLayout,
@@ -20,7 +22,7 @@ from exporter.aggregator.focus.ledger_source import (
     read_usage,
     window_hours,
 )
-from exporter.aggregator.focus.rows import FocusSettings, Row, hour_rows
+from exporter.aggregator.focus.rows import FocusSettings, Row, hour_rows, unused_commitment_row
 from exporter.aggregator.ledger.report import Query
 from exporter.aggregator.ledger.sqlite import decoded_rows
 
@@ -32,6 +34,9 @@ class Sink(Protocol):
 
     def write(self, rows: list[Row]) -> None:
         """Append one hour's rows."""
+
+    def write_frame(self, frame: Frame, *, rows: int) -> None:
+        """Append one hour's rows given as columns (``cells``)."""
 
     def close(self) -> None:
         """Finish the output (a Parquet footer); nothing is written after it."""
@@ -58,10 +63,40 @@ def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
         yield rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry, capacity_types=kinds)
 
 
+BATCH_ROWS = 4_000  # ledger rows computed and written as one batch of columns: bounds an export's memory
+
+
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:
-    """Write the window into ``sink``; returns the number of rows."""
-    for rows in focus_hours(query, settings, window=window, dialect=dialect):
-        sink.write(rows)
+    """Write the window into ``sink`` as columns (``columnar``), whole hours at a time in batches of about
+    ``BATCH_ROWS`` ledger rows; returns the number of rows. A SQLite file from before exact amounts (REAL
+    columns, never opened by a newer aggregator) goes row by row."""
+    layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
+    carry = CostCarry()
+    batch: list[Record] = []
+    teams: dict[tuple[int, str], str] = {}
+
+    def flush() -> None:
+        frame, rows = hours_frame(batch, settings, teams=teams)
+        sink.write_frame(frame, rows=rows)
+        batch.clear()
+        teams.clear()
+
+    for hour in window_hours(query, layout, window=window):
+        try:
+            records = read_hour(query, layout, hour=hour, dialect=dialect)
+        except NotIntegerUnits:
+            flush()
+            sink.write(rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry))
+            continue
+        batch += records
+        teams.update({(hour, ns): team for ns, team in read_teams(query, layout, hour=hour).items()})
+        unused = read_unused_commitments(query, layout, hour=hour)
+        if unused:  # after the hour's other rows
+            flush()
+            sink.write([unused_commitment_row(c, settings, carry=carry) for c in unused])
+        elif len(batch) >= BATCH_ROWS:
+            flush()
+    flush()
     return sink.rows
 
 

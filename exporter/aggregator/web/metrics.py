@@ -1,6 +1,8 @@
-"""The aggregator's metrics over in-memory state: no SQL and no I/O per scrape. ``AggregatorCollector`` reads exactly
-what it is handed (``MetricsInputs``: books, gauges, the API cache, prices, the time), one small method per group of
-families; series names are written out whole, next to their HELP text, so grepping a dashboard's series finds them."""
+"""The aggregator's metrics over in-memory state: no SQL and no I/O per scrape.
+
+``AggregatorCollector`` reads exactly what it is handed (``MetricsInputs``: books, gauges, the API cache, prices,
+the time), one small method per group of families; series names are written out whole, next to their HELP text,
+so grepping a dashboard's series finds this file (the held-GPU families are reused while unchanged)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from exporter.aggregator.advice.budget_control import BudgetControl
 from exporter.aggregator.books.booking import Books
 from exporter.aggregator.books.gauges import Gauges
 from exporter.aggregator.kube.state import PENDING_REASONS, KubeState, parse_timestamp
+from exporter.aggregator.web import held_cache
 from exporter.aggregator.web.budget_metrics import window_budget_families
 from exporter.aggregator.web.carbon_metrics import co2e_counter
 from exporter.aggregator.web.ledger_metrics import ledger_families
@@ -56,7 +59,7 @@ class AggregatorCollector(Collector):
     """Every series of the metrics contract (ARCHITECTURE.md) plus the aggregator's own health."""
 
     def __init__(self, inputs: Callable[[], MetricsInputs]) -> None:
-        self.inputs = inputs
+        self.inputs, self.held = inputs, held_cache.HeldGaugesCache(held_gauges)
 
     def collect(self) -> Iterator[Family]:
         """One scrape: the leader flag on every replica, every other family on the leader only."""
@@ -69,7 +72,7 @@ class AggregatorCollector(Collector):
             yield from namespace_counters(m.books)
             yield from capacity_counters(m.books, breakdown_series=m.breakdown_series)
             yield from commitment_and_node_prices(m.books)
-        yield from held_gauges(m.gauges, currency=m.pricing.currency)
+        yield from self.held.families(m.gauges, currency=m.pricing.currency)
         yield from (price_gauges(m.pricing), model_info(m.books, gauges=m.gauges, pricing=m.pricing))
         yield from quota_and_queue(m.kube, now=m.now, team_label=m.team_label)
         yield from (*dra_families(m.kube), recommendation_savings(m.recommendations))

@@ -63,19 +63,6 @@ def test_parquet_on_stdout_is_the_file_export(ledger: Path, tmp_path: Path) -> N
     assert not (REPO / "-.metadata.json").exists()
 
 
-def test_parquet_without_pyarrow_is_exit_2_before_anything_is_written(ledger: Path, tmp_path: Path) -> None:
-    """No real peer exists for a missing library, so the CLI runs in an interpreter where importing pyarrow
-    fails (a None entry in sys.modules makes ``import`` raise ImportError): the product's own check runs."""
-    out = tmp_path / "focus.parquet"
-    argv = ["export", "--ledger", str(ledger), "--format", "focus-parquet", *WINDOW, "--output", str(out)]
-    code = f"import sys; sys.modules['pyarrow'] = None\nfrom exporter.cli import main\nsys.exit(main({argv!r}))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr == ("gpu-cost-exporter: error: --format focus-parquet needs pyarrow: "
-                           "pip install 'gpu-cost-exporter[focus]'\n")
-    assert not out.exists() and not (tmp_path / "focus.parquet.metadata.json").exists()
-
-
 def test_metadata_documents_the_allocation_method(ledger: Path, tmp_path: Path) -> None:
     """FOCUS: the data generator documents each AllocatedMethodId; the metadata carries that documentation."""
     out = tmp_path / "focus.csv"

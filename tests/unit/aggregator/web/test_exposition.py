@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.aggregator.books.gauges import PodGauge
 from exporter.aggregator.web.exposition import ExpositionRenderer
 from exporter.aggregator.web.metrics import AggregatorCollector
 from tests.unit.aggregator.web.test_metrics import HOSTILE, inputs
@@ -30,3 +31,23 @@ def test_fast_renderer_matches_prometheus_client() -> None:
     assert ("gpucost_unobserved_gpu_seconds_total", [("gpu_model", "NVIDIA L4"), ("node", "n1"), ("pool", "pool")],
             60.0) in got
     assert ("gpucost_agent_snapshots_rejected_total", [("reason", "node_mismatch")], 3.0) in got
+
+
+def test_unchanged_families_are_served_from_cached_bytes() -> None:
+    """A second scrape with the same gauges hands the renderer the same family objects (their bytes are reused,
+    not formatted again); a tick that replaces a pod's gauge gives new families and the new value."""
+    m = inputs()
+    collector = AggregatorCollector(lambda: m)
+    renderer = ExpositionRenderer()
+    first_families = list(collector.collect())
+    first = renderer.render(first_families)
+    again_families = list(collector.collect())
+    held = {f.name for f in again_families if any(f is g for g in first_families)}
+    assert {"gpucost_pod_hourly_cost", "gpucost_pod_allocated_gpus", "gpucost_allocated_gpus"} <= held
+    assert renderer.render(again_families) == first
+    pod = m.gauges.pods[("team-a", HOSTILE)]
+    m.gauges.pods = {("team-a", HOSTILE): PodGauge(pod.workload, pod.gpus, pod.gpu_model, pod.utilization,
+                                                   pod.idle_seconds, 5.5)}  # a tick: new dict, new gauge
+    changed = _samples(renderer.render(list(collector.collect())).decode())
+    assert ("gpucost_pod_hourly_cost", [("currency", "USD"), ("namespace", "team-a"), ("pod", HOSTILE),
+                                        ("workload", "wl")], 5.5) in changed
