@@ -26,7 +26,6 @@ from exporter.aggregator.focus.columns import Column, ColumnType
 from exporter.aggregator.focus.format import Scalar, utc_text
 
 NANO_SCALE = 9  # the ledger's amounts: counts of 1e-9
-RATIO_SCALE = 12  # AllocatedRatio: finer than an amount (``rows.RATIO_QUANTUM``)
 PARQUET_SCALE = 18  # decimal128(38, 18): 20 integer digits, finer than any amount the ledger holds
 
 

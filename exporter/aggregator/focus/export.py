@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 from exporter.aggregator.focus.amounts import CostCarry
-from exporter.aggregator.focus.cells import Frame
-from exporter.aggregator.focus.columnar import NotIntegerUnits, Record, hours_frame, read_hour
+from exporter.aggregator.focus.cells import Fixed, Frame
+from exporter.aggregator.focus.columnar import NotIntegerUnits, amounts, read_batch
+from exporter.aggregator.focus.frame import batch_frame
 from exporter.aggregator.focus.ledger_open import open_sqlite
 from exporter.aggregator.focus.ledger_source import (
     LedgerLayout,
@@ -18,6 +20,7 @@ from exporter.aggregator.focus.ledger_source import (
     read_capacity,
     read_capacity_types,
     read_teams,
+    read_teams_of_hours,
     read_unused_commitments,
     read_usage,
     window_hours,
@@ -66,37 +69,57 @@ def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
 BATCH_ROWS = 4_000  # ledger rows computed and written as one batch of columns: bounds an export's memory
 
 
+def _slice(frame: Frame, *, start: int, length: int) -> Frame:
+    return {k: v if isinstance(v, Fixed) else v.slice(start, length) for k, v in frame.items()}
+
+
+class _Batches:
+    """Batches of consecutive whole hours of about ``BATCH_ROWS`` ledger rows, sized by the last batch's rows per
+    hour (the first is one hour)."""
+
+    def __init__(self, hours: list[int]) -> None:
+        self.hours, self.at, self.size = hours, 0, 1
+
+    def next(self) -> list[int]:
+        out = self.hours[self.at:self.at + self.size]
+        self.at += len(out)
+        return out
+
+    def done(self, *, hours: int, rows: int) -> None:
+        self.size = max(1, BATCH_ROWS * hours // max(rows, 1))
+
+
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:
-    """Write the window into ``sink`` as columns (``columnar``), whole hours at a time in batches of about
+    """Write the window into ``sink`` as columns (``columnar``, ``frame``), in batches of whole hours of about
     ``BATCH_ROWS`` ledger rows; returns the number of rows. A SQLite file from before exact amounts (REAL
     columns, never opened by a newer aggregator) goes row by row."""
     layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
     carry = CostCarry()
-    batch: list[Record] = []
-    teams: dict[tuple[int, str], str] = {}
-
-    def flush() -> None:
-        frame, rows = hours_frame(batch, settings, teams=teams)
-        sink.write_frame(frame, rows=rows)
-        batch.clear()
-        teams.clear()
-
-    for hour in window_hours(query, layout, window=window):
+    kinds = read_capacity_types(query, layout)
+    batches = _Batches(window_hours(query, layout, window=window))
+    while hours := batches.next():
         try:
-            records = read_hour(query, layout, hour=hour, dialect=dialect)
+            table = read_batch(query, layout, first=hours[0], last=hours[-1], dialect=dialect)
         except NotIntegerUnits:
-            flush()
-            sink.write(rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry))
+            for hour in hours:
+                sink.write(rows_of_hour(query, layout, hour=hour, settings=settings, carry=carry, capacity_types=kinds))
             continue
-        batch += records
-        teams.update({(hour, ns): team for ns, team in read_teams(query, layout, hour=hour).items()})
-        unused = read_unused_commitments(query, layout, hour=hour)
-        if unused:  # after the hour's other rows
-            flush()
-            sink.write([unused_commitment_row(c, settings, carry=carry) for c in unused])
-        elif len(batch) >= BATCH_ROWS:
-            flush()
-    flush()
+        rows = 0 if table is None else table.num_rows
+        batches.done(hours=len(hours), rows=rows)
+        unused = read_unused_commitments(query, layout, hour=hours[0], last=hours[-1])
+        teams = read_teams_of_hours(query, layout, first=hours[0], last=hours[-1])
+        frame = {} if table is None else batch_frame(table, amounts(table), s=settings, capacity_types=kinds,
+                                                      teams=teams)
+        if not unused:
+            sink.write_frame(frame, rows=rows)
+            continue
+        by_hour = [0] if table is None else table.column("hour").to_pylist()
+        at = 0
+        for hour in hours:  # each hour's unused commitments after its other rows
+            end = bisect_right(by_hour, hour, lo=at) if rows else 0
+            sink.write_frame(_slice(frame, start=at, length=end - at), rows=end - at)
+            at = end
+            sink.write([unused_commitment_row(c, settings, carry=carry) for c in unused if c.hour == hour])
     return sink.rows
 
 

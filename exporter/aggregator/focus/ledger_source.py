@@ -258,23 +258,32 @@ def read_capacity(query: Query, layout: LedgerLayout, *, hour: int) -> list[Capa
     return out
 
 
-def read_unused_commitments(query: Query, layout: LedgerLayout, *, hour: int) -> list[CommitmentRecord]:
-    """The unused-commitment rows of one hour; none on a ledger from before commitments."""
+def read_unused_commitments(query: Query, layout: LedgerLayout, *, hour: int,
+                            last: int | None = None) -> list[CommitmentRecord]:
+    """The unused-commitment rows of one hour (of the hours ``hour`` to ``last``: each hour's in the same order);
+    none on a ledger from before commitments."""
     if not layout.commitments:
         return []
     cols = _select(CommitmentRecord, None)
     scope, scope_params = layout.scope()
-    rows = query(f"SELECT {cols.sql()} FROM unused_commitment WHERE hour = ?{scope}", (hour, *scope_params))
+    rows = query(f"SELECT {cols.sql()} FROM unused_commitment WHERE hour >= ? AND hour <= ?{scope}",
+                 (hour, hour if last is None else last, *scope_params))
     return sorted(_records(CommitmentRecord, cols, rows=rows), key=_COMMITMENT_ORDER)
 
 
 def read_teams(query: Query, layout: LedgerLayout, *, hour: int) -> dict[str, str]:
     """namespace -> team as booking saw the namespace's team label in this hour; absent = unknown."""
+    return {ns: team for (_hour, ns), team in read_teams_of_hours(query, layout, first=hour, last=hour).items()}
+
+
+def read_teams_of_hours(query: Query, layout: LedgerLayout, *, first: int, last: int) -> dict[tuple[int, str], str]:
+    """(hour, namespace) -> team for the hours ``first`` to ``last``, as ``read_teams``."""
     if not layout.teams:
         return {}
     scope, scope_params = layout.scope()
-    return {str(ns): str(team) for ns, team in query(
-        f"SELECT namespace, team FROM namespace_team WHERE hour = ?{scope}", (hour, *scope_params))}
+    return {(int(hour), str(ns)): str(team) for hour, ns, team in query(
+        f"SELECT hour, namespace, team FROM namespace_team WHERE hour >= ? AND hour <= ?{scope}",
+        (first, last, *scope_params))}
 
 
 def read_capacity_types(query: Query, layout: LedgerLayout) -> dict[str, str]:
