@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -39,9 +41,27 @@ def _stdlib_quotes() -> str:
 
 _QUOTED_CHARS = _stdlib_quotes()
 _NEEDS_QUOTES = "[" + _QUOTED_CHARS.replace("\r", r"\r").replace("\n", r"\n") + "]"  # an RE2 class
+_SPECIAL = re.compile(rb'[,"\\\x00-\x1f]')  # what CSV quotes (CR, LF among the controls) or JSON escapes
 
 Cell = Any  # a pa.Array of the hour's rows, or one Python value for all of them
 Frame = dict[str, Cell]
+
+
+@dataclass(frozen=True, slots=True)
+class Unquoted:
+    """A text column known to hold no character that CSV quotes (its parts were checked: ``plain_text``)."""
+
+    values: pa.Array
+
+
+def plain_text(*arrays: pa.Array) -> bool:
+    """Whether no value of these text arrays holds a character that CSV quotes or JSON escapes: one scan of their
+    data buffers (which may hold bytes outside the arrays too: then the answer is a safe "no")."""
+    for arr in arrays:
+        data = arr.buffers()[2]
+        if data is not None and _SPECIAL.search(memoryview(data)):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,22 +71,34 @@ class Fixed:
     value: int | str | None
 
 
+def slice_frame(frame: Frame, *, start: int, length: int) -> Frame:
+    """Rows ``start`` to ``start + length`` of a frame."""
+    def part(cell: Cell) -> Cell:
+        if isinstance(cell, Fixed):
+            return cell
+        return Unquoted(cell.values.slice(start, length)) if isinstance(cell, Unquoted) else cell.slice(start, length)
+
+    return {k: part(v) for k, v in frame.items()}
+
+
 def fixed_point(units: pa.Array, *, scale: int = NANO_SCALE) -> pa.Array:
     """Integer units (int64) as ``decimal128(38, scale)`` of the same unscaled value: 1500000000 -> 1.5."""
     wide = pc.cast(units, pa.decimal128(38, 0))
     return pa.Array.from_buffers(pa.decimal128(38, scale), len(wide), wide.buffers(), offset=wide.offset)
 
 
-def decimal_text(units: pa.Array, *, scale: int = NANO_SCALE) -> pa.Array:
-    """Integer units of 10^-scale as ``format.decimal_text`` writes their decimal: ``2.0``, ``0.25``, ``100.0``
-    (plain notation, trailing zeros dropped, always a point), on the whole column at once."""
-    digits = pc.utf8_lpad(pc.cast(pc.abs_checked(units), pa.string()), width=scale + 1, padding="0")
-    whole = pc.utf8_slice_codeunits(digits, start=0, stop=-scale)
-    part = pc.utf8_rtrim(pc.utf8_slice_codeunits(digits, start=-scale), characters="0")
-    part = pc.if_else(pc.equal(pc.utf8_length(part), 0), "0", part)
-    text = pc.binary_join_element_wise(whole, part, ".")
-    negative = pc.less(units, 0)
-    return pc.if_else(negative, pc.binary_join_element_wise("-", text, ""), text) if pc.any(negative).as_py() else text
+@lru_cache(maxsize=16384)
+def units_text(units: int) -> str:
+    """``format.decimal_text`` of ``units`` x 1e-9, from the integer: ``2.0``, ``0.25``, ``100.0``."""
+    whole, part = divmod(abs(units), 10**NANO_SCALE)
+    return f"{'-' if units < 0 else ''}{whole}.{f'{part:09d}'.rstrip('0') or '0'}"
+
+
+def decimal_text(units: pa.Array) -> pa.Array:
+    """Integer units of 1e-9 as ``format.decimal_text`` writes their decimal, each distinct value formatted once
+    (``units_text``) and taken by index: a batch repeats its quantities, prices and costs."""
+    encoded = pc.dictionary_encode(units)
+    return pc.take(pa.array([units_text(v) for v in encoded.dictionary.to_pylist()], pa.string()), encoded.indices)
 
 
 def quote_csv(values: pa.Array) -> pa.Array:
@@ -101,9 +133,7 @@ def _fixed_csv(column: Column, value: int | str | None) -> str:
     if value is None:
         return ""
     if column.type is ColumnType.DECIMAL:
-        from exporter.aggregator.focus.format import decimal_text as one_decimal
-
-        return one_decimal(Decimal(int(value)).scaleb(-NANO_SCALE))
+        return units_text(int(value))
     if column.type is ColumnType.DATETIME:
         return utc_text(int(value))
     return quote_one(str(value))
@@ -113,6 +143,8 @@ def csv_cells(column: Column, cell: Cell) -> Cell:
     """One column's CSV text: an array of cells, or one string for every row."""
     if isinstance(cell, Fixed):
         return _fixed_csv(column, cell.value)
+    if isinstance(cell, Unquoted):
+        return cell.values
     if column.type is ColumnType.DECIMAL:
         return decimal_text(cell)
     if column.type is ColumnType.DATETIME:  # a batch holds a few distinct hours: each is formatted once
@@ -122,10 +154,11 @@ def csv_cells(column: Column, cell: Cell) -> Cell:
     return quote_csv(cell)
 
 
-def csv_text(frame: Frame, columns: Sequence[Column], *, rows: int) -> str:
-    """The frame's rows as CSV lines (each ending in LF), in the columns' order."""
+def csv_text(frame: Frame, columns: Sequence[Column], *, rows: int) -> bytes:
+    """The frame's rows as CSV lines (each ending in LF), in the columns' order, UTF-8: the data buffer of the
+    lines joined by Arrow (each line's last cell carries its LF, so the buffer is the text)."""
     if rows == 0:
-        return ""
+        return b""
     cells: list[Any] = []
     for column in columns:
         cell = csv_cells(column, frame.get(column.name, Fixed(None)))
@@ -134,10 +167,16 @@ def csv_text(frame: Frame, columns: Sequence[Column], *, rows: int) -> str:
         else:
             cells.append(cell)
     if not any(isinstance(c, pa.Array) for c in cells):
-        return (",".join(cells) + "\n") * rows
+        return ((",".join(cells) + "\n") * rows).encode()
+    if isinstance(cells[-1], str):
+        cells[-1] += "\n"
+    else:
+        cells[-1] = pc.binary_join_element_wise(pc.fill_null(cells[-1], ""), "\n", "")
     lines = pc.binary_join_element_wise(*cells, ",", null_handling="replace", null_replacement="")
-    one = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, rows], pa.int32()), lines), "\n")
-    return str(one[0].as_py()) + "\n"
+    offsets = lines.buffers()[1]
+    first, last = (int.from_bytes(memoryview(offsets)[i * 4:i * 4 + 4], "little", signed=True)
+                   for i in (lines.offset, lines.offset + rows))
+    return memoryview(lines.buffers()[2])[first:last].tobytes()
 
 
 PARQUET_TYPES: Mapping[ColumnType, pa.DataType] = {
@@ -147,6 +186,8 @@ PARQUET_TYPES: Mapping[ColumnType, pa.DataType] = {
 
 
 def _array(column: Column, cell: Cell, *, rows: int) -> pa.Array:
+    if isinstance(cell, Unquoted):
+        return cell.values
     if isinstance(cell, Fixed):
         cell = pa.array([cell.value] * rows, pa.int64() if column.type in (ColumnType.DECIMAL, ColumnType.DATETIME)
                         else pa.string())

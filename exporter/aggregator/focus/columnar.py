@@ -51,7 +51,7 @@ def half_even(a: int, b: int) -> int:
     return q + 1 if twice > b or (twice == b and q & 1) else q
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=16384)
 def price_point(cost: int, seconds: int) -> int | None:
     """``amounts.price_point`` of cost / GPU-hours, both in nano-units, as nano-units of price: the shortest
     decimal of 0 to 6 fractional digits within 9e-7 of the exact quotient, else the quotient to 9 digits.
@@ -108,7 +108,7 @@ class Amounts(NamedTuple):
 Origin = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[bool, ...]]
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=4096)  # a few MB at most, held across batches: an export's memory stays flat
 def _origin_amounts(origin: Origin) -> Amounts:
     """``rows.origin_rows``'s amounts of one origin in ints, from its rows' costs, list costs, seconds and
     whether each is no MIG slice (which may take the origin's first list price when it booked no time).

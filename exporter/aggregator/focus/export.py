@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from exporter.aggregator.focus.amounts import CostCarry
-from exporter.aggregator.focus.cells import Fixed, Frame
+from exporter.aggregator.focus.cells import Frame, slice_frame
 from exporter.aggregator.focus.columnar import NotIntegerUnits, amounts, read_batch
 from exporter.aggregator.focus.frame import batch_frame
 from exporter.aggregator.focus.ledger_open import open_sqlite
@@ -34,6 +34,7 @@ class Sink(Protocol):
     """Where an export's rows go (CSV, Parquet), an hour at a time; ``rows`` counts them."""
 
     rows: int
+    csv: bool  # a CSV file: its frames may hold cells already quoted (``frame.batch_frame``)
 
     def write(self, rows: list[Row]) -> None:
         """Append one hour's rows."""
@@ -67,10 +68,6 @@ def focus_hours(query: Query, settings: FocusSettings, *, window: Window,
 
 
 BATCH_ROWS = 4_000  # ledger rows computed and written as one batch of columns: bounds an export's memory
-
-
-def _slice(frame: Frame, *, start: int, length: int) -> Frame:
-    return {k: v if isinstance(v, Fixed) else v.slice(start, length) for k, v in frame.items()}
 
 
 class _Batches:
@@ -109,7 +106,7 @@ def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window,
         unused = read_unused_commitments(query, layout, hour=hours[0], last=hours[-1])
         teams = read_teams_of_hours(query, layout, first=hours[0], last=hours[-1])
         frame = {} if table is None else batch_frame(table, amounts(table), s=settings, capacity_types=kinds,
-                                                      teams=teams)
+                                                      teams=teams, csv=sink.csv)
         if not unused:
             sink.write_frame(frame, rows=rows)
             continue
@@ -117,7 +114,7 @@ def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window,
         at = 0
         for hour in hours:  # each hour's unused commitments after its other rows
             end = bisect_right(by_hour, hour, lo=at) if rows else 0
-            sink.write_frame(_slice(frame, start=at, length=end - at), rows=end - at)
+            sink.write_frame(slice_frame(frame, start=at, length=end - at), rows=end - at)
             at = end
             sink.write([unused_commitment_row(c, settings, carry=carry) for c in unused if c.hour == hour])
     return sink.rows

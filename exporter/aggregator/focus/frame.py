@@ -13,13 +13,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.aggregator.focus.cells import Fixed, Frame, decimal_text
+from exporter.aggregator.focus.cells import Fixed, Frame, Unquoted, decimal_text, plain_text, quote_one
 from exporter.aggregator.focus.columnar import Amounts, half_even
 from exporter.aggregator.focus.format import json_object, month_bounds
 from exporter.aggregator.focus.rate_card import PRICING_UNIT, SKU_METER, sku_id
 from exporter.aggregator.focus.rows import METHOD_ID, TAG_PREFIX, FocusSettings, pricing_category
 
 _TXT, _I64 = pa.string(), pa.int64()
+TEXT_KEYS = ("node", "gpu_model", "mig_profile", "pool", "currency", "namespace", "pod", "workload", "priority_class",
+             "sharing", "scheduler", "queue", "state")
+#: columns made of the ledger's texts (``TEXT_KEYS``), the team, the cluster and words without a comma, quote or
+#: line break: none needs quoting when those texts hold none (ChargeDescription has ", MIG ", the JSON cells quotes)
+PLAIN_COLUMNS = ("BillingCurrency", "PricingCategory", "ResourceId", "ResourceName", "ConsumedUnit", "PricingUnit",
+                 "SkuId", "SkuPriceId", "x_NodePool", "x_GpuModel", "x_MigProfile", "AllocatedResourceId",
+                 "AllocatedResourceName", "x_CapacityState", "x_Namespace", "x_Team", "x_WorkloadName", "x_PodName",
+                 "x_PriorityClass", "x_Sharing", "x_Queue")
 
 
 def _json_strings(values: pa.Array) -> pa.Array:
@@ -52,10 +60,27 @@ def _empty_null(values: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(pc.fill_null(values, ""), ""), pa.nulls(len(values), _TXT), values)
 
 
-def _optional_tag(name: str, values: pa.Array) -> pa.Array:
-    """``,"<prefix><name>":<value>`` where the value is set (not null, not empty), else nothing."""
-    filled = pc.fill_null(values, "")
-    return pc.if_else(pc.not_equal(filled, ""), _join(f',"{TAG_PREFIX}{name}":', _json_strings(filled)), "")
+def _pod_tags(cols: Mapping[str, pa.Array], *, team: pa.Array, plain: bool) -> pa.Array:
+    """AllocatedTags' JSON (``rows._usage_row``'s keys, in its order); ``plain`` (no value holds a character JSON
+    escapes or CSV quotes): written as its CSV cell, the whole quoted and each quote doubled."""
+    q = '""' if plain else '"'  # a JSON quote as the cell holds it
+
+    def text(values: pa.Array) -> pa.Array:
+        return _join(q, values, q) if plain else _json_strings(values)
+
+    def tag(name: str, values: pa.Array) -> list[Any]:
+        return [f"{q}{TAG_PREFIX}{name}{q}:", text(values)]
+
+    def optional(*tags: tuple[str, pa.Array], when: pa.Array) -> pa.Array:
+        parts = [p for name, values in tags for p in [",", *tag(name, pc.fill_null(values, ""))]]
+        return pc.if_else(pc.not_equal(pc.fill_null(when, ""), ""), _join(*parts), "")
+
+    return _join('"{' if plain else "{", *tag("namespace", cols["namespace"]), ",", *tag("workload", cols["workload"]),
+                 ",", *tag("pod", cols["pod"]), optional(("priority-class", cols["priority_class"]),
+                                                          when=cols["priority_class"]),
+                 optional(("team", team), when=team),
+                 optional(("scheduler", cols["scheduler"]), ("queue", cols["queue"]), when=cols["queue"]),
+                 '}"' if plain else "}")
 
 
 def _teams(hour: pa.Array, ns: pa.Array, *, teams: Mapping[tuple[int, str], str]) -> pa.Array:
@@ -81,9 +106,20 @@ def _pool_tags(pool: str) -> str | None:
     return json_object({f"{TAG_PREFIX}node-pool": pool}) if pool else None
 
 
+def _price_id_prefix(key: str) -> str:
+    sku, currency = key.split("\x00")
+    return f"{sku}-{currency.lower()}-"  # rate_card.sku_price_id's, the price appended
+
+
+def _as_cell(make: Callable[[str], str | None]) -> Callable[[str], str | None]:
+    """``make``'s text as its CSV cell (``quote_one`` is exact for any text; called once per distinct value)."""
+    return lambda key: None if (text := make(key)) is None else quote_one(text)
+
+
 def batch_frame(t: pa.Table, a: Amounts, *, s: FocusSettings, teams: Mapping[tuple[int, str], str],
-                capacity_types: Mapping[str, str]) -> Frame:
-    """The FOCUS columns of the batch's rows (``read_batch``'s table, ``columnar.amounts`` of it)."""
+                capacity_types: Mapping[str, str], csv: bool = True) -> Frame:
+    """The FOCUS columns of the batch's rows (``read_batch``'s table, ``columnar.amounts`` of it); ``csv``: for a
+    CSV file, where JSON cells and texts checked plain are made as their CSV cells (``Unquoted``) at once."""
     n = t.num_rows
     arrays = {name: t.column(name).combine_chunks() for name in t.column_names}
     col = arrays.__getitem__
@@ -99,17 +135,12 @@ def batch_frame(t: pa.Table, a: Amounts, *, s: FocusSettings, teams: Mapping[tup
     billed_zero = s.billed_cost == "zero"
     effective = col("cost")
     team = pc.if_else(usage, _teams(hour, ns, teams=teams), null_text)
-    queue = pc.fill_null(col("queue"), "")
-    queue_tags = pc.if_else(pc.not_equal(queue, ""), _join(
-        f',"{TAG_PREFIX}scheduler":', _json_strings(pc.fill_null(col("scheduler"), "")),
-        f',"{TAG_PREFIX}queue":', _json_strings(queue)), "")
-    pod_tags = _join('{"', TAG_PREFIX, 'namespace":', _json_strings(ns), ',"', TAG_PREFIX, 'workload":',
-                     _json_strings(col("workload")), ',"', TAG_PREFIX, 'pod":', _json_strings(pod),
-                     _optional_tag("priority-class", col("priority_class")), _optional_tag("team", team), queue_tags,
-                     "}")
+    plain = csv and plain_text(*(arrays[k] for k in TEXT_KEYS), team, pa.array([s.cluster]))
+    cell, q = (Unquoted, '""') if csv else (_same, '"')  # q: a JSON quote as the cell holds it
+    pod_tags = _pod_tags(arrays, team=team, plain=plain)
     what = pc.if_else(pc.equal(mig, ""), model, _join(model, ", MIG ", mig))
     category = _per_distinct(node, lambda k: pricing_category(capacity_types.get(k)))
-    return {
+    frame: Frame = {
         "BilledCost": Fixed(0) if billed_zero else effective, "BillingAccountId": Fixed(s.billing_account),
         "BillingAccountName": Fixed(s.provider), "BillingAccountType": Fixed("Internal Chargeback"),
         "BillingCurrency": currency,
@@ -134,20 +165,22 @@ def batch_frame(t: pa.Table, a: Amounts, *, s: FocusSettings, teams: Mapping[tup
         "ContractedUnitPrice": pc.if_else(priced, pa.array(a.contracted, _I64), null_int),
         "ListCost": pa.array(a.list_cost, _I64), "ContractedCost": pa.array(a.contracted_cost, _I64),
         "SkuId": sku, "SkuMeter": Fixed(SKU_METER),
-        "SkuPriceId": _join(sku, "-", pc.utf8_lower(currency), "-", decimal_text(list_price)),
-        "SkuPriceDetails": pc.if_else(priced, _per_distinct(sku_key, _price_details), null_text),
-        "Tags": _per_distinct(pool, _pool_tags),
-        "AllocatedMethodDetails": _join('{"Elements":[{"AllocatedRatio":', decimal_text(pa.array(a.ratio, _I64)),
-                                        f',"UsageUnit":"{PRICING_UNIT}","UsageQuantity":', decimal_text(hours),
-                                        "}]}"),
+        "SkuPriceId": _join(_per_distinct(_key(sku, currency), _price_id_prefix), decimal_text(list_price)),
+        "SkuPriceDetails": cell(pc.if_else(priced, _per_distinct(
+            sku_key, _as_cell(_price_details) if csv else _price_details), null_text)),
+        "Tags": cell(_per_distinct(pool, _as_cell(_pool_tags) if csv else _pool_tags)),
+        # CSV quotes it always (it holds quotes): made as its cell at once (q[1:]: the cell's own quote, or none)
+        "AllocatedMethodDetails": cell(_join(f'{q[1:]}{{{q}Elements{q}:[{{{q}AllocatedRatio{q}:',
+                                             decimal_text(pa.array(a.ratio, _I64)),
+                                             f',{q}UsageUnit{q}:{q}{PRICING_UNIT}{q},{q}UsageQuantity{q}:',
+                                             decimal_text(hours), f"}}]}}{q[1:]}")),
         "x_NodePool": _empty_null(pool), "x_GpuModel": model, "x_MigProfile": _empty_null(mig),
         # the holder's or the capacity's own columns
-        "ChargeDescription": pc.if_else(
-            usage, _join("GPU time of pod ", ns, "/", pod, " on node ", node, " (", what, ")"),
-            _join(state, " GPU capacity on node ", node, " (", model, ")")),
+        "ChargeDescription": _description(usage, what=what, plain=plain, parts=(ns, pod, node, model, state)),
         "AllocatedResourceId": pc.if_else(usage, _join(f"k8s://{s.cluster}/namespaces/", ns, "/pods/", pod),
                                           null_text),
-        "AllocatedResourceName": pod, "AllocatedTags": pc.if_else(usage, pod_tags, null_text),
+        "AllocatedResourceName": pod,
+        "AllocatedTags": (Unquoted if plain else _same)(pc.if_else(usage, pod_tags, null_text)),
         "x_CapacityState": state, "x_Namespace": ns, "x_Team": team, "x_WorkloadName": col("workload"),
         "x_PodName": pod, "x_PriorityClass": _empty_null(col("priority_class")),
         "x_Sharing": _empty_null(col("sharing")), "x_Queue": _empty_null(col("queue")),
@@ -159,6 +192,23 @@ def batch_frame(t: pa.Table, a: Amounts, *, s: FocusSettings, teams: Mapping[tup
         "x_EnergyJoules": col("energy_j"),
         "x_Co2eKg": _co2e_kg(col("co2e_g"), col("co2e_s")),
     }
+    if plain:
+        frame |= {k: Unquoted(frame[k]) for k in PLAIN_COLUMNS}
+    return frame
+
+
+def _same(values: pa.Array) -> pa.Array:
+    return values
+
+
+def _description(usage: pa.Array, *, what: pa.Array, plain: bool, parts: tuple[pa.Array, ...]) -> Any:
+    """ChargeDescription; ``plain``: as its CSV cell (quoted where ", MIG " puts a comma in it)."""
+    ns, pod, node, model, state = parts
+    text = pc.if_else(usage, _join("GPU time of pod ", ns, "/", pod, " on node ", node, " (", what, ")"),
+                      _join(state, " GPU capacity on node ", node, " (", model, ")"))
+    if not plain:
+        return text
+    return Unquoted(pc.if_else(pc.match_substring(text, ","), _join('"', text, '"'), text))
 
 
 def _co2e_kg(grams: pa.Array, known_s: pa.Array) -> pa.Array:

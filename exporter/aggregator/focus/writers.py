@@ -30,6 +30,7 @@ class CsvSink:
 
     def __init__(self, out: IO[str], version: str) -> None:
         self.columns = columns_for(version)
+        self.csv = True  # frames may hold CSV cells made at once (``cells.Unquoted``)
         self._out = out
         out.write(",".join(quote_one(c.name) for c in self.columns) + "\n")
         self.rows = 0
@@ -40,7 +41,7 @@ class CsvSink:
 
     def write_frame(self, frame: Frame, *, rows: int) -> None:
         """Append one hour's rows given as columns."""
-        self._out.write(csv_text(frame, self.columns, rows=rows))
+        self._out.write(csv_text(frame, self.columns, rows=rows).decode("utf-8"))
         self.rows += rows
 
     def close(self) -> None:
@@ -55,6 +56,7 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         self.columns = columns_for(version)
+        self.csv = False
         self.schema = pa.schema([pa.field(c.name, PARQUET_TYPES[c.type]) for c in self.columns])
         self._writer: Any = pq.ParquetWriter(out, self.schema, compression="snappy")
         self.rows = 0
