@@ -57,7 +57,11 @@ def _key(*arrays: pa.Array) -> pa.Array:
 
 def _empty_null(values: pa.Array) -> pa.Array:
     """"" as null (the row exporter's ``x or None``)."""
-    return pc.if_else(pc.equal(pc.fill_null(values, ""), ""), pa.nulls(len(values), _TXT), values)
+    empty = pc.equal(pc.fill_null(values, ""), "")
+    if not pc.any(empty).as_py():
+        return values
+    return pa.nulls(len(values), _TXT) if pc.all(empty).as_py() else pc.if_else(empty, pa.nulls(len(values), _TXT),
+                                                                                values)
 
 
 def _pod_tags(cols: Mapping[str, pa.Array], *, team: pa.Array, plain: bool) -> pa.Array:
@@ -65,15 +69,17 @@ def _pod_tags(cols: Mapping[str, pa.Array], *, team: pa.Array, plain: bool) -> p
     escapes or CSV quotes): written as its CSV cell, the whole quoted and each quote doubled."""
     q = '""' if plain else '"'  # a JSON quote as the cell holds it
 
-    def text(values: pa.Array) -> pa.Array:
-        return _join(q, values, q) if plain else _json_strings(values)
+    def tag(name: str, values: pa.Array) -> list[Any]:  # the parts of ``"<prefix><name>":"<value>"``
+        if plain:
+            return [f"{q}{TAG_PREFIX}{name}{q}:{q}", values, q]
+        return [f"{q}{TAG_PREFIX}{name}{q}:", _json_strings(values)]
 
-    def tag(name: str, values: pa.Array) -> list[Any]:
-        return [f"{q}{TAG_PREFIX}{name}{q}:", text(values)]
-
-    def optional(*tags: tuple[str, pa.Array], when: pa.Array) -> pa.Array:
+    def optional(*tags: tuple[str, pa.Array], when: pa.Array) -> Any:
+        given = pc.not_equal(pc.fill_null(when, ""), "")
+        if not pc.any(given).as_py():
+            return ""  # no row has it: nothing to join
         parts = [p for name, values in tags for p in [",", *tag(name, pc.fill_null(values, ""))]]
-        return pc.if_else(pc.not_equal(pc.fill_null(when, ""), ""), _join(*parts), "")
+        return pc.if_else(given, _join(*parts), "")
 
     return _join('"{' if plain else "{", *tag("namespace", cols["namespace"]), ",", *tag("workload", cols["workload"]),
                  ",", *tag("pod", cols["pod"]), optional(("priority-class", cols["priority_class"]),
