@@ -82,7 +82,7 @@ def ratios_of(costs: Sequence[int], seconds: Sequence[int]) -> list[int]:
     basis = list(seconds) if sum(costs) <= 0 or _one_price(costs, seconds) else list(costs)
     total = sum(basis)
     if total <= 0:
-        basis, total = [1] * len(costs), len(costs)
+        basis, total = [1 for _ in costs], len(costs)
     nearest = [half_even(b * RATIO_ONE, total) for b in basis]
     down = [b * RATIO_ONE // total for b in basis]
     for ratios in (nearest, down):
@@ -215,7 +215,7 @@ def _frame(cols: dict[str, pa.Array], *, kind: int, state: str, rows: int) -> pa
         elif field.type == pa.string() or field.name == "energy_j":
             arrays.append(pa.nulls(rows, field.type))
         else:
-            arrays.append(pa.array([0] * rows, pa.int64()))
+            arrays.append(pa.repeat(pa.scalar(0, pa.int64()), rows))
     return pa.Table.from_arrays(arrays, schema=_SCHEMA)
 
 

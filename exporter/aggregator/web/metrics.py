@@ -1,8 +1,6 @@
-"""The aggregator's metrics over in-memory state: no SQL and no I/O per scrape.
-
-``AggregatorCollector`` reads exactly what it is handed (``MetricsInputs``: books, gauges, the API cache, prices,
-the time), one small method per group of families; series names are written out whole, next to their HELP text,
-so grepping a dashboard's series finds this file (the held-GPU families are reused while unchanged)."""
+"""The aggregator's metrics over in-memory state: no SQL and no I/O per scrape. ``AggregatorCollector`` reads exactly
+what it is handed (``MetricsInputs``: books, gauges, the API cache, prices, the time), one small method per group of
+families (the held-GPU ones reused while unchanged: ``held_cache``); series names are written out whole."""
 
 from __future__ import annotations
 
@@ -193,8 +191,7 @@ def seconds_and_cost(seconds: CounterMetricFamily, cost: CounterMetricFamily, *,
 
 
 def held_gauges(g: Gauges, *, currency: str) -> Iterator[Family]:
-    """What is held now: GPUs and utilisation per namespace and workload, each pod's GPUs, idle time and hourly
-    cost, pods folded into overflow."""
+    """Held now: GPUs and utilisation per namespace and workload, each pod's GPUs, idle time, cost; overflow."""
     alloc = GaugeMetricFamily("gpucost_allocated_gpus", "GPUs held now (fractional)", labels=["namespace"])
     for ns, gpus in sorted(g.allocated_gpus.items()):
         alloc.add_metric([ns], gpus)
