@@ -18,13 +18,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from exporter.aggregator.focus import export as focus_export
+from exporter.aggregator.focus.amounts import exact_hours, unit_price
+from exporter.aggregator.focus.columnar import price_point, ratios_of
 from exporter.aggregator.focus.columns import ColumnType, columns_for
 from exporter.aggregator.focus.export import export, focus_hours, open_readonly, query_of
 from exporter.aggregator.focus.format import decimal_text, utc_text
 from exporter.aggregator.focus.ledger_source import Window
-from exporter.aggregator.focus.rows import FocusSettings
+from exporter.aggregator.focus.rows import FocusSettings, allocation_ratios
 from exporter.aggregator.focus.writers import CsvSink, ParquetSink
 from exporter.aggregator.ledger.store import Ledger
 
@@ -142,3 +146,31 @@ def test_columnar_parquet_holds_the_row_exporters_values(seed: int, tmp_path: Pa
     got, want = (pq.read_table(tmp_path / f"{n}.parquet") for n in ("columnar", "rows"))
     assert got.num_rows == want.num_rows
     assert pa.Table.from_batches(got.to_batches()).to_pylist() == want.to_pylist()
+
+
+_UNITS = st.lists(st.tuples(st.integers(0, 50 * NANO), st.integers(0, 8 * 3600 * NANO)), min_size=1, max_size=6)
+
+
+@given(_UNITS)
+def test_ratios_in_integers_are_the_row_exporters(shares: list[tuple[int, int]]) -> None:
+    """``columnar.ratios_of`` on nano-units gives ``rows.allocation_ratios`` of the same decimals, digit for digit."""
+    costs, seconds = [c for c, _s in shares], [s for _c, s in shares]
+    want = allocation_ratios([Decimal(c).scaleb(-9) for c in costs], [Decimal(s).scaleb(-9) for s in seconds])
+    assert [Decimal(r).scaleb(-9) for r in ratios_of(costs, seconds)] == want
+
+
+def test_one_price_tolerance_is_1e_6_of_the_seconds() -> None:
+    """Two GPU-hours at 1.00 and at 1.00 + d: c1 x S - C x s1 = (1 + d) x 7200 - (2 + d) x 3600 = 3600 d, one price
+    while that is at most 1e-6 x 7200, so d <= 0.000002 splits by GPU-seconds (0.5 each) and d = 0.000003 by cost:
+    1.000003 / 2.000003 = 0.50000075 (to 9 digits 0.500000750), the other 0.499999250."""
+    hour = 3600 * NANO
+    assert ratios_of([1_000_002_000, NANO], [hour, hour]) == [500_000_000, 500_000_000]
+    assert ratios_of([1_000_003_000, NANO], [hour, hour]) == [500_000_750, 499_999_250]
+
+
+@given(st.integers(0, 10**6 * NANO), st.integers(0, 10**6 * NANO))
+def test_price_points_in_integers_are_the_row_exporters(cost: int, seconds: int) -> None:
+    """``columnar.price_point`` (nano-units) is ``amounts.unit_price`` of the same decimals."""
+    want = unit_price(Decimal(cost).scaleb(-9), exact_hours(Decimal(seconds).scaleb(-9)))
+    got = price_point(cost, seconds)
+    assert (None if got is None else Decimal(got).scaleb(-9)) == want
