@@ -220,11 +220,13 @@ def test_a_damaged_postgres_index_is_an_integrity_finding(capsys: pytest.Capture
         asyncio.run(_book(t))
         raw_execute(t, "CREATE EXTENSION IF NOT EXISTS amcheck")
         with psycopg.connect(t.target, password=PASSWORD) as conn:
-            index, relpath = conn.execute(
+            found = conn.execute(
                 "SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
                 "JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname ~ '^usage_p[0-9]{6}$' AND c.relkind = 'i' "
                 "AND pg_relation_size(c.oid) >= 2 * current_setting('block_size')::int ORDER BY 1 LIMIT 1").fetchone()
-            (block,) = conn.execute("SELECT current_setting('block_size')::int").fetchone()
+            size = conn.execute("SELECT current_setting('block_size')::int").fetchone()
+        assert found is not None and size is not None
+        (index, relpath), (block,) = found, size
         server.stop(mode="fast")
         with (server.data / relpath).open("r+b") as f:  # page 1: the first page of entries after the metapage
             f.seek(block + 24)
