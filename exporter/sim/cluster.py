@@ -9,7 +9,7 @@ kubelet answers look is decided by ``kube_objects``, ``dcgm_text`` and ``kubelet
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from exporter.sim import dcgm_text, dra_objects, kai
@@ -65,6 +65,7 @@ class SimCluster:
         self.hostnames = {n: layout.spec.exporter_hostname or n for n, layout in self.layouts.items()}
         self.event_counter = 0
         self.waiting: dict[tuple[str, str], tuple[str, float]] = {}  # pods held back by their queue: (node, since)
+        self.evicted: set[tuple[str, str]] = set()  # the waiting successors of drained pods: no pod object yet
 
     # -- time ----------------------------------------------------------------------------------------
     def _build_timeline(self) -> list[_Step]:
@@ -95,6 +96,7 @@ class SimCluster:
             fired.extend(self._apply(step))
         self.t = t
         admission.run_commands(self.store)
+        self._drain()
         self._admit_waiting()
         return fired
 
@@ -115,15 +117,11 @@ class SimCluster:
             self._add_event(EventInfo(pod.namespace, "Pod", pod.name, "FailedScheduling", self.pending_message(pod),
                                       "default-scheduler", stable_uid(f"pod/{pod.namespace}/{pod.name}")), step.at)
             self._update_quota(pod.namespace)
-        elif pod is not None and step.kind == "pod_end" and (pod.namespace, pod.name) in self.waiting:
-            pass  # it has not started: its end moves with its start (``_admit_waiting``)
+        elif pod is not None and step.kind == "pod_end" and ((pod.namespace, pod.name) in self.waiting
+                                                             or pod.end != step.at):
+            pass  # it has not started (its end moves with its start, ``_admit_waiting``), or it ended earlier
         elif pod is not None and step.kind == "pod_end":
-            if pod.node is not None:  # its containers terminate at ``end`` (finishedAt), then it goes
-                self.store.upsert("pods", self.pod_object(pod, running=True, finished=step.at))
-            if pod.node is None or not self.layouts[pod.node].spec.kubelet_lists_terminated:
-                self.store.delete("pods", pod.namespace, name=pod.name)
-                self._kai_configmap(pod, keep=False)  # garbage-collected with its owner
-            self._update_quota(pod.namespace)
+            self._end(pod, at=step.at)
         elif step.event is not None and step.kind == "quota_rejection":
             self._quota_rejection(step.event, step.at)
         elif step.event is not None and step.kind == "budget_change":
@@ -137,6 +135,42 @@ class SimCluster:
         elif step.event is not None:
             return [Happening(step.kind, step.event.node, step.at)]
         return []
+
+    def _end(self, pod: PodSpec, *, at: float) -> None:
+        """The pod's containers terminate at ``at`` (finishedAt), then it goes (unless its kubelet lists it on)."""
+        if pod.node is not None:
+            self.store.upsert("pods", self.pod_object(pod, running=True, finished=at))
+        if pod.node is None or not self.layouts[pod.node].spec.kubelet_lists_terminated:
+            self.store.delete("pods", pod.namespace, name=pod.name)
+            self._kai_configmap(pod, keep=False)  # garbage-collected with its owner
+        self._update_quota(pod.namespace)
+
+    def _drain(self) -> None:
+        """Kueue's ``HoldAndDrain``: every running pod of a drained queue has its Workload evicted and stops now (its
+        time is charged up to here). A pod with an owner (a Job) gets a successor that waits, with the run time it had
+        left, until the queue admits again, as the Job's new pod; a plain pod is gone for good."""
+        for pod in list(self.scenario.pods):
+            reason = admission.drain_reason(self.store, pod) if pod.running_at(self.t) else None
+            if reason is None:
+                continue
+            node, left = str(pod.node), None if pod.end is None else pod.end - self.t
+            pod.end = self.t
+            self._end(pod, at=self.t)
+            for ko in kube_queues.group_objects(pod, admitted=False, created=self.wall_start + pod.start,
+                                                evicted=reason, at=self.wall_start + self.t):
+                self.store.upsert(ko.kind, ko.obj)
+            if pod.owner is None:
+                continue
+            name = f"{pod.owner.name}-{stable_uid(f'pod/{pod.namespace}/{pod.name}/{self.t}')[:5]}"
+            nxt = replace(pod, name=name, node=None, start=self.t, end=None if left is None else self.t + left)
+            self.scenario.pods.append(nxt)
+            old, new = (pod.namespace, pod.name), (pod.namespace, name)  # the same devices, as the node has them free
+            if old in self.devices:
+                self.devices[new] = self.devices[old]
+            if old in self.hami:
+                self.hami[new] = self.hami[old]
+            self.waiting[(pod.namespace, name)] = (node, self.t)
+            self.evicted.add((pod.namespace, name))
 
     def _hold_back(self, pod: PodSpec, *, at: float) -> None:
         """A pod whose queue is held when it is submitted: Pending (its Workload or PodGroup not admitted)."""
@@ -152,6 +186,7 @@ class SimCluster:
             if admission.is_held(self.store, pod):
                 continue
             del self.waiting[key]
+            self.evicted.discard(key)
             pod.node, pod.start = node, self.t
             if pod.end is not None:
                 pod.end += self.t - since
@@ -283,7 +318,7 @@ class SimCluster:
         """GPUs charged to quota: every pod admitted (running or pending) requesting nvidia.com/gpu."""
         return sum(p.gpus for p in self.scenario.pods
                    if p.namespace == ns and p.resource == "nvidia.com/gpu" and not p.claims and p.start <= self.t
-                   and (p.end is None or self.t < p.end))
+                   and (p.end is None or self.t < p.end) and (p.namespace, p.name) not in self.evicted)
 
     def _update_quota(self, ns: str) -> None:
         if any(ns in q.namespaces for q in self.scenario.queues):

@@ -2,7 +2,9 @@
 
 Kueue admits nothing new through a LocalQueue whose ``spec.stopPolicy`` (or its ClusterQueue's) is not ``None``;
 Volcano's controller turns a ``CloseQueue`` / ``OpenQueue`` Command into the Queue's ``status.state`` and deletes the
-Command; a closed Volcano queue admits nothing new. Running pods are never evicted by ``Hold`` or ``CloseQueue``.
+Command; a closed Volcano queue admits nothing new. Running pods are never evicted by ``Hold`` or ``CloseQueue``;
+``HoldAndDrain`` also evicts the queue's admitted Workloads (Kueue's workload controller: condition ``Evicted``, reason
+``LocalQueueStopped`` or ``ClusterQueueStopped``), whose pods then stop.
 """
 
 from __future__ import annotations
@@ -31,6 +33,22 @@ def is_held(store: KubeStore, pod: PodSpec) -> bool:
         queue = store.objects["queues"].get(("", q.name))
         return queue is not None and (queue.get("status") or {}).get("state", "Open") != "Open"
     return False
+
+
+def drain_reason(store: KubeStore, pod: PodSpec) -> str | None:
+    """Why Kueue evicts the pod's admitted Workload now: ``LocalQueueStopped`` / ``ClusterQueueStopped`` when its
+    LocalQueue / ClusterQueue has ``stopPolicy: HoldAndDrain`` (the LocalQueue is checked first, as Kueue does);
+    None otherwise (``Hold`` lets admitted workloads run on; Volcano and KAI have no drain)."""
+    q = pod.queue
+    if q is None or q.kind != "kueue":
+        return None
+    lq = store.objects["localqueues"].get((pod.namespace, q.name))
+    if lq is not None and (lq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
+        return "LocalQueueStopped"
+    cq = store.objects["clusterqueues"].get(("", q.cluster_queue))
+    if cq is not None and (cq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
+        return "ClusterQueueStopped"
+    return None
 
 
 def run_commands(store: KubeStore) -> None:
