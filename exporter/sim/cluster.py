@@ -9,14 +9,14 @@ kubelet answers look is decided by ``kube_objects``, ``dcgm_text`` and ``kubelet
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from exporter.sim import dcgm_text, dra_objects, kai
 from exporter.sim.kube import admission, exporter_pods
 from exporter.sim.kube import objects as kube_objects
 from exporter.sim.kube import queues as kube_queues
-from exporter.sim.kube.objects import GPU_QUOTA_KEY, EventInfo, stable_uid
+from exporter.sim.kube.objects import EventInfo, stable_uid
 from exporter.sim.kube.store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
 from exporter.sim.layout import NodeLayout, place_pods
@@ -146,31 +146,17 @@ class SimCluster:
         self._update_quota(pod.namespace)
 
     def _drain(self) -> None:
-        """Kueue's ``HoldAndDrain``: every running pod of a drained queue has its Workload evicted and stops now (its
-        time is charged up to here). A pod with an owner (a Job) gets a successor that waits, with the run time it had
-        left, until the queue admits again, as the Job's new pod; a plain pod is gone for good."""
-        for pod in list(self.scenario.pods):
-            reason = admission.drain_reason(self.store, pod) if pod.running_at(self.t) else None
-            if reason is None:
-                continue
-            node, left = str(pod.node), None if pod.end is None else pod.end - self.t
+        """Kueue's ``HoldAndDrain``: each running pod of a drained queue has its Workload evicted and stops now (charged
+        up to here); a Job's new pod waits for the queue to admit again (``admission.successor``)."""
+        for pod, reason in admission.drained(self.store, self.scenario.pods, t=self.t):
+            node, nxt = str(pod.node), admission.successor(pod, at=self.t, devices=self.devices, hami=self.hami)
             pod.end = self.t
             self._end(pod, at=self.t)
-            for ko in kube_queues.group_objects(pod, admitted=False, created=self.wall_start + pod.start,
-                                                evicted=reason, at=self.wall_start + self.t):
-                self.store.upsert(ko.kind, ko.obj)
-            if pod.owner is None:
-                continue
-            name = f"{pod.owner.name}-{stable_uid(f'pod/{pod.namespace}/{pod.name}/{self.t}')[:5]}"
-            nxt = replace(pod, name=name, node=None, start=self.t, end=None if left is None else self.t + left)
-            self.scenario.pods.append(nxt)
-            old, new = (pod.namespace, pod.name), (pod.namespace, name)  # the same devices, as the node has them free
-            if old in self.devices:
-                self.devices[new] = self.devices[old]
-            if old in self.hami:
-                self.hami[new] = self.hami[old]
-            self.waiting[(pod.namespace, name)] = (node, self.t)
-            self.evicted.add((pod.namespace, name))
+            self._group_objects(pod, admitted=False, evicted=reason)
+            if nxt is not None:
+                self.scenario.pods.append(nxt)
+                self.waiting[(nxt.namespace, nxt.name)] = (node, self.t)
+                self.evicted.add((nxt.namespace, nxt.name))
 
     def _hold_back(self, pod: PodSpec, *, at: float) -> None:
         """A pod whose queue is held when it is submitted: Pending (its Workload or PodGroup not admitted)."""
@@ -268,23 +254,16 @@ class SimCluster:
 
     def _kai_configmap(self, pod: PodSpec, *, keep: bool) -> None:
         """A KAI fraction's ConfigMap (``GPU_PORTION``), written by the binder before the pod starts."""
-        if pod.kai is None or pod.kai.reservation or pod.node is None:
+        if (cm := kai.placed_configmap(pod, self.layouts, created=self.wall_start + pod.start)) is None:
             return
-        layout = self.layouts[pod.node]
-        cm = kai.configmap(pod, model=layout.spec.model, gpu_uuids=[layout.gpus[g].uuid for g in pod.kai.placed],
-                           created=self.wall_start + pod.start)
         if keep:
             self.store.upsert("configmaps", cm)
         else:
             self.store.delete("configmaps", pod.namespace, name=cm["metadata"]["name"])
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
-        """The Node object the API server serves for ``layout``, its InternalIP a loopback address of its own."""
-        node = kube_objects.node_object(layout, created=self.wall_start)
-        index = list(self.layouts).index(layout.spec.name)
-        node["status"]["addresses"] = [{"type": "InternalIP", "address": exporter_pods.node_address(index)},
-                                       {"type": "Hostname", "address": layout.spec.name}]
-        return node
+        """The Node object the API server serves for ``layout`` (``exporter_pods.node_object``)."""
+        return exporter_pods.node_object(layout, list(self.layouts).index(layout.spec.name), created=self.wall_start)
 
     def pending_message(self, pod: PodSpec) -> str:
         """Why ``pod`` is Pending, as the scheduler's condition message would put it."""
@@ -302,9 +281,10 @@ class SimCluster:
             obj["metadata"]["annotations"] = {**obj["metadata"].get("annotations", {}), **annotations}
         return obj
 
-    def _group_objects(self, pod: PodSpec, *, admitted: bool) -> None:
-        """The pod's Workload or PodGroup, as its scheduler's controller makes it when the pod is submitted."""
-        for ko in kube_queues.group_objects(pod, admitted=admitted, created=self.wall_start + pod.start):
+    def _group_objects(self, pod: PodSpec, *, admitted: bool, evicted: str | None = None) -> None:
+        """The pod's Workload or PodGroup as its scheduler's controller makes it now (Kueue: evicts it, ``evicted``)."""
+        for ko in kube_queues.group_objects(pod, admitted=admitted, created=self.wall_start + pod.start,
+                                            evicted=evicted, at=self.wall_start + self.t):
             self.store.upsert(ko.kind, ko.obj)
 
     def _queue_objects(self) -> None:
@@ -330,13 +310,9 @@ class SimCluster:
 
     def _quota_rejection(self, ev: EventSpec, at: float) -> None:
         ns = ev.namespace or "default"
-        spec = next((n for n in self.scenario.namespaces if n.name == ns), None)
-        hard = spec.gpu_quota if spec and spec.gpu_quota is not None else 0
-        key = GPU_QUOTA_KEY
-        msg = (f'Error creating: pods "rejected-{self.event_counter}" is forbidden: exceeded quota: gpu-quota, '
-               f"requested: {key}={ev.requested}, used: {key}={self.quota_used(ns)}, limited: {key}={hard}")
-        self._add_event(EventInfo(ns, "ReplicaSet", f"burst-{self.event_counter}", "FailedCreate", msg,
-                                  "replicaset-controller"), at)
+        hard = next((n.gpu_quota or 0 for n in self.scenario.namespaces if n.name == ns), 0)
+        self._add_event(kube_objects.quota_rejection(ns, seq=self.event_counter, requested=ev.requested,
+                                                     used=self.quota_used(ns), hard=hard), at)
 
     def _add_event(self, info: EventInfo, at: float) -> None:
         self.event_counter += 1

@@ -10,10 +10,12 @@ Command; a closed Volcano queue admits nothing new. Running pods are never evict
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
-from exporter.sim.kube.objects import KindObject
+from exporter.sim.kube.objects import KindObject, stable_uid
 from exporter.sim.kube.store import KubeStore
+from exporter.sim.layout import HamiShare
 from exporter.sim.spec import PodSpec
 
 
@@ -49,6 +51,27 @@ def drain_reason(store: KubeStore, pod: PodSpec) -> str | None:
     if cq is not None and (cq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
         return "ClusterQueueStopped"
     return None
+
+
+def drained(store: KubeStore, pods: list[PodSpec], *, t: float) -> list[tuple[PodSpec, str]]:
+    """The pods running at ``t`` whose Workload Kueue evicts now, each with ``drain_reason``."""
+    return [(p, reason) for p in pods if p.running_at(t) and (reason := drain_reason(store, p)) is not None]
+
+
+def successor(pod: PodSpec, *, at: float, devices: dict[tuple[str, str], list[str]],
+              hami: dict[tuple[str, str], list[HamiShare]]) -> PodSpec | None:
+    """The new pod a drained pod's owner (a Job) creates at ``at``: ``<owner>-<5 hex>``, unscheduled until its queue
+    admits again, then running for what ``pod`` had left (its end moves by the wait), on the same devices (free on the
+    node meanwhile, registered under the new name). None for a plain pod: nothing recreates it."""
+    if pod.owner is None:
+        return None
+    name = f"{pod.owner.name}-{stable_uid(f'pod/{pod.namespace}/{pod.name}/{at}')[:5]}"
+    old, new = (pod.namespace, pod.name), (pod.namespace, name)
+    if old in devices:
+        devices[new] = devices[old]
+    if old in hami:
+        hami[new] = hami[old]
+    return replace(pod, name=name, node=None, start=at)
 
 
 def run_commands(store: KubeStore) -> None:
