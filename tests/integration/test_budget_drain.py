@@ -1,12 +1,13 @@
 """A budget that drains, end to end on the simulator (agents, aggregator, the simulated API over HTTP), in virtual time
 from Sunday 2027-01-03 22:00 UTC, so the calendar week rolls over at minute 120; ticks of 60 s.
 
-Kueue LocalQueue team-a/train, weekly budget 4 GPU-hours, ``action: drain``: train-0 and train-1 (Jobs train-a and
-train-b) hold 2 H100 each, so 4 GPUs x 1 h = 4 GPU-h are spent at minute 60 and the aggregator sets the LocalQueue's
-stopPolicy to ``HoldAndDrain`` in that tick. The simulated Kueue evicts the queue's admitted Workloads at its next
-tick (minute 61, reason ``LocalQueueStopped``): both pods stop and are charged no more. dev-0, in LocalQueue dev of
-the same ClusterQueue, runs on. At the next week (minute 120) the hold is released; at minute 121 the Jobs' new pods
-start with the run time their first ones had left (110 - 61 = 49 minutes), so they end at minute 170.
+Kueue LocalQueue team-a/train, weekly budget 3.8 GPU-hours, ``action: drain``: train-0 and train-1 (Jobs train-a and
+train-b) hold 2 H100 each, so 4 GPUs x 57/60 h = 3.8 GPU-h are spent at minute 57 (off the 5-minute refresh of
+budgets that do not act) and the aggregator sets the LocalQueue's stopPolicy to ``HoldAndDrain`` in that tick. The
+simulated Kueue evicts the queue's admitted Workloads at its next tick (minute 58, reason ``LocalQueueStopped``): both
+pods stop and are charged no more. dev-0, in LocalQueue dev of the same ClusterQueue, runs on. At the next week
+(minute 120) the hold is released; at minute 121 the Jobs' new pods start with the run time their first ones had left
+(110 - 58 = 52 minutes), so they end at minute 173.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ pods:
      owner: {kind: Job, name: train-b}}
   - {name: dev-0, namespace: team-a, node: n-h100, gpus: 1, queue: dev, end: 100m}
 budgets:
-  - {name: train-weekly, target: {kueue_local_queue: team-a/train}, gpu_hours: 4, window: week, action: drain}
+  - {name: train-weekly, target: {kueue_local_queue: team-a/train}, gpu_hours: 3.8, window: week, action: drain}
 """
 
 
@@ -77,13 +78,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         try:
             for minute in range(0, 181):
                 await pipe.step(minute * 60.0)
-                if minute in (59, 60, 61, 119, 120, 121):
+                if minute in (56, 57, 58, 119, 120, 121):
                     seen[f"m{minute}"] = {"stop": _stop(pipe), "pods": _phases(pipe)}
-                if minute == 60:
+                if minute == 57:
                     lq = _obj(pipe, "localqueues", "team-a", "train")
                     assert lq is not None
                     seen["annotations"] = dict(lq["metadata"].get("annotations") or {})
-                if minute == 61:
+                if minute == 58:
                     seen["evicted"] = _conditions(pipe, "job-train-a")
                     seen["evicted_admission"] = (_obj(pipe, "workloads", "team-a", "job-train-a") or {})[
                         "status"].get("admission")
@@ -106,43 +107,45 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_a_spent_drain_budget_sets_hold_and_drain(run: dict[str, Any]) -> None:
-    """At minute 59 train has spent 4 x 59/60 = 3.933 GPU-h of 4: the queue runs; at minute 60, 4 x 1 = 4 GPU-h: the
-    LocalQueue's stopPolicy is HoldAndDrain (the budget says drain), annotated, and an Event says why."""
-    assert run["m59"]["stop"] == "None"
-    assert run["m60"]["stop"] == "HoldAndDrain"
+    """At minute 56 train has spent 4 x 56/60 = 3.733 GPU-h of 3.8: the queue runs; at minute 57, 4 x 57/60 = 3.8
+    GPU-h: within that tick the LocalQueue's stopPolicy is HoldAndDrain (the budget says drain), annotated, and an
+    Event says why."""
+    assert run["m56"]["stop"] == "None"
+    assert run["m57"]["stop"] == "HoldAndDrain"
     assert run["annotations"] == {"gpu.platform/held-by-budget": "train-weekly"}
     spent = [m for reason, m in run["events"] if reason == "BudgetSpent"]
-    assert len(spent) == 1 and "4.000000000 GPU-h / 4 GPU-h" in spent[0] and "HoldAndDrain" in spent[0]
+    assert len(spent) == 1 and "3.800000000 GPU-h / 3.8 GPU-h" in spent[0] and "HoldAndDrain" in spent[0]
     assert run["actions"][("train-weekly", "drain")] == 1
     assert ("train-weekly", "hold") not in run["actions"]
 
 
 def test_the_simulated_kueue_evicts_the_queues_admitted_workloads(run: dict[str, Any]) -> None:
-    """In the tick the hold is set the pods still run (Kueue acts on what it sees next); at minute 61 train-0 and
+    """In the tick the hold is set the pods still run (Kueue acts on what it sees next); at minute 58 train-0 and
     train-1 are gone and their Workloads evicted as Kueue does (Evicted/LocalQueueStopped, no admission, requeue
     waiting for the queue); dev-0, in another LocalQueue of the same ClusterQueue, runs on."""
-    assert run["m60"]["pods"] == {"train-0": "Running", "train-1": "Running", "dev-0": "Running"}
-    assert run["m61"]["pods"] == {"dev-0": "Running"}
+    assert run["m57"]["pods"] == {"train-0": "Running", "train-1": "Running", "dev-0": "Running"}
+    assert run["m58"]["pods"] == {"dev-0": "Running"}
     assert run["evicted"]["Evicted"] == ("True", "LocalQueueStopped")
     assert run["evicted"]["Requeued"] == ("False", "LocalQueueStopped")
     assert run["evicted_admission"] is None
 
 
 def test_drained_pods_stop_being_charged(run: dict[str, Any]) -> None:
-    """At minute 100 train-0 and train-1 are charged to minute 61 only: 2 GPUs x 61/60 h = 2.0333 GPU-h, x 4.00 =
-    8.13 each (not 2 x 100/60 = 3.333); the budget's spent stays at 2 x 2.0333 = 4.0667 GPU-h. dev-0 is charged its
+    """At minute 100 train-0 and train-1 are charged to minute 58 only: 2 GPUs x 58/60 h = 1.9333 GPU-h, x 4.00 =
+    7.73 each (not 2 x 100/60 = 3.333); the budget's spent stays at 2 x 1.9333 = 3.8667 GPU-h. dev-0 is charged its
     whole 100 minutes: 1 x 100/60 = 1.667 GPU-h."""
     books = run["books_100"]
     for pod in ("train-0", "train-1"):
-        close(books[pod]["allocated_gpu_hours"], 2 * 61 / 60)
-        close(books[pod]["cost"], 2 * 61 / 60 * 4.00)
+        close(books[pod]["allocated_gpu_hours"], 2 * 58 / 60)
+        close(books[pod]["cost"], 2 * 58 / 60 * 4.00)
     close(books["dev-0"]["allocated_gpu_hours"], 1 * 100 / 60)
-    close(run["spent_100"], 2 * 2 * 61 / 60)
+    close(run["spent_100"], 2 * 2 * 58 / 60)
 
 
 def test_next_week_releases_and_the_jobs_run_again(run: dict[str, Any]) -> None:
-    """At minute 120 the week rolls over (0 of 4 GPU-h spent): stopPolicy None; at minute 121 each Job's new pod runs,
-    its Workload admitted again, for the 110 - 61 = 49 minutes left: 2 GPUs x 49/60 h = 1.6333 GPU-h, x 4.00 = 6.53."""
+    """At minute 120 the week rolls over (0 of 3.8 GPU-h spent): stopPolicy None; at minute 121 each Job's new pod
+    runs, its Workload admitted again, for the 110 - 58 = 52 minutes left: 2 GPUs x 52/60 h = 1.7333 GPU-h, x 4.00 =
+    6.93."""
     assert run["m119"]["stop"] == "HoldAndDrain"
     assert run["m120"]["stop"] == "None"
     assert set(run["m120"]["pods"]) == set()  # dev-0 ended at minute 100; the Jobs' new pods wait for Kueue's next tick
@@ -153,7 +156,7 @@ def test_next_week_releases_and_the_jobs_run_again(run: dict[str, Any]) -> None:
     assert run["actions"][("train-weekly", "release")] == 1
     books = run["books"]
     for pod in new:
-        close(books[pod]["allocated_gpu_hours"], 2 * 49 / 60)
-        close(books[pod]["cost"], 2 * 49 / 60 * 4.00)
+        close(books[pod]["allocated_gpu_hours"], 2 * 52 / 60)
+        close(books[pod]["cost"], 2 * 52 / 60 * 4.00)
     for pod in ("train-0", "train-1"):  # nothing more after the drain
-        close(books[pod]["allocated_gpu_hours"], 2 * 61 / 60)
+        close(books[pod]["allocated_gpu_hours"], 2 * 58 / 60)
