@@ -16,7 +16,7 @@ from exporter.sim import dcgm_text, dra_objects, kai
 from exporter.sim.kube import admission, exporter_pods
 from exporter.sim.kube import objects as kube_objects
 from exporter.sim.kube import queues as kube_queues
-from exporter.sim.kube.objects import GPU_QUOTA_KEY, EventInfo, stable_uid
+from exporter.sim.kube.objects import EventInfo, stable_uid
 from exporter.sim.kube.store import KubeStore
 from exporter.sim.kubelet_answers import PodDevices, list_answer
 from exporter.sim.layout import NodeLayout, place_pods
@@ -65,6 +65,7 @@ class SimCluster:
         self.hostnames = {n: layout.spec.exporter_hostname or n for n, layout in self.layouts.items()}
         self.event_counter = 0
         self.waiting: dict[tuple[str, str], tuple[str, float]] = {}  # pods held back by their queue: (node, since)
+        self.evicted: set[tuple[str, str]] = set()  # the waiting successors of drained pods: no pod object yet
 
     # -- time ----------------------------------------------------------------------------------------
     def _build_timeline(self) -> list[_Step]:
@@ -95,6 +96,7 @@ class SimCluster:
             fired.extend(self._apply(step))
         self.t = t
         admission.run_commands(self.store)
+        self._drain()
         self._admit_waiting()
         return fired
 
@@ -115,15 +117,11 @@ class SimCluster:
             self._add_event(EventInfo(pod.namespace, "Pod", pod.name, "FailedScheduling", self.pending_message(pod),
                                       "default-scheduler", stable_uid(f"pod/{pod.namespace}/{pod.name}")), step.at)
             self._update_quota(pod.namespace)
-        elif pod is not None and step.kind == "pod_end" and (pod.namespace, pod.name) in self.waiting:
-            pass  # it has not started: its end moves with its start (``_admit_waiting``)
+        elif pod is not None and step.kind == "pod_end" and ((pod.namespace, pod.name) in self.waiting
+                                                             or pod.end != step.at):
+            pass  # it has not started (its end moves with its start, ``_admit_waiting``), or it ended earlier
         elif pod is not None and step.kind == "pod_end":
-            if pod.node is not None:  # its containers terminate at ``end`` (finishedAt), then it goes
-                self.store.upsert("pods", self.pod_object(pod, running=True, finished=step.at))
-            if pod.node is None or not self.layouts[pod.node].spec.kubelet_lists_terminated:
-                self.store.delete("pods", pod.namespace, name=pod.name)
-                self._kai_configmap(pod, keep=False)  # garbage-collected with its owner
-            self._update_quota(pod.namespace)
+            self._end(pod, at=step.at)
         elif step.event is not None and step.kind == "quota_rejection":
             self._quota_rejection(step.event, step.at)
         elif step.event is not None and step.kind == "budget_change":
@@ -137,6 +135,28 @@ class SimCluster:
         elif step.event is not None:
             return [Happening(step.kind, step.event.node, step.at)]
         return []
+
+    def _end(self, pod: PodSpec, *, at: float) -> None:
+        """The pod's containers terminate at ``at`` (finishedAt), then it goes (unless its kubelet lists it on)."""
+        if pod.node is not None:
+            self.store.upsert("pods", self.pod_object(pod, running=True, finished=at))
+        if pod.node is None or not self.layouts[pod.node].spec.kubelet_lists_terminated:
+            self.store.delete("pods", pod.namespace, name=pod.name)
+            self._kai_configmap(pod, keep=False)  # garbage-collected with its owner
+        self._update_quota(pod.namespace)
+
+    def _drain(self) -> None:
+        """Kueue's ``HoldAndDrain``: each running pod of a drained queue has its Workload evicted and stops now (charged
+        up to here); a Job's new pod waits for the queue to admit again (``admission.successor``)."""
+        for pod, reason in admission.drained(self.store, self.scenario.pods, t=self.t):
+            node, nxt = str(pod.node), admission.successor(pod, at=self.t, devices=self.devices, hami=self.hami)
+            pod.end = self.t
+            self._end(pod, at=self.t)
+            self._group_objects(pod, admitted=False, evicted=reason)
+            if nxt is not None:
+                self.scenario.pods.append(nxt)
+                self.waiting[(nxt.namespace, nxt.name)] = (node, self.t)
+                self.evicted.add((nxt.namespace, nxt.name))
 
     def _hold_back(self, pod: PodSpec, *, at: float) -> None:
         """A pod whose queue is held when it is submitted: Pending (its Workload or PodGroup not admitted)."""
@@ -152,6 +172,7 @@ class SimCluster:
             if admission.is_held(self.store, pod):
                 continue
             del self.waiting[key]
+            self.evicted.discard(key)
             pod.node, pod.start = node, self.t
             if pod.end is not None:
                 pod.end += self.t - since
@@ -233,23 +254,16 @@ class SimCluster:
 
     def _kai_configmap(self, pod: PodSpec, *, keep: bool) -> None:
         """A KAI fraction's ConfigMap (``GPU_PORTION``), written by the binder before the pod starts."""
-        if pod.kai is None or pod.kai.reservation or pod.node is None:
+        if (cm := kai.placed_configmap(pod, self.layouts, created=self.wall_start + pod.start)) is None:
             return
-        layout = self.layouts[pod.node]
-        cm = kai.configmap(pod, model=layout.spec.model, gpu_uuids=[layout.gpus[g].uuid for g in pod.kai.placed],
-                           created=self.wall_start + pod.start)
         if keep:
             self.store.upsert("configmaps", cm)
         else:
             self.store.delete("configmaps", pod.namespace, name=cm["metadata"]["name"])
 
     def node_object(self, layout: NodeLayout) -> dict[str, Any]:
-        """The Node object the API server serves for ``layout``, its InternalIP a loopback address of its own."""
-        node = kube_objects.node_object(layout, created=self.wall_start)
-        index = list(self.layouts).index(layout.spec.name)
-        node["status"]["addresses"] = [{"type": "InternalIP", "address": exporter_pods.node_address(index)},
-                                       {"type": "Hostname", "address": layout.spec.name}]
-        return node
+        """The Node object the API server serves for ``layout`` (``exporter_pods.node_object``)."""
+        return exporter_pods.node_object(layout, list(self.layouts).index(layout.spec.name), created=self.wall_start)
 
     def pending_message(self, pod: PodSpec) -> str:
         """Why ``pod`` is Pending, as the scheduler's condition message would put it."""
@@ -267,9 +281,10 @@ class SimCluster:
             obj["metadata"]["annotations"] = {**obj["metadata"].get("annotations", {}), **annotations}
         return obj
 
-    def _group_objects(self, pod: PodSpec, *, admitted: bool) -> None:
-        """The pod's Workload or PodGroup, as its scheduler's controller makes it when the pod is submitted."""
-        for ko in kube_queues.group_objects(pod, admitted=admitted, created=self.wall_start + pod.start):
+    def _group_objects(self, pod: PodSpec, *, admitted: bool, evicted: str | None = None) -> None:
+        """The pod's Workload or PodGroup as its scheduler's controller makes it now (Kueue: evicts it, ``evicted``)."""
+        for ko in kube_queues.group_objects(pod, admitted=admitted, created=self.wall_start + pod.start,
+                                            evicted=evicted, at=self.wall_start + self.t):
             self.store.upsert(ko.kind, ko.obj)
 
     def _queue_objects(self) -> None:
@@ -283,7 +298,7 @@ class SimCluster:
         """GPUs charged to quota: every pod admitted (running or pending) requesting nvidia.com/gpu."""
         return sum(p.gpus for p in self.scenario.pods
                    if p.namespace == ns and p.resource == "nvidia.com/gpu" and not p.claims and p.start <= self.t
-                   and (p.end is None or self.t < p.end))
+                   and (p.end is None or self.t < p.end) and (p.namespace, p.name) not in self.evicted)
 
     def _update_quota(self, ns: str) -> None:
         if any(ns in q.namespaces for q in self.scenario.queues):
@@ -295,13 +310,9 @@ class SimCluster:
 
     def _quota_rejection(self, ev: EventSpec, at: float) -> None:
         ns = ev.namespace or "default"
-        spec = next((n for n in self.scenario.namespaces if n.name == ns), None)
-        hard = spec.gpu_quota if spec and spec.gpu_quota is not None else 0
-        key = GPU_QUOTA_KEY
-        msg = (f'Error creating: pods "rejected-{self.event_counter}" is forbidden: exceeded quota: gpu-quota, '
-               f"requested: {key}={ev.requested}, used: {key}={self.quota_used(ns)}, limited: {key}={hard}")
-        self._add_event(EventInfo(ns, "ReplicaSet", f"burst-{self.event_counter}", "FailedCreate", msg,
-                                  "replicaset-controller"), at)
+        hard = next((n.gpu_quota or 0 for n in self.scenario.namespaces if n.name == ns), 0)
+        self._add_event(kube_objects.quota_rejection(ns, seq=self.event_counter, requested=ev.requested,
+                                                     used=self.quota_used(ns), hard=hard), at)
 
     def _add_event(self, info: EventInfo, at: float) -> None:
         self.event_counter += 1

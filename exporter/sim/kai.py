@@ -17,7 +17,7 @@ from typing import Any
 from exporter.model.durations import format_duration
 from exporter.sim.hardware import framebuffer_mib
 from exporter.sim.kube.objects import iso, stable_uid
-from exporter.sim.layout import node_layout
+from exporter.sim.layout import NodeLayout, node_layout
 from exporter.sim.scenario_ctx import Ctx
 from exporter.sim.spec import KaiSpec, NodeSpec, PodSpec, ScenarioError
 
@@ -184,3 +184,12 @@ def configmap(pod: PodSpec, *, model: str, gpu_uuids: list[str], created: float)
                                               "uid": stable_uid(f"pod/{pod.namespace}/{pod.name}")}]},
             "data": {"NVIDIA_VISIBLE_DEVICES": ",".join(gpu_uuids),
                      "GPU_PORTION": f"{portion(pod.kai, model):.2f}"}}
+
+
+def placed_configmap(pod: PodSpec, layouts: dict[str, NodeLayout], *, created: float) -> dict[str, Any] | None:
+    """``configmap`` for a placed KAI fraction, on its node's GPUs; None for any other pod."""
+    if pod.kai is None or pod.kai.reservation or pod.node is None:
+        return None
+    layout = layouts[pod.node]
+    return configmap(pod, model=layout.spec.model, gpu_uuids=[layout.gpus[g].uuid for g in pod.kai.placed],
+                     created=created)

@@ -6,15 +6,10 @@ expression returns data from Prometheus, and both KEDA paths return exactly one 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,14 +17,11 @@ import yaml
 
 from exporter.sim.runner import free_port
 from tests.conftest import REPO
+from tests.e2e.alert_stack import ALERTMANAGER, NEEDS_BINARIES, SlackStandIn, alertmanager_config, render_rules
 from tests.procs import get, wait
 from tests.sim_fixture import SimClusterFactory
 
-ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")  # Debian's name first
-BINARIES = ("prometheus", "promtool", "amtool")
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    ALERTMANAGER is None or any(shutil.which(b) is None for b in BINARIES),
-    reason="needs Debian's prometheus and prometheus-alertmanager (installed by .ci/run)")]
+pytestmark = [pytest.mark.e2e, NEEDS_BINARIES]
 ARTIFACTS = REPO / "test-artifacts"
 
 SCENARIO = """
@@ -61,61 +53,6 @@ events:
 FAST = {"evaluationInterval": "1s", "idleForSeconds": 3, "idleCostBurnPerHour": 0.001, "idleCostBurnWindow": "30s",
         "idleCostBurnFor": "1s", "quotaFor": "1s", "pendingFor": "1s", "agentDownFor": "1s", "dcgmDownFor": "1s",
         "ledgerStaleFor": "1s"}
-
-
-class SlackStandIn:
-    """A loopback HTTP server that records what Alertmanager posts."""
-
-    def __init__(self) -> None:
-        self.posts: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.posts.append({"path": self.path, "body": json.loads(body)})
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T000/B000/XXXX"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def find(self, status: str, pod: str) -> dict[str, Any] | None:
-        for p in self.posts:
-            att = p["body"]["attachments"][0]
-            if att["title"].startswith(f"[{status}") and "GPUAllocatedButIdle" in att["title"] and pod in att["text"]:
-                body: dict[str, Any] = p["body"]
-                return body
-        return None
-
-
-def _render_rules(tmp: Path) -> Path:
-    sys.path.insert(0, str(REPO / "alerts"))
-    try:
-        import render
-    finally:
-        sys.path.pop(0)
-    path = tmp / "rules.yaml"
-    path.write_text(render.render(FAST))
-    return path
-
-
-def _alertmanager_config(tmp: Path, slack_url: str) -> Path:
-    """The example config, pointed at the stand-in; only the notification timings are shortened."""
-    text = (REPO / "alerts" / "alertmanager.yaml").read_text()
-    url_file = tmp / "slack-webhook-url"
-    url_file.write_text(slack_url)
-    text = text.replace("/etc/alertmanager/secrets/slack-webhook-url", str(url_file))
-    text = text.replace("group_wait: 30s", "group_wait: 1s").replace("group_interval: 5m", "group_interval: 2s")
-    shutil.copy(REPO / "alerts" / "slack.tmpl", tmp / "slack.tmpl")
-    path = tmp / "alertmanager.yaml"
-    path.write_text(text)
-    return path
 
 
 def _prom_query(prom: str, expr: str) -> list[dict[str, Any]]:
@@ -157,9 +94,9 @@ def _stack(sim_cluster: SimClusterFactory) -> Iterator[dict[str, Any]]:
             if " DCGM http://" in line:
                 dcgm.append(line.split("DCGM http://")[1].split("/metrics")[0])
         am_port, prom_port = free_port(), free_port()
-        rules = _render_rules(tmp)
+        rules = render_rules(tmp, FAST)
         subprocess.run(["promtool", "check", "rules", str(rules)], check=True, capture_output=True)
-        am_cfg = _alertmanager_config(tmp, slack.url)
+        am_cfg = alertmanager_config(tmp, slack.url)
         subprocess.run(["amtool", "check-config", str(am_cfg)], check=True, capture_output=True)
         prom_cfg = tmp / "prometheus.yml"
         prom_cfg.write_text(yaml.safe_dump({

@@ -285,7 +285,9 @@ def test_the_entry_point_readme_installs_is_this_one() -> None:
     """README's first command runs ``gpu-cost-exporter demo``: the console script of this package."""
     readme = (REPO / "README.md").read_text()
     assert "pip install . && gpu-cost-exporter demo" in readme
-    script = shutil.which("gpu-cost-exporter")
+    # pip puts the console script beside the interpreter that installed the package (a virtualenv's bin/ need
+    # not be on PATH when its python is called by path).
+    script = shutil.which("gpu-cost-exporter", path=str(Path(sys.executable).parent))
     if script is None:
         pytest.skip("the package is not installed (pip install -e .)")
     helped = subprocess.run([script, "demo", "--help"], capture_output=True, text=True, check=True).stdout

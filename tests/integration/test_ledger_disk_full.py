@@ -10,16 +10,12 @@ Acks are seen by a loopback HTTP relay between the aggregator and each agent tha
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
 import re
 import sqlite3
-import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +25,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from exporter.aggregator.ledger.sqlite import decoded_rows
+from tests.disk import fill, small_tmpfs
 from tests.procs import get, usage, wait
 from tests.sim_fixture import SimClusterFactory
 
@@ -43,36 +40,6 @@ pods:
   - {name: train, namespace: ml, node: n0, gpus: 1, start: 1s, utilization: 0.5}
   - {name: serve, namespace: web, node: n1, gpus: 2, start: 1s, utilization: 0.25}
 """
-
-
-@contextlib.contextmanager
-def small_tmpfs(where: Path, *, size: str = "4m") -> Iterator[Path]:
-    """A tmpfs of ``size`` at ``where``, unmounted after; skips the test when it cannot be mounted."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs to fill needs root")
-    where.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def fill(path: Path) -> None:
-    """Write zeros to ``path`` until the filesystem is full (ENOSPC)."""
-    block = b"\0" * 65536
-    with path.open("wb", buffering=0) as f:
-        while True:
-            try:
-                f.write(block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC, exc
-                block = block[: len(block) // 2]
-                if not block:
-                    return
 
 
 class Relay:

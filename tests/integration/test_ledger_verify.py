@@ -9,7 +9,10 @@ booked (00:40-01:00: 2 x 1200 = 2400; 01:00-02:00: 7200; 02:00-02:20: 2400)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import sqlite3
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from exporter.aggregator.ledger.verify import verify
 from exporter.cli import main
 from exporter.model.pricing.document import parse_pricing
 from exporter.model.usage import GpuCapacity, HolderCounters, UnallocatedCounter, UsageSnapshot
-from tests.pg import LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute
+from tests.pg import PASSWORD, LedgerTarget, ledger_target_fixture, postgres_fixture, raw_execute, start_server
 
 _FIXTURES = (postgres_fixture, ledger_target_fixture)  # used by name
 H100 = "NVIDIA H100 80GB HBM3"
@@ -203,3 +206,37 @@ def test_the_aggregator_refuses_a_ledger_that_fails_naming_the_finding(
     assert len(err) == 1 and err[0].startswith(f"gpu-cost-exporter: error: setting ledger (GPUCOST_LEDGER): "
                                                f"{booked.target}: fails verification: mark: default node n0: "
                                                "books start at "), err
+
+
+def test_a_damaged_postgres_index_is_an_integrity_finding(capsys: pytest.CaptureFixture[str]) -> None:
+    """A btree page of one of the ledger's indexes overwritten on disk while the server is down (a server of
+    this test's own: the shared one stays whole): ``ledger verify`` names that index and what amcheck found,
+    exit 1, and goes on to check the others."""
+    import psycopg
+
+    server = start_server()
+    try:
+        t = LedgerTarget("postgres", server.database(), server.password_file)
+        asyncio.run(_book(t))
+        raw_execute(t, "CREATE EXTENSION IF NOT EXISTS amcheck")
+        with psycopg.connect(t.target, password=PASSWORD) as conn:
+            found = conn.execute(
+                "SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname ~ '^usage_p[0-9]{6}$' AND c.relkind = 'i' "
+                "AND pg_relation_size(c.oid) >= 2 * current_setting('block_size')::int ORDER BY 1 LIMIT 1").fetchone()
+            size = conn.execute("SELECT current_setting('block_size')::int").fetchone()
+        assert found is not None and size is not None
+        (index, relpath), (block,) = found, size
+        server.stop(mode="fast")
+        with (server.data / relpath).open("r+b") as f:  # page 1: the first page of entries after the metapage
+            f.seek(block + 24)
+            f.write(b"\xa5" * 512)
+        server.start()
+        code = main(["ledger", "verify", "--ledger", t.target, "--ledger-password-file", str(t.password_file)])
+        out, err = capsys.readouterr()
+        assert code == 1, err
+        assert [line.split(": ")[:2] for line in out.splitlines()] == [["integrity", f"index {index}"]], out
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)

@@ -15,6 +15,7 @@ import pytest
 
 from exporter.cli_outputs import SIMULATED_KEY, SIMULATED_VALUE
 from tests.conftest import REPO
+from tests.disk import fill, small_tmpfs
 
 pytestmark = pytest.mark.timeout(180)
 SCENARIO = """
@@ -106,3 +107,24 @@ def test_export_replaces_only_its_own_file_and_only_when_asked(tmp_path: Path) -
     refused(cli(*export[:-1], str(other), "--overwrite"),
             f"--output {other}: exists and is not a file export wrote; refusing to replace it")
     assert other.read_text() == "team,amount\na,100\n"
+
+
+def test_an_export_that_runs_out_of_disk_leaves_the_earlier_export_as_it_was(tmp_path: Path) -> None:
+    """An export is written beside its target and renamed into place only when complete. On a filesystem with
+    no room left, ``export --overwrite`` fails with one line naming the output and the cause, exit 2; the earlier
+    export and its metadata are byte for byte as they were and no scratch file is left behind."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    ledger = tmp_path / "ledger.db"
+    assert cli("simulate", "--scenario", str(scenario), "--ledger", str(ledger)).returncode == 0
+    with small_tmpfs(tmp_path / "fs", size="1m") as fs:
+        out = fs / "focus.csv"
+        export = ("export", "--ledger", str(ledger), "--format", "focus-csv", "--all", "--output", str(out))
+        assert cli(*export).returncode == 0
+        before = (digest(out), digest(Path(f"{out}.metadata.json")))
+        fill(fs / "filler")
+        failed = cli(*export, "--overwrite")
+        refused(failed, f"{out}: ")
+        assert "No space left on device" in failed.stderr, failed.stderr
+        assert (digest(out), digest(Path(f"{out}.metadata.json"))) == before
+        assert sorted(p.name for p in fs.iterdir()) == ["filler", "focus.csv", "focus.csv.metadata.json"]

@@ -75,9 +75,9 @@ class PgTx:
             self.cur.executemany(sql.replace("?", "%s"), params)
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Rows as tuples, NUMERIC amounts as Decimal."""
+        """Rows as tuples, NUMERIC amounts as Decimal; none for a statement that returns no rows (``SAVEPOINT``)."""
         self.cur.execute(sql.replace("?", "%s"), tuple(params) if params else None)
-        return [tuple(r) for r in self.cur.fetchall()]
+        return [tuple(r) for r in self.cur.fetchall()] if self.cur.description is not None else []
 
 
 def _connect_kwargs(password_file: Path | None) -> dict[str, Any]:

@@ -107,11 +107,15 @@ def integrity(query: Query, *, postgres: bool) -> list[Finding]:
                     "AND c.relkind = 'i' AND t.relnamespace = current_schema()::regnamespace ORDER BY 1",
                     ([*BY_NAME, "meta"],))  # relkind 'i': a partitioned table's index is checked in its partitions
     out = []
-    for (name,) in indexes:
+    for (name,) in indexes:  # each in a savepoint: the error of one damaged index aborts only its own check
+        query("SAVEPOINT amcheck", ())
         try:
             query("SELECT bt_index_check(?::regclass, true)", (name,))
         except Exception as exc:  # amcheck raises the corruption it found as an error
+            query("ROLLBACK TO SAVEPOINT amcheck", ())
             out.append(Finding("integrity", f"index {name}", str(exc).splitlines()[0]))
+        else:
+            query("RELEASE SAVEPOINT amcheck", ())
     return out
 
 

@@ -2,16 +2,20 @@
 
 Kueue admits nothing new through a LocalQueue whose ``spec.stopPolicy`` (or its ClusterQueue's) is not ``None``;
 Volcano's controller turns a ``CloseQueue`` / ``OpenQueue`` Command into the Queue's ``status.state`` and deletes the
-Command; a closed Volcano queue admits nothing new. Running pods are never evicted by ``Hold`` or ``CloseQueue``.
+Command; a closed Volcano queue admits nothing new. Running pods are never evicted by ``Hold`` or ``CloseQueue``;
+``HoldAndDrain`` also evicts the queue's admitted Workloads (Kueue's workload controller: condition ``Evicted``, reason
+``LocalQueueStopped`` or ``ClusterQueueStopped``), whose pods then stop.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
-from exporter.sim.kube.objects import KindObject
+from exporter.sim.kube.objects import KindObject, stable_uid
 from exporter.sim.kube.store import KubeStore
+from exporter.sim.layout import HamiShare
 from exporter.sim.spec import PodSpec
 
 
@@ -31,6 +35,43 @@ def is_held(store: KubeStore, pod: PodSpec) -> bool:
         queue = store.objects["queues"].get(("", q.name))
         return queue is not None and (queue.get("status") or {}).get("state", "Open") != "Open"
     return False
+
+
+def drain_reason(store: KubeStore, pod: PodSpec) -> str | None:
+    """Why Kueue evicts the pod's admitted Workload now: ``LocalQueueStopped`` / ``ClusterQueueStopped`` when its
+    LocalQueue / ClusterQueue has ``stopPolicy: HoldAndDrain`` (the LocalQueue is checked first, as Kueue does);
+    None otherwise (``Hold`` lets admitted workloads run on; Volcano and KAI have no drain)."""
+    q = pod.queue
+    if q is None or q.kind != "kueue":
+        return None
+    lq = store.objects["localqueues"].get((pod.namespace, q.name))
+    if lq is not None and (lq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
+        return "LocalQueueStopped"
+    cq = store.objects["clusterqueues"].get(("", q.cluster_queue))
+    if cq is not None and (cq.get("spec") or {}).get("stopPolicy") == "HoldAndDrain":
+        return "ClusterQueueStopped"
+    return None
+
+
+def drained(store: KubeStore, pods: list[PodSpec], *, t: float) -> list[tuple[PodSpec, str]]:
+    """The pods running at ``t`` whose Workload Kueue evicts now, each with ``drain_reason``."""
+    return [(p, reason) for p in pods if p.running_at(t) and (reason := drain_reason(store, p)) is not None]
+
+
+def successor(pod: PodSpec, *, at: float, devices: dict[tuple[str, str], list[str]],
+              hami: dict[tuple[str, str], list[HamiShare]]) -> PodSpec | None:
+    """The new pod a drained pod's owner (a Job) creates at ``at``: ``<owner>-<5 hex>``, unscheduled until its queue
+    admits again, then running for what ``pod`` had left (its end moves by the wait), on the same devices (free on the
+    node meanwhile, registered under the new name). None for a plain pod: nothing recreates it."""
+    if pod.owner is None:
+        return None
+    name = f"{pod.owner.name}-{stable_uid(f'pod/{pod.namespace}/{pod.name}/{at}')[:5]}"
+    old, new = (pod.namespace, pod.name), (pod.namespace, name)
+    if old in devices:
+        devices[new] = devices[old]
+    if old in hami:
+        hami[new] = hami[old]
+    return replace(pod, name=name, node=None, start=at)
 
 
 def run_commands(store: KubeStore) -> None:

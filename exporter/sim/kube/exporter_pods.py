@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.sim.kube import objects
 from exporter.sim.layout import NodeLayout
 
 
@@ -43,6 +44,15 @@ def _loopback(second: int, index: int) -> str:
 def node_address(index: int) -> str:
     """The ``index``-th node's InternalIP."""
     return _loopback(2, index)
+
+
+def node_object(layout: NodeLayout, index: int, *, created: float) -> dict[str, Any]:
+    """The Node object the API server serves for the ``index``-th node, its InternalIP a loopback address of its
+    own."""
+    node = objects.node_object(layout, created=created)
+    node["status"]["addresses"] = [{"type": "InternalIP", "address": node_address(index)},
+                                   {"type": "Hostname", "address": layout.spec.name}]
+    return node
 
 
 def exporter_address(layout: NodeLayout, index: int) -> str:

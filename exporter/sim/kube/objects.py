@@ -207,6 +207,14 @@ class EventInfo:
     uid: str | None = None  # the involved object's; kubectl describe selects events by it
 
 
+def quota_rejection(ns: str, *, seq: int, requested: int, used: int, hard: int) -> EventInfo:
+    """A ReplicaSet's ``FailedCreate`` Event for a pod creation the namespace's GPU quota refused."""
+    key = GPU_QUOTA_KEY
+    msg = (f'Error creating: pods "rejected-{seq}" is forbidden: exceeded quota: gpu-quota, '
+           f"requested: {key}={requested}, used: {key}={used}, limited: {key}={hard}")
+    return EventInfo(ns, "ReplicaSet", f"burst-{seq}", "FailedCreate", msg, "replicaset-controller")
+
+
 def event_object(ev: EventInfo, *, seq: int, at: float) -> dict[str, Any]:
     """A Warning Event about ``ev``'s object; ``seq`` keeps names of repeated events apart."""
     ts = iso(at)

@@ -78,9 +78,11 @@ def group_name(pod: PodSpec) -> str:
     return f"pod-{pod.name}-{stable_uid(f'pod/{pod.namespace}/{pod.name}')[:5]}"
 
 
-def group_objects(pod: PodSpec, *, admitted: bool, created: float) -> list[KindObject]:
+def group_objects(pod: PodSpec, *, admitted: bool, created: float, evicted: str | None = None,
+                  at: float | None = None) -> list[KindObject]:
     """The Workload (Kueue) or PodGroup (Volcano, KAI) a queued pod belongs to; a Workload says its ClusterQueue
-    once ``admitted``."""
+    once ``admitted``; an ``evicted`` one (Kueue's reason, at ``at``) has lost its admission and is requeued once its
+    queue runs again."""
     q = pod.queue
     if q is None:
         return []
@@ -96,6 +98,16 @@ def group_objects(pod: PodSpec, *, admitted: bool, created: float) -> list[KindO
         status: dict[str, Any] = {"admission": {"clusterQueue": q.cluster_queue, "podSetAssignments": [
             {"name": "main", "flavors": {"nvidia.com/gpu": "default-flavor"}, "count": 1,
              "resourceUsage": {"nvidia.com/gpu": str(pod.gpus)}}]}} if admitted else {}
+        if evicted is not None:
+            stopped = "LocalQueue" if evicted == "LocalQueueStopped" else "ClusterQueue"
+            when = iso(at if at is not None else created)
+            status["conditions"] = [
+                {"type": "Evicted", "status": "True", "reason": evicted, "message": f"The {stopped} is stopped",
+                 "lastTransitionTime": when},
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                 "message": f"The workload has no reservation: the {stopped} is stopped", "lastTransitionTime": when},
+                {"type": "Requeued", "status": "False", "reason": evicted, "message": f"The {stopped} is stopped",
+                 "lastTransitionTime": when}]
         return [KindObject("workloads", {"apiVersion": KUEUE, "kind": "Workload", "metadata": meta,
                                          "spec": {"queueName": q.name, "podSets": [{"name": "main", "count": 1}]},
                                          "status": status})]
