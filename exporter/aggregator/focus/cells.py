@@ -24,11 +24,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exporter.aggregator.focus.columns import Column, ColumnType
+from exporter.aggregator.focus.columns import PARQUET_SCALE, Column, ColumnType
 from exporter.aggregator.focus.format import Scalar, utc_text
 
 NANO_SCALE = 9  # the ledger's amounts: counts of 1e-9
-PARQUET_SCALE = 18  # decimal128(38, 18): 20 integer digits, finer than any amount the ledger holds
 
 
 def _stdlib_quotes() -> str:

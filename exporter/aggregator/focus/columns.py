@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+#: Parquet's decimal128(38, 18): 20 integer digits, finer than any amount the ledger holds.
+PARQUET_SCALE = 18
+
 
 class ColumnType(Enum):
     """FOCUS data types (the metadata's ``DataType`` values)."""

@@ -27,7 +27,7 @@ from exporter.aggregator.focus.rate_card import (
     render_price_list,
 )
 from exporter.aggregator.focus.rows import FocusSettings
-from exporter.aggregator.focus.writers import CsvSink, ParquetSink, metadata
+from exporter.aggregator.focus.writers import ARROW, ParquetSink, csv_sink, metadata
 from exporter.aggregator.ledger.backend import LedgerError
 from exporter.model.pricing.document import Pricing
 from exporter.model.pricing.labels import CapacityType, NodeFacts
@@ -86,6 +86,8 @@ def run_export(*, ledger: str, fmt: str, window: Window, settings: FocusSettings
         raise CommandError(str(exc)) from None
     if output != "-" and not Path(output).parent.is_dir():
         raise CommandError(f"--output {output}: no such directory")
+    if fmt == "focus-parquet" and not ARROW:
+        raise CommandError("--format focus-parquet needs pyarrow: pip install 'gpu-cost-exporter[focus]'")
     reader = _open(ledger, password_file)
     try:
         inspect_ledger(reader.query, dialect=reader.dialect)  # fail on a foreign file before creating the output
@@ -107,10 +109,10 @@ def run_export(*, ledger: str, fmt: str, window: Window, settings: FocusSettings
 def _write(r: LedgerReader, *, fmt: str, window: Window, settings: FocusSettings, output: str) -> int:
     if fmt == "focus-csv":
         if output == "-":
-            return export(r.query, CsvSink(sys.stdout, settings.version), settings=settings, window=window,
+            return export(r.query, csv_sink(sys.stdout, settings.version), settings=settings, window=window,
                           dialect=r.dialect)
         with Path(output).open("w", encoding="utf-8", newline="") as fh:
-            return export(r.query, CsvSink(fh, settings.version), settings=settings, window=window,
+            return export(r.query, csv_sink(fh, settings.version), settings=settings, window=window,
                           dialect=r.dialect)
     target: str | IO[bytes] = sys.stdout.buffer if output == "-" else output
     sink = ParquetSink(target, settings.version)

@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Protocol
 
 from exporter.aggregator.focus.amounts import CostCarry
-from exporter.aggregator.focus.cells import Frame, slice_frame
-from exporter.aggregator.focus.columnar import NotIntegerUnits, amounts, read_batch
-from exporter.aggregator.focus.frame import batch_frame
 from exporter.aggregator.focus.ledger_open import open_sqlite
 from exporter.aggregator.focus.ledger_source import (
     LedgerLayout,
@@ -28,6 +25,15 @@ from exporter.aggregator.focus.ledger_source import (
 from exporter.aggregator.focus.rows import FocusSettings, Row, hour_rows, unused_commitment_row
 from exporter.aggregator.ledger.report import Query
 from exporter.aggregator.ledger.sqlite import decoded_rows
+
+try:  # pyarrow, the ``focus`` extra: without it every hour goes row by row (the same bytes, more CPU)
+    from exporter.aggregator.focus.cells import Frame, slice_frame
+    from exporter.aggregator.focus.columnar import NotIntegerUnits, amounts, read_batch
+    from exporter.aggregator.focus.frame import batch_frame
+except ImportError:
+    ARROW = False
+else:
+    ARROW = True
 
 
 class Sink(Protocol):
@@ -89,7 +95,11 @@ class _Batches:
 def export(query: Query, sink: Sink, *, settings: FocusSettings, window: Window, dialect: str = "sqlite") -> int:
     """Write the window into ``sink`` as columns (``columnar``, ``frame``), in batches of whole hours of about
     ``BATCH_ROWS`` ledger rows; returns the number of rows. A SQLite file from before exact amounts (REAL
-    columns, never opened by a newer aggregator) goes row by row."""
+    columns, never opened by a newer aggregator), or an install without pyarrow, goes row by row."""
+    if not ARROW:
+        for rows_of_one_hour in focus_hours(query, settings, window=window, dialect=dialect):
+            sink.write(rows_of_one_hour)
+        return sink.rows
     layout = inspect_ledger(query, cluster=settings.cluster, dialect=dialect)
     carry = CostCarry()
     kinds = read_capacity_types(query, layout)

@@ -1,5 +1,6 @@
 """Writers of FOCUS rows: CSV and Parquet, both from Arrow columns (``cells``), plus the metadata document
-that travels beside an export.
+that travels beside an export. Without pyarrow (the ``focus`` extra) CSV is written row by row (``row_csv``)
+and Parquet is refused.
 
 Both writers take rows an hour at a time and keep nothing: the CSV writer writes through, the Parquet
 writer turns each hour into one row group.
@@ -11,18 +12,17 @@ import json
 from collections.abc import Sequence
 from typing import IO, Any
 
-from exporter.aggregator.focus.cells import (
-    PARQUET_SCALE,
-    PARQUET_TYPES,
-    Frame,
-    csv_text,
-    frame_of_rows,
-    parquet_table,
-    quote_one,
-)
-from exporter.aggregator.focus.columns import ColumnType, columns_for
+from exporter.aggregator.focus.columns import PARQUET_SCALE, ColumnType, columns_for
 from exporter.aggregator.focus.format import utc_text
+from exporter.aggregator.focus.row_csv import RowCsvSink
 from exporter.aggregator.focus.rows import METHOD_DOC, METHOD_ID, TAG_PREFIX, FocusSettings, Row
+
+try:  # pyarrow, the ``focus`` extra: columns computed and written by Arrow, and Parquet
+    from exporter.aggregator.focus.cells import PARQUET_TYPES, Frame, csv_text, frame_of_rows, parquet_table, quote_one
+except ImportError:
+    ARROW = False
+else:
+    ARROW = True
 
 
 class CsvSink:
@@ -46,6 +46,11 @@ class CsvSink:
 
     def close(self) -> None:
         """Nothing buffered: the caller owns the stream."""
+
+
+def csv_sink(out: IO[str], version: str) -> CsvSink | RowCsvSink:
+    """The CSV writer this install has: Arrow's columns, else the standard library's rows (the same bytes)."""
+    return CsvSink(out, version) if ARROW else RowCsvSink(out, version)
 
 
 class ParquetSink:

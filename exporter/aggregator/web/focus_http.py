@@ -22,7 +22,7 @@ from exporter.aggregator.focus.export import rows_of_hour
 from exporter.aggregator.focus.ledger_open import open_ledger
 from exporter.aggregator.focus.ledger_source import Window, inspect_ledger, window_hours
 from exporter.aggregator.focus.rows import FocusSettings
-from exporter.aggregator.focus.writers import CsvSink
+from exporter.aggregator.focus.writers import csv_sink
 from exporter.aggregator.ledger.backend import LedgerError
 from exporter.aggregator.ledger.report import ReportError, parse_time
 
@@ -88,7 +88,7 @@ async def stream_focus(req: web.Request, *, ledger: str, now: float, cluster: st
         return web.json_response({"error": f"ledger unavailable: {exc}"}, status=503)
     query = reader.query
     buf = io.StringIO()
-    sink = CsvSink(buf, settings.version)
+    sink = csv_sink(buf, settings.version)
 
     def take() -> str:
         text = buf.getvalue()
