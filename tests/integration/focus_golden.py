@@ -33,13 +33,13 @@ FIXTURES = REPO / "tests" / "fixtures" / "focus"
 
 
 def export_csv(*ledger: str, version: str = "1.3") -> str:
-    """``gpu-cost-exporter export --format focus-csv --all`` of a ledger, as the CLI writes it."""
+    """``gpu-cost-exporter export --format focus-csv --all`` of a ledger, as the CLI writes it: decoded from its
+    bytes, since text mode would turn a CR LF into LF and hide it."""
     done = subprocess.run([sys.executable, "-m", "exporter", "export", "--ledger", *ledger, "--format", "focus-csv",
-                           "--all", "--focus-version", version], cwd=REPO, capture_output=True, text=True,
-                          check=False)
+                           "--all", "--focus-version", version], cwd=REPO, capture_output=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(done.stderr)
-    return done.stdout
+        raise RuntimeError(done.stderr.decode())
+    return done.stdout.decode()
 
 
 def ledger_from_sql(sql: str, path: Path) -> Path:

@@ -33,10 +33,11 @@ GOLDEN = REPO / "tests" / "fixtures" / "focus"
 
 
 def _export(*ledger: str) -> str:
+    """The CLI's CSV decoded from its bytes (text mode would turn a CR LF into LF and hide it)."""
     done = subprocess.run([sys.executable, "-m", "exporter", "export", "--ledger", *ledger, "--format", "focus-csv",
-                           "--all"], cwd=REPO, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+                           "--all"], cwd=REPO, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode()
 
 
 def _times(price: Decimal, quantity: Decimal) -> Decimal:
@@ -58,7 +59,7 @@ def test_random_fleets_book_and_export_exactly_alike_on_both_backends(seed: int,
     assert sqlite_total == pg_total  # the same books, to the last digit
     from_sqlite = _export(sqlite_path)
     assert _export(url, "--ledger-password-file", str(postgres.password_file)) == from_sqlite
-    assert from_sqlite == (GOLDEN / f"random_fleet_{seed}.csv").read_text()  # the bytes 6faadc8's exporter wrote
+    assert from_sqlite == (GOLDEN / f"random_fleet_{seed}.csv").read_bytes().decode()  # 6faadc8's exporter's bytes
     rows = read_csv(from_sqlite)
     assert rows
     for row in rows:

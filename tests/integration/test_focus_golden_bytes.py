@@ -19,4 +19,4 @@ def default_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("version", "name"), [("1.3", "default_scenario.csv"), ("1.2", "default_scenario_1.2.csv")])
 def test_default_scenario_export_is_the_golden_bytes(default_ledger: Path, version: str, name: str) -> None:
-    assert export_csv(str(default_ledger), version=version) == (FIXTURES / name).read_text()
+    assert export_csv(str(default_ledger), version=version) == (FIXTURES / name).read_bytes().decode()

@@ -18,8 +18,9 @@ WITHOUT_ARROW = ("import sys; sys.modules['pyarrow'] = None; from exporter.cli i
                  "raise SystemExit(main(sys.argv[1:]))")
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", WITHOUT_ARROW, *args], cwd=REPO, capture_output=True, text=True,
+def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """Output as bytes: text mode would turn a stray CR LF into LF and hide it."""
+    return subprocess.run([sys.executable, "-c", WITHOUT_ARROW, *args], cwd=REPO, capture_output=True,
                           timeout=120, check=False)
 
 
@@ -31,15 +32,15 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_csv_without_pyarrow_is_the_golden_bytes(ledger: Path) -> None:
     done = cli("export", "--ledger", str(ledger), "--format", "focus-csv", "--all", "--output", "-")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == (FIXTURES / "default_scenario.csv").read_text()
-    assert "pyarrow" not in done.stderr
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == (FIXTURES / "default_scenario.csv").read_bytes()
+    assert b"pyarrow" not in done.stderr
 
 
 def test_parquet_without_pyarrow_is_one_line_naming_the_extra(ledger: Path, tmp_path: Path) -> None:
     out = tmp_path / "f.parquet"
     done = cli("export", "--ledger", str(ledger), "--format", "focus-parquet", "--all", "--output", str(out))
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    assert done.stderr.decode().strip().splitlines() == [
         "gpu-cost-exporter: error: --format focus-parquet needs pyarrow: pip install 'gpu-cost-exporter[focus]'"]
     assert not out.exists()
