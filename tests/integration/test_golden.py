@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from exporter.aggregator.ledger.sqlite import decoded_rows
 from exporter.pipeline import run_simulation
 from exporter.sim.scenario import parse_scenario
 
+NANO = Decimal("1e-9")  # the ledger's last digit, exactly (a float 1e-9 is not)
 TICK = 15.0
 
 
@@ -83,7 +85,7 @@ events:
 """, tmp_path / "restarted")
     for ns in ("team-a", "team-b", "__unallocated__"):
         for f in ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cost"):
-            assert restarted[ns][f] == pytest.approx(plain[ns][f], abs=1e-9), (ns, f)
+            assert restarted[ns][f] == pytest.approx(plain[ns][f], abs=NANO), (ns, f)
 
 
 @pytest.mark.timeout(120)  # 39 s measured on a loaded 2-core machine (load 13)
@@ -259,8 +261,8 @@ events:
     close(expired["a"]["allocated_gpu_hours"], 1.0, ticks=1 / 15)
     close(expired["b"]["allocated_gpu_hours"], 0.5, ticks=1 / 15)  # held from its startTime: within 1 s
     for pod in plain:
-        assert expired[pod]["allocated_gpu_hours"] == pytest.approx(plain[pod]["allocated_gpu_hours"], abs=1e-9)
-        assert expired[pod]["cost"] == pytest.approx(plain[pod]["cost"], abs=1e-9)
+        assert expired[pod]["allocated_gpu_hours"] == pytest.approx(plain[pod]["allocated_gpu_hours"], abs=NANO)
+        assert expired[pod]["cost"] == pytest.approx(plain[pod]["cost"], abs=NANO)
         assert expired[pod].get("workload") == plain[pod].get("workload")
 
 
