@@ -58,3 +58,9 @@ def test_bad_columns_are_refused(names: tuple[str, ...], exprs: dict[str, str]) 
 def test_records_refuse_a_record_that_is_not_these_columns() -> None:
     with pytest.raises(ValueError, match="are not the columns"):
         Select.of(("hour", "node")).records(_Rec, [], state="s")
+
+
+def test_a_record_select_takes_expressions_for_some_fields() -> None:
+    cols = Select.record(_Rec, skip=("state",), cost="SUM(cost)")
+    assert cols.names == ("hour", "node", "cost")
+    assert cols.sql() == "hour, node, SUM(cost)"
