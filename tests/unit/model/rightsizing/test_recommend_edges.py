@@ -11,7 +11,7 @@ import pytest
 
 from exporter.model.rightsizing.recommend import recommend, recommend_all
 from exporter.model.rightsizing.types import Action, Offer, Placement, PodUse, RuleSettings, WorkloadUse
-from tests.unit.model.rightsizing.test_recommend import A100, H100, MIG_1G, WINDOW_H, _device, _workload
+from tests.unit.model.rightsizing.test_recommend import A100, H100, L4, MIG_1G, WINDOW_H, _device, _workload
 
 BUSY, IDLE = 0.70, 0.005  # p95 buckets 80 % and 1 %: above and below the 5 % idle threshold
 
@@ -117,3 +117,34 @@ def test_a_gpu_at_exactly_the_idle_threshold_is_idle() -> None:
     """70 % and 3 % (p95 bucket 5 %, the threshold itself): one of two H100s is kept."""
     rec = recommend(_pods([BUSY, 0.03]), [], window_hours=WINDOW_H)
     assert rec is not None and rec.target == Placement(H100, None, 1)
+
+
+def test_free_smaller_gpus_and_shares_say_so() -> None:
+    """The reason of a move to a device the cluster has free ends with that, for every kind of move."""
+    ranker = _workload("ranker", Placement(A100), [_device(0.25, 10.0)], price=3.00)
+    rec = recommend(ranker, [Offer(Placement(L4), 0.80, free=True)], window_hours=WINDOW_H)
+    assert rec is not None and rec.action is Action.SMALLER_GPU
+    assert rec.reason.endswith("with 20 % headroom; the cluster has it free")
+    ocr = _workload("ocr", Placement(L4), [_device(0.08, 4.0)], price=0.80)
+    rec = recommend(ocr, [Offer(Placement(L4, replicas=4), 0.20, free=True)], window_hours=WINDOW_H)
+    assert rec is not None and rec.action is Action.TIME_SLICE
+    assert rec.reason.endswith("fits its share of the memory; the cluster has it free")
+
+
+def test_a_dearer_target_is_never_advised_and_hides_no_cheaper_one_after_it() -> None:
+    """An H100 at 4.00 holds the 8 % A100 workload but costs more than its 3.00: no row for it alone; offered
+    before a 1g.10gb, the 1g.10gb is still found."""
+    use = _workload("llm-serve", Placement(A100), [_device(0.08, 6.0)], price=3.00)
+    dearer = Offer(Placement(H100), 4.00)
+    assert recommend(use, [dearer], window_hours=WINDOW_H) is None
+    rec = recommend(use, [dearer, MIG_1G], window_hours=WINDOW_H)
+    assert rec is not None and rec.target == Placement(A100, "1g.10gb", 1)
+
+
+def test_a_held_target_saving_a_little_more_than_another_held_one_wins() -> None:
+    """Neither free: a 2g.20gb priced 0.004 / 730 less an hour than the 1g.10gb saves 0.004 more a month, and
+    more wins however little."""
+    use = _workload("llm-serve", Placement(A100), [_device(0.08, 6.0)], price=3.00)
+    cheaper = Offer(Placement(A100, "2g.20gb"), 0.45 - 0.004 / 730)
+    rec = recommend(use, [MIG_1G, cheaper], window_hours=WINDOW_H)
+    assert rec is not None and rec.target.mig_profile == "2g.20gb"
