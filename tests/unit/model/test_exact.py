@@ -6,7 +6,7 @@ from decimal import Decimal, localcontext
 
 import pytest
 
-from exporter.model.exact import EXACT, arrived, book, div, from_units, mul, split, text, to_units
+from exporter.model.exact import EXACT, arrived, book, div, exact, from_units, mul, split, text, to_units
 
 
 def test_half_a_gpu_hour_at_2_50_is_exactly_1_25() -> None:
@@ -84,3 +84,14 @@ def test_split_is_exact_at_the_widest_amounts_the_ledger_holds() -> None:
     assert parts == [third + Decimal("1E-9"), third + Decimal("1E-9"), third]
     with localcontext(EXACT):
         assert sum(parts) == total
+
+
+def test_book_and_exact_keep_every_digit_of_wide_amounts() -> None:
+    """Booking a 30-digit amount rounds at the ninth decimal only; ``exact`` takes floats by their repr and
+    leaves Decimals and ints as they are."""
+    assert book(Decimal("10000000000000000000.0000000005")) == Decimal("10000000000000000000.000000000")
+    assert book(Decimal("10000000000000000000.0000000015")) == Decimal("10000000000000000000.000000002")
+    assert exact(0.1) == Decimal("0.1")
+    wide = Decimal("0.12345678901234567890")
+    assert exact(wide) == wide and str(exact(wide)) == "0.12345678901234567890"
+    assert exact(3) == Decimal(3)
