@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from exporter.model.budget_windows import BudgetsFileError, parse_budgets, window_span
+from exporter.model.budget_windows import BudgetsFileError, WindowBudget, parse_budgets, window_span
 from tests.unit.model.test_budget_windows import NOW, _ts
 
 OK = {"name": "x", "target": {"namespace": "a"}, "money": 1, "window": "day"}
@@ -35,6 +35,8 @@ REFUSED = [
     ({"budgets": [OK | {"money": 0}]}, "budgets[0].money: 0 is not a positive amount"),
     ({"budgets": [OK | {"gpu_hours": "inf"}]}, "budgets[0].gpu_hours: 'inf' is not a positive amount"),
     ({"budgets": [OK | {"window": "0d"}]}, "budgets[0].window: '0d' is not day, week, month or Nd"),
+    ({"budgets": [{"name": "x", "target": {"namespace": "a"}, "money": 1}]},
+     "budgets[0].window: '' is not day, week, month or Nd"),
     ({"budgets": [OK | {"action": "kill"}]}, "budgets[0].action: 'kill' is not one of none, hold, drain"),
     ({"budgets": [OK | {"alert_at": [0.5, 11]}]},
      "budgets[0].alert_at[1]: 11 is not a fraction of the budget (0 < f <= 10)"),
@@ -59,6 +61,15 @@ def test_what_is_accepted_at_the_edges() -> None:
     windows = ["day", "week", "month", "999d"]
     rows = parse_budgets([OK | {"name": w, "window": w} for w in windows], source="b.yaml")
     assert [b.window for b in rows] == windows
+
+
+def test_every_field_of_a_budget_and_the_defaults() -> None:
+    """Without action and alerts: no action, alerts at 80 % and 100 %. A thousand budgets are allowed."""
+    (b,) = parse_budgets([{"name": "gpu", "target": {"team": "ml"}, "money": "12.5", "gpu_hours": 3,
+                           "window": "7d"}], source="b.yaml")
+    assert b == WindowBudget("gpu", "team", "ml", "7d", Decimal(3), Decimal("12.5"), "none",
+                             (Decimal("0.8"), Decimal(1)))
+    assert len(parse_budgets([OK | {"name": f"b{i}"} for i in range(1000)], source="b.yaml")) == 1000
 
 
 def test_an_unknown_window_is_refused_by_name() -> None:
