@@ -1,4 +1,4 @@
-"""Small rules at their edges: budget amounts from labels, GPU slice counts, HAMi device IDs, split seconds
+"""Small rules at their edges: budget amounts from labels, GPU slice counts, device IDs, split seconds
 (added, advanced from a mark, bounded by allocated), and an interval's hours when it is empty or backwards."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from decimal import Decimal
 from exporter.model.accounting import Usage
 from exporter.model.books import SPLIT_UNKNOWN, CounterMark, hour_shares
 from exporter.model.budget_values import parse_budget
-from exporter.model.devices import gpu_slices, hami_device_gpu
+from exporter.model.devices import DeviceId, DeviceKind, gpu_slices, hami_device_gpu, parse_device_id
 from exporter.model.plausibility import counter_advance, implausible
 
 UUID = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
@@ -68,3 +68,12 @@ def test_an_empty_or_backwards_interval_belongs_wholly_to_the_hour_of_its_end() 
     assert hour_shares(7200.0, 7200.0) == [(7200, 1.0)]
     assert hour_shares(8000.0, 4000.0) == [(3600, 1.0)]
     assert hour_shares(7300.0, 7300.0) == [(7200, 1.0)]
+
+
+def test_every_device_id_keeps_its_raw_text_and_replica() -> None:
+    """The raw ID is what the plugin said, in every form; an unknown form keeps its ``::n`` replica too."""
+    gpu = "GPU-1f0e"
+    assert parse_device_id(gpu) == DeviceId(gpu, DeviceKind.GPU, gpu)
+    assert parse_device_id(f"{gpu}::2") == DeviceId(f"{gpu}::2", DeviceKind.REPLICA, gpu, 2)
+    assert parse_device_id("MIG-7a::1") == DeviceId("MIG-7a::1", DeviceKind.MIG, "MIG-7a", 1)
+    assert parse_device_id("npu-0::3") == DeviceId("npu-0::3", DeviceKind.OTHER, "npu-0::3", 3)
