@@ -59,8 +59,8 @@ def split(total: Decimal, weights: Sequence[Decimal], *, places: int = PLACES) -
     if whole == 0:
         return [total, *([ZERO] * (len(weights) - 1))]
     unit = Decimal(1).scaleb(-places)
-    units = int((total / unit).to_integral_value())
-    with localcontext(EXACT):
+    with localcontext(EXACT):  # 60 digits: the default 28 round a wider total's units, losing one from the sum
+        units = int((total / unit).to_integral_value())
         raw = [units * w / whole for w in weights]
     floors = [int(r.to_integral_value(rounding="ROUND_FLOOR")) for r in raw]
     left = units - sum(floors)

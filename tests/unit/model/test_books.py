@@ -71,3 +71,11 @@ def test_sums_and_scalings_are_frozen_and_equal_to_amounts_built_by_name(cls: ty
     assert hash(total) == hash(cls(**{n: Decimal(11 * (i + 1)) for i, n in enumerate(names)}))
     with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         setattr(total, names[0], 0.0)
+
+
+@pytest.mark.parametrize("cls", AMOUNTS, ids=lambda c: c.__name__)
+def test_values_are_every_field_in_column_order(cls: type[books._Amounts]) -> None:
+    """Each field set to its position (1, 2, ...): ``values()`` reads them all back, in the columns' order."""
+    columns = cls.columns()
+    amount = cls(**{name: float(i + 1) for i, name in enumerate(columns)})
+    assert amount.values() == tuple(float(i + 1) for i in range(len(columns)))

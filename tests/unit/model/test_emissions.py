@@ -41,3 +41,12 @@ def test_nothing_counted_or_no_time_gives_nothing() -> None:
     assert split_unmeasured(0.0, {"a": RowEnergy(3600.0, 0.0)}) == {}
     assert split_unmeasured(100.0, {"a": RowEnergy(0.0, 10.0), "b": RowEnergy(0.0, 0.0)}) == {}
     assert split_unmeasured(100.0, {}) == {}
+
+
+def test_fractions_of_a_second_and_of_a_joule_count() -> None:
+    """Half a second dark, half a second lit with half a joule, 0.75 s unmeasured: the dark row takes its 0.5 s,
+    the lit one the 0.25 s left; a row with joules but no seconds takes nothing and is left out. A gap larger
+    than every row gives each row at most its own seconds."""
+    rows = {"d": RowEnergy(0.5, 0.0), "l": RowEnergy(0.5, 0.5), "z": RowEnergy(0.0, 5.0)}
+    assert split_unmeasured(0.75, rows) == {"d": 0.5, "l": 0.25}
+    assert split_unmeasured(10.0, rows) == {"d": 0.5, "l": 0.5}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 import pytest
 
-from exporter.model.exact import arrived, book, div, from_units, mul, split, text, to_units
+from exporter.model.exact import EXACT, arrived, book, div, exact, from_units, mul, split, text, to_units
 
 
 def test_half_a_gpu_hour_at_2_50_is_exactly_1_25() -> None:
@@ -66,3 +66,32 @@ def test_units_round_trip_and_refuse_unbooked_values() -> None:
 def test_text_never_has_an_exponent() -> None:
     assert text(book(Decimal("1e-9"))) == "0.000000001"
     assert text(book(Decimal(0))) == "0.000000000"
+
+
+def test_split_gives_left_over_units_by_remainder_not_by_size() -> None:
+    """7 units in halves: 3.5 each, floors 3 + 3, the one left to the earlier part. 10 units by 6.3 : 3.7:
+    floors 6 + 3, the unit left goes to the larger remainder (0.7), not to the larger part."""
+    assert split(Decimal("0.000000007"), [Decimal(1), Decimal(1)]) == [Decimal("4E-9"), Decimal("3E-9")]
+    assert split(Decimal("0.000000010"), [Decimal("6.3"), Decimal("3.7")]) == [Decimal("6E-9"), Decimal("4E-9")]
+
+
+def test_split_is_exact_at_the_widest_amounts_the_ledger_holds() -> None:
+    """10^19 + 1e-9 (29 digits; the ledger holds 38) in thirds: 10^28 + 1 units, 3333333333333333333333333333.67
+    each, which 28 significant digits would round up to ...334 three times: one unit more than the total."""
+    total = Decimal("10000000000000000000.000000001")
+    parts = split(total, [Decimal(1)] * 3)
+    third = Decimal("3333333333333333333.333333333")
+    assert parts == [third + Decimal("1E-9"), third + Decimal("1E-9"), third]
+    with localcontext(EXACT):
+        assert sum(parts) == total
+
+
+def test_book_and_exact_keep_every_digit_of_wide_amounts() -> None:
+    """Booking a 30-digit amount rounds at the ninth decimal only; ``exact`` takes floats by their repr and
+    leaves Decimals and ints as they are."""
+    assert book(Decimal("10000000000000000000.0000000005")) == Decimal("10000000000000000000.000000000")
+    assert book(Decimal("10000000000000000000.0000000015")) == Decimal("10000000000000000000.000000002")
+    assert exact(0.1) == Decimal("0.1")
+    wide = Decimal("0.12345678901234567890")
+    assert exact(wide) == wide and str(exact(wide)) == "0.12345678901234567890"
+    assert exact(3) == Decimal(3)

@@ -58,3 +58,17 @@ def test_bad_columns_are_refused(names: tuple[str, ...], exprs: dict[str, str]) 
 def test_records_refuse_a_record_that_is_not_these_columns() -> None:
     with pytest.raises(ValueError, match="are not the columns"):
         Select.of(("hour", "node")).records(_Rec, [], state="s")
+
+
+def test_a_record_select_takes_expressions_for_some_fields() -> None:
+    cols = Select.record(_Rec, skip=("state",), cost="SUM(cost)")
+    assert cols.names == ("hour", "node", "cost")
+    assert cols.sql() == "hour, node, SUM(cost)"
+
+
+def test_a_row_of_the_wrong_length_is_refused_as_a_mapping() -> None:
+    cols = Select.of(("node", "currency", "cost"))
+    with pytest.raises(ValueError):
+        cols.mapping(("n1", "USD"))
+    with pytest.raises(ValueError):
+        cols.mapping(("n1", "USD", 4.5, "extra"))

@@ -58,3 +58,17 @@ def test_gpu_table_matches_dcgm_model_names() -> None:
     assert gpu_spec("Some Future GPU") is None
     assert mig_profile_memory_bytes("1g.10gb") == 10 * GB
     assert mig_profile_memory_bytes("bogus") is None
+
+
+def test_edges_of_adding_and_reading() -> None:
+    """4.99 % is still below 5 %; half a second is evidence (p50 1 %); an empty bucket is never a quantile,
+    not even the 0th; seconds are written to the millisecond; empty text is the empty histogram."""
+    assert UtilHistogram.empty().add(0.0499, 1.0).seconds[2] == 1.0  # the [2 %, 5 %) bucket
+    half = UtilHistogram.of([(0.0, 0.5)])
+    assert half.quantile(0.5) == pytest.approx(0.01)
+    assert UtilHistogram.of([(0.6, 6.0)]).quantile(0.0) == pytest.approx(0.70)
+    assert UtilHistogram.of([(0.03, 1.23456)]).to_json() == '{"5":1.235}'
+    assert UtilHistogram.from_json("") == UtilHistogram.empty()
+    with pytest.raises(ValueError) as info:
+        UtilHistogram.from_json("[1]")
+    assert str(info.value) == "utilisation histogram: expected a JSON object"
