@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from exporter.aggregator.books.priced_rows import book_unobserved, booked_parts, holder_totals, priced_capacity
+from exporter.aggregator.books.priced_rows import (
+    book_unobserved,
+    booked_parts,
+    holder_totals,
+    priced_capacity,
+    usage_amounts,
+)
 from exporter.aggregator.books.rates import TickRates, slices
 from exporter.aggregator.kube.state import KubeState
 from exporter.aggregator.ledger.store import TickWrite
@@ -119,3 +125,38 @@ def test_a_holders_totals_carry_every_field_of_its_rows() -> None:
                                  cost=Decimal(2), idle_cost=Decimal("0.6"), list_cost=Decimal(5),
                                  energy_j=Decimal(500), split_s=Decimal(1), co2e_g=Decimal("0.07"),
                                  co2e_s=Decimal(8), unmeasured_energy_s=Decimal(2))
+
+
+def test_a_holders_idle_time_and_its_money_are_positions_along_its_counters() -> None:
+    """Counters from 1000.1 s allocated, 200.2 used, 100.3 unmeasured (idle position 1000.1 - 200.2 - 100.3 =
+    699.6) by 100, 40 and 10 s: idle 100 - 40 - 10 = 50 s, from 699.6 to 749.6. At 1.00/h: 749.6/3600 =
+    0.208222222|2 less 699.6/3600 = 0.194333333|3 is 0.013888889 (from 900.2 or 1100.0 it would be 0.013888888).
+    Cost: 1100.1/3600 = 0.305583333|3 less 1000.1/3600 = 0.277805555|6 = 0.027777777. Joules: 5123.4567 booked
+    to the millijoule less 5000.0004 booked to it, 5123.457 - 5000.000 = 123.457."""
+    before = CounterMark(allocated_s=1000.1, used_s=200.2, unmeasured_s=100.3, energy_j=5000.0004)
+    after = CounterMark(allocated_s=1100.1, used_s=240.2, unmeasured_s=110.3, energy_j=5123.4567)
+    d = CounterMark(allocated_s=100.0, used_s=40.0, unmeasured_s=10.0, energy_j=123.4563)
+    (row,) = usage_amounts(d, parts=slices(3600.0, 3700.0), rates=[PRICING.rate(FACTS, at=3600.0)],
+                           span=(before, after))
+    assert (row.allocated_s, row.used_s, row.unmeasured_s, row.idle_s) == (Decimal(100), Decimal(40),
+                                                                           Decimal(10), Decimal(50))
+    assert row.idle_cost == Decimal("0.013888889")
+    assert row.cost == row.list_cost == Decimal("0.027777777")
+    assert row.energy_j == Decimal("123.457")
+
+
+def test_a_holders_span_without_its_end_books_from_its_start_by_the_delta() -> None:
+    """Before 1000 s (all used); a delta of 50 s: positions 1000 -> 1050, at 3.60/h 1.050 - 1.000 = 0.05."""
+    pricing = parse_pricing(f'default_price: 1\nmodels: {{"{H100}": 3.6}}\n', "p.yaml")
+    (row,) = usage_amounts(CounterMark(allocated_s=50.0, used_s=50.0), parts=slices(3600.0, 3650.0),
+                           rates=[pricing.rate(FACTS, at=3600.0)],
+                           span=(CounterMark(allocated_s=1000.0, used_s=1000.0), None))
+    assert (row.allocated_s, row.used_s, row.idle_s, row.cost) == (Decimal(50), Decimal(50), Decimal(0),
+                                                                   Decimal("0.05"))
+
+
+def test_a_holders_counter_positions_decide_its_seconds_not_the_delta() -> None:
+    (row,) = usage_amounts(CounterMark(allocated_s=50.0), parts=slices(3600.0, 3650.0),
+                           rates=[PRICING.rate(FACTS, at=3600.0)],
+                           span=(CounterMark(allocated_s=1000.0), CounterMark(allocated_s=1060.0)))
+    assert row.allocated_s == Decimal(60)
