@@ -160,3 +160,18 @@ def test_a_holders_counter_positions_decide_its_seconds_not_the_delta() -> None:
                            rates=[PRICING.rate(FACTS, at=3600.0)],
                            span=(CounterMark(allocated_s=1000.0), CounterMark(allocated_s=1060.0)))
     assert row.allocated_s == Decimal(60)
+
+
+def test_a_holders_rows_over_three_hours_telescope_and_split_joules_to_the_millijoule() -> None:
+    """From 1000 s allocated (idle position 1000, nothing used yet) by 100 s, 40 used, 10 unmeasured: idle 50 s
+    from 1000 to 1050. At 1.00/h the idle rows sum to 1050/3600 = 0.291666666|7 less 1000/3600 = 0.277777777|8,
+    0.013888889, and the cost rows to 1100/3600 = 0.305555555|6 less it, 0.027777778. Joules 123.457 split as
+    for capacity: 0.341, 122.775, 0.341."""
+    before = CounterMark(allocated_s=1000.0, energy_j=5000.0)
+    after = CounterMark(allocated_s=1100.0, used_s=40.0, unmeasured_s=10.0, energy_j=5123.4567)
+    rows = usage_amounts(CounterMark(allocated_s=100.0, used_s=40.0, unmeasured_s=10.0, energy_j=123.4567),
+                         parts=THREE_HOURS, rates=[PRICING.rate(FACTS, at=3600.0)] * 3, span=(before, after))
+    assert sum((r.idle_s for r in rows), Decimal(0)) == Decimal(50)
+    assert sum((r.idle_cost for r in rows), Decimal(0)) == Decimal("0.013888889")
+    assert sum((r.cost for r in rows), Decimal(0)) == Decimal("0.027777778")
+    assert [r.energy_j for r in rows] == [Decimal("0.341"), Decimal("122.775"), Decimal("0.341")]

@@ -129,3 +129,19 @@ def test_a_nodes_facts_are_made_once_per_tick_and_model() -> None:
     assert rates.facts_of("a0", A100, make=make) is first
     rates.facts_of("a0", H100, make=make)
     assert len(made) == 2
+
+
+def test_a_new_document_within_the_tick_brings_its_own_coverage() -> None:
+    """The same commitment (16 A100s of 32 eligible, c = 0.5) is 2.00 in the document of 08:00 and 3.00 in the
+    one of 09:00: 0.5 x 2.00 + 0.5 x 4.00 = 3.00, then 0.5 x 3.00 + 0.5 x 4.00 = 3.50, in one tick."""
+    versioned = parse_pricing("versions:\n" + "".join(f"""
+  - effective_from: "{start}"
+    default_price: 1
+    models: {{"{A100}": 4.0}}
+    commitments:
+      - {{name: a100, model: "{A100}", gpus: 16, hourly: {hourly},
+         start: "2027-01-01T00:00:00Z", end: "2028-01-01T00:00:00Z"}}""" for start, hourly in (
+        ("2027-01-15T08:00:00Z", 2.0), ("2027-01-15T09:00:00Z", 3.0))), "p.yaml")
+    rates = TickRates(versioned, _four_nodes_of_eight())
+    assert [rates.rate(_facts("a0"), mig_profile=None, at=at).effective_per_gpu_hour
+            for at in (T0, T0 + 3600)] == [pytest.approx(3.0), pytest.approx(3.5)]
