@@ -1,15 +1,32 @@
 """Closing a deleted node's books by hand: the time since its last snapshot (this tick's, when it has one) is
-booked as unobserved for the GPUs that snapshot showed, else for the GPUs the deletion reported."""
+booked as unobserved for the GPUs that snapshot showed, else for the GPUs the deletion reported. And what a
+restart reloads and ``apply`` adds: every running total, field by field, tick after tick."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from exporter.aggregator.books.booking import Books, NodeGone
+from exporter.aggregator.books.booking import Books, NodeGone, NodeMarks, NodeModel, NodePrice, Prepared
 from exporter.aggregator.kube.state import KubeState
+from exporter.aggregator.ledger.rows import FleetFacts
 from exporter.aggregator.ledger.store import LedgerState
-from exporter.model.books import CapacityKey
+from exporter.model.books import (
+    AgentMark,
+    BreakdownKey,
+    BreakdownTotals,
+    CapacityAmounts,
+    CapacityKey,
+    CapacityTotalKey,
+    CommitmentTotalKey,
+    CounterMark,
+    NamespaceKey,
+    NamespaceTotals,
+    NodeKey,
+    UnmeasuredEnergy,
+)
 from exporter.model.pricing.document import parse_pricing
+from exporter.model.pricing.labels import CapacityType
+from exporter.model.pricing.resolve import GpuRate, PriceSource
 from exporter.model.usage import GpuCapacity, UsageSnapshot
 
 T0 = 1_800_000_000.0  # an hour boundary
@@ -60,3 +77,74 @@ def test_a_node_deleted_without_gpus_or_books_closes_with_nothing_booked() -> No
     assert p.write.unobserved == {} and p.pruned == ["n1"]
     assert Books(LedgerState()).prepare([], kube, pricing=PRICING, gone=[
         NodeGone("n2", deleted_at=T0 + 260, gpus=4, gpu_model=H100)]).pruned == []
+
+
+NS = NamespaceKey("ns", "USD")
+CAP = CapacityTotalKey("n1", "", H100, "USD")
+BREAKDOWN = BreakdownKey("ns", "", "", "USD")
+COMMITMENT = CommitmentTotalKey("h100-1yr", H100, "USD")
+NODE = NodeKey("n1")
+
+
+def _state() -> LedgerState:
+    """A ledger with one of everything booked already."""
+    return LedgerState(agents={"n1": AgentMark("e1", 100.0, 3)}, hwm={"n1": {"k": CounterMark(allocated_s=5.0)}},
+                       totals={NS: NamespaceTotals(allocated_s=Decimal(1))},
+                       unallocated_totals={CAP: CapacityAmounts(seconds=Decimal(2))},
+                       unobserved_totals={CAP: CapacityAmounts(seconds=Decimal(3))},
+                       breakdown={BREAKDOWN: BreakdownTotals(allocated_s=Decimal(4))},
+                       unused_commitment_totals={COMMITMENT: CapacityAmounts(seconds=Decimal(5))},
+                       commitment_marks={"h100-1yr": 50.0}, node_billing={"n1": ("p5.48xlarge", "spot")},
+                       unmeasured_energy={NODE: UnmeasuredEnergy(seconds=Decimal(6))})
+
+
+def test_a_restart_resumes_every_table_from_the_ledger() -> None:
+    books = Books(_state())
+    assert books.marks == {"n1": NodeMarks(AgentMark("e1", 100.0, 3), {"k": CounterMark(allocated_s=5.0)})}
+    assert (books.acked("n1"), books.acked("n2")) == (100.0, None)
+    assert books.totals == {NS: NamespaceTotals(allocated_s=Decimal(1))}
+    assert books.unallocated_totals == {CAP: CapacityAmounts(seconds=Decimal(2))}
+    assert books.unobserved_totals == {CAP: CapacityAmounts(seconds=Decimal(3))}
+    assert books.breakdown == {BREAKDOWN: BreakdownTotals(allocated_s=Decimal(4))}
+    assert books.unused_commitment_totals == {COMMITMENT: CapacityAmounts(seconds=Decimal(5))}
+    assert books.commitment_marks == {"h100-1yr": 50.0}
+    assert books.node_billing == {"n1": ("p5.48xlarge", "spot")}
+    assert books.unmeasured_energy == {NODE: UnmeasuredEnergy(seconds=Decimal(6))}
+    # what only this process counts starts empty: resets, unpriced seconds, prices, the fleet rows seen
+    assert (books.resets_total, dict(books.unpriced_seconds), books.node_prices) == (0, {}, {})
+    assert (books.fleet_written, books.others, books.books_commitments) == ({}, {}, True)
+
+
+def test_apply_adds_every_table_of_a_tick_and_a_second_tick_again() -> None:
+    """Each total grows by the tick's amount per apply; marks, billing and prices are replaced; a pruned node
+    leaves marks and fleet rows even when the same tick wrote them."""
+    books = Books(_state())
+    rate = GpuRate(4.0, 4.0, PriceSource.MODEL, CapacityType.ON_DEMAND, known=True)
+    p = Prepared(marks={"n1": NodeMarks(AgentMark("e1", 200.0, 4)), "n2": NodeMarks(AgentMark("e9", 9.0, 1))},
+                 pruned=["n1"], node_prices={NodeModel("n2", H100): NodePrice(H100, rate, gpus=8)}, resets=1)
+    p.unpriced["NVIDIA L4"] = 30.0
+    w = p.write
+    w.totals[NS] = NamespaceTotals(allocated_s=Decimal(10), cost=Decimal(1))
+    w.unallocated_totals[CAP] = CapacityAmounts(seconds=Decimal(20))
+    w.unobserved_totals[CAP] = CapacityAmounts(seconds=Decimal(30))
+    w.breakdown[BREAKDOWN] = BreakdownTotals(allocated_s=Decimal(40))
+    w.unused_commitment_totals[COMMITMENT] = CapacityAmounts(seconds=Decimal(50))
+    w.unmeasured_energy[NODE] = UnmeasuredEnergy(seconds=Decimal(60))
+    w.commitment_marks["h100-1yr"] = 150.0
+    w.node_billing["n2"] = ("g5.xlarge", "on-demand")
+    w.fleet.update({"n1": FleetFacts(((H100, 8),)), "n2": FleetFacts(((H100, 2),))})
+    for tick in (1, 2):
+        books.apply(p)
+        assert books.totals == {NS: NamespaceTotals(allocated_s=Decimal(1 + 10 * tick), cost=Decimal(tick))}
+        assert books.unallocated_totals == {CAP: CapacityAmounts(seconds=Decimal(2 + 20 * tick))}
+        assert books.unobserved_totals == {CAP: CapacityAmounts(seconds=Decimal(3 + 30 * tick))}
+        assert books.breakdown == {BREAKDOWN: BreakdownTotals(allocated_s=Decimal(4 + 40 * tick))}
+        assert books.unused_commitment_totals == {COMMITMENT: CapacityAmounts(seconds=Decimal(5 + 50 * tick))}
+        assert books.unmeasured_energy == {NODE: UnmeasuredEnergy(seconds=Decimal(6 + 60 * tick))}
+        assert books.unpriced_seconds == {"NVIDIA L4": 30.0 * tick}
+        assert books.resets_total == tick
+    assert books.commitment_marks == {"h100-1yr": 150.0}
+    assert books.node_billing == {"n1": ("p5.48xlarge", "spot"), "n2": ("g5.xlarge", "on-demand")}
+    assert books.node_prices == {NodeModel("n2", H100): NodePrice(H100, rate, gpus=8)}
+    assert books.node_prices is not p.node_prices  # a copy: the next tick's prices do not alter these
+    assert set(books.marks) == {"n2"} and set(books.fleet_written) == {"n2"}
