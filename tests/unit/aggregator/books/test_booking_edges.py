@@ -113,6 +113,9 @@ def test_a_restart_resumes_every_table_from_the_ledger() -> None:
     # what only this process counts starts empty: resets, unpriced seconds, prices, the fleet rows seen
     assert (books.resets_total, dict(books.unpriced_seconds), books.node_prices) == (0, {}, {})
     assert (books.fleet_written, books.others, books.books_commitments) == ({}, {}, True)
+    # an agent whose counters were all deleted (none left in the ledger) resumes with no marks
+    assert Books(LedgerState(agents={"n2": AgentMark("e2", 7.0, 1)})).marks == {
+        "n2": NodeMarks(AgentMark("e2", 7.0, 1), {})}
 
 
 def test_apply_adds_every_table_of_a_tick_and_a_second_tick_again() -> None:

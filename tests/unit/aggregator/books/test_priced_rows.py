@@ -9,6 +9,7 @@ from decimal import Decimal
 from exporter.aggregator.books.priced_rows import (
     book_unobserved,
     booked_parts,
+    gpus_by_model,
     holder_totals,
     priced_capacity,
     usage_amounts,
@@ -19,6 +20,7 @@ from exporter.aggregator.ledger.store import TickWrite
 from exporter.model.books import CapacityAmounts, CapacityKey, CounterMark, NamespaceTotals, UsageAmounts
 from exporter.model.pricing.document import parse_pricing
 from exporter.model.pricing.labels import NodeFacts
+from exporter.model.usage import GpuCapacity, UsageSnapshot
 
 H100 = "NVIDIA H100 80GB HBM3"
 # 1.00 a GPU-hour; 400 g/kWh at a PUE of 1.2 is 480 g per 3.6e6 J
@@ -175,3 +177,17 @@ def test_a_holders_rows_over_three_hours_telescope_and_split_joules_to_the_milli
     assert sum((r.idle_cost for r in rows), Decimal(0)) == Decimal("0.013888889")
     assert sum((r.cost for r in rows), Decimal(0)) == Decimal("0.027777778")
     assert [r.energy_j for r in rows] == [Decimal("0.341"), Decimal("122.775"), Decimal("0.341")]
+
+
+def test_a_nodes_gpus_are_its_inventory_else_its_labels() -> None:
+    """Inventory first (2 H100s, whatever the labels say); without one the GPU-count label, of the labelled
+    model, else of the model "unknown"; neither: none."""
+    kube = KubeState()
+    kube.nodes["n1"] = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": H100}
+    kube.nodes["n2"] = {"nvidia.com/gpu.count": "4"}
+    two = UsageSnapshot(node="n1", epoch="e1", timestamp=0.0,
+                        capacity=[GpuCapacity(gpu_uuid=f"GPU-{i}", gpu_model=H100) for i in range(2)])
+    assert gpus_by_model(two, kube) == {H100: 2}
+    assert gpus_by_model(UsageSnapshot(node="n1", epoch="e1", timestamp=0.0), kube) == {H100: 8}
+    assert gpus_by_model(UsageSnapshot(node="n2", epoch="e1", timestamp=0.0), kube) == {"unknown": 4}
+    assert gpus_by_model(UsageSnapshot(node="n3", epoch="e1", timestamp=0.0), kube) == {}

@@ -145,3 +145,17 @@ def test_a_new_document_within_the_tick_brings_its_own_coverage() -> None:
     rates = TickRates(versioned, _four_nodes_of_eight())
     assert [rates.rate(_facts("a0"), mig_profile=None, at=at).effective_per_gpu_hour
             for at in (T0, T0 + 3600)] == [pytest.approx(3.0), pytest.approx(3.5)]
+
+
+def test_nothing_eligible_blends_nothing() -> None:
+    """A commitment in force but no eligible GPU in the fleet (c = 0): the plain rate and its own source."""
+    rate = TickRates(PRICING, []).rate(_facts("a0"), mig_profile=None, at=T0)
+    assert (rate.effective_per_gpu_hour, rate.source) == (4.0, PriceSource.MODEL)
+
+
+def test_one_node_with_two_models_has_a_rate_for_each() -> None:
+    """The rates are cached per node and model: the node's H100s are not priced as its A100s."""
+    rates = TickRates(PRICING, _four_nodes_of_eight())
+    a100 = rates.rate(_facts("a0"), mig_profile=None, at=T0 - 60)
+    h100 = rates.rate(_facts("a0", H100), mig_profile=None, at=T0 - 60)
+    assert (a100.effective_per_gpu_hour, h100.effective_per_gpu_hour) == (4.0, 6.0)
