@@ -1,0 +1,115 @@
+"""What one node's ticks write besides its priced rows, by hand: where its books start, which marks advance
+or are forgotten, its fleet and billing rows only when they change, per-namespace and per-workload deltas,
+unpriced seconds, stale repeats, a new epoch, and the quota events seen."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from exporter.aggregator.books.booking import Books, Prepared
+from exporter.aggregator.kube.state import KubeState, PodInfo
+from exporter.aggregator.ledger.rows import FleetFacts, QuotaEvent
+from exporter.aggregator.ledger.store import LedgerState
+from exporter.model.books import AgentMark, EventCount
+from exporter.model.pricing.document import parse_pricing
+from exporter.model.usage import GpuCapacity, HolderCounters, UsageSnapshot
+
+T0 = 1_800_000_000.0  # an hour boundary
+H100, L4 = "NVIDIA H100 80GB HBM3", "NVIDIA L4"
+PRICING = parse_pricing(f'default_price: 1\nmodels: {{"{H100}": 3.6}}\n', "p.yaml")  # L4 unpriced
+KEY_A, KEY_B = "ns/a/c/GPU-0", "ns2/b/c/GPU-1"
+
+
+def _holder(namespace: str, pod: str, device: str, model: str, *, held: float, used: float,
+            mig_profile: str | None = None) -> HolderCounters:
+    return HolderCounters(namespace=namespace, pod=pod, container="c", device_id=device, gpu_uuid=device,
+                          gpu_model=model, mig_profile=mig_profile, fraction=1.0, allocated_s=held, used_s=used,
+                          unmeasured_s=0.0)
+
+
+def _snap(seq: int, ts: float, *holders: HolderCounters, epoch: str = "e1", started_at: float = T0) -> UsageSnapshot:
+    """n1: one H100 and one L4."""
+    return UsageSnapshot(node="n1", epoch=epoch, timestamp=ts, seq=seq, started_at=started_at, holders=list(holders),
+                         capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100),
+                                   GpuCapacity(gpu_uuid="GPU-1", gpu_model=L4)])
+
+
+def _kube() -> KubeState:
+    k = KubeState()
+    k.nodes["n1"] = {"node.kubernetes.io/instance-type": "p5.48xlarge", "karpenter.sh/capacity-type": "spot"}
+    k.pods[("ns", "a")] = PodInfo("ns", "a", "u", "n1", "Running", 1.0, "train", "Job", "high", {}, "", "", "")
+    return k
+
+
+def _first_tick(books: Books, kube: KubeState) -> Prepared:
+    """a (ns, Job train) holds the H100 60 s, using 30; b (ns2, no pod known) the unpriced L4 60 s."""
+    return books.prepare([_snap(1, T0 + 60, _holder("ns", "a", "GPU-0", H100, held=60.0, used=30.0),
+                                _holder("ns2", "b", "GPU-1", L4, held=60.0, used=60.0))], kube, pricing=PRICING)
+
+
+def test_a_nodes_first_tick_starts_its_books_and_writes_its_marks_fleet_and_billing() -> None:
+    p = _first_tick(Books(LedgerState()), _kube())
+    w = p.write
+    assert w.books_since == {"n1": T0}  # the agent's epoch start, not the snapshot's time
+    assert w.agents == {"n1": AgentMark("e1", T0 + 60, 1)}
+    assert sorted(m.key for m in w.hwm) == [KEY_A, KEY_B] and {m.node for m in w.hwm} == {"n1"}
+    assert w.fleet == {"n1": FleetFacts(((H100, 1), (L4, 1)), ())}
+    assert w.node_billing == {"n1": ("p5.48xlarge", "spot")}
+    assert (w.hwm_reset_nodes, w.hwm_deleted, p.resets, p.stale) == ([], [], 0, 0)
+    # deltas by namespace and by workload (a pod nobody knows is its own workload)
+    assert {ns: a.allocated_s for ns, a in p.ns_delta.items()} == {"ns": Decimal(60), "ns2": Decimal(60)}
+    assert {k: (a.allocated_s, a.used_s) for k, a in p.workload_delta.items()} == {
+        ("ns", "train"): (Decimal(60), Decimal(30)), ("ns2", "b"): (Decimal(60), Decimal(60))}
+    assert p.unpriced == {L4: 60.0}  # the L4's seconds, priced at the default: reported as unpriced
+
+
+def test_an_unchanged_counter_keeps_its_mark_and_a_dropped_one_is_forgotten() -> None:
+    """Tick 2: a's counters did not move, b's are gone (the agent dropped them after our ack): no mark written,
+    b's deleted; the books already started, the fleet and billing did not change: none of them written."""
+    books, kube = Books(LedgerState()), _kube()
+    books.apply(_first_tick(books, kube))
+    p = books.prepare([_snap(2, T0 + 120, _holder("ns", "a", "GPU-0", H100, held=60.0, used=30.0))], kube,
+                      pricing=PRICING)
+    w = p.write
+    assert (w.hwm, w.hwm_deleted) == ([], [("n1", KEY_B)])
+    assert w.agents == {"n1": AgentMark("e1", T0 + 120, 2)}
+    assert (w.books_since, w.fleet, w.node_billing, w.usage) == ({}, {}, {}, {})
+    assert p.ns_delta == {} and p.unpriced == {}
+
+
+def test_a_repeated_snapshot_is_counted_stale_and_writes_nothing() -> None:
+    books, kube = Books(LedgerState()), _kube()
+    books.apply(_first_tick(books, kube))
+    p = _first_tick(books, kube)
+    assert p.stale == 1 and p.write.agents == {} and p.write.hwm == [] and p.marks == {}
+
+
+def test_a_new_epoch_is_a_reset_with_the_time_between_unobserved_and_no_mark_deleted() -> None:
+    """Epoch e2 started at T0 + 150 (the last booking was at T0 + 60): 90 s of each of the node's 2 GPUs
+    nobody observed; a's new counter (30 s) is all new; b's old mark is replaced by the reset, not deleted."""
+    books, kube = Books(LedgerState()), _kube()
+    books.apply(_first_tick(books, kube))
+    p = books.prepare([_snap(1, T0 + 180, _holder("ns", "a", "GPU-0", H100, held=30.0, used=0.0), epoch="e2",
+                             started_at=T0 + 150)], kube, pricing=PRICING)
+    w = p.write
+    assert (p.resets, w.hwm_reset_nodes, w.hwm_deleted) == (1, ["n1"], [])
+    assert {k.gpu_model: a.seconds for k, a in w.unobserved.items()} == {H100: Decimal(90), L4: Decimal(90)}
+    assert {ns: a.allocated_s for ns, a in p.ns_delta.items()} == {"ns": Decimal(30)}
+    assert w.books_since == {}
+
+
+def test_held_mig_instances_are_part_of_the_nodes_fleet_row() -> None:
+    p = Books(LedgerState()).prepare([_snap(1, T0 + 60, _holder("ns", "a", "GPU-0", H100, held=60.0, used=0.0,
+                                                                  mig_profile="3g.40gb"))], _kube(), pricing=PRICING)
+    assert p.write.fleet == {"n1": FleetFacts(((H100, 1), (L4, 1)), ((H100, "3g.40gb", 1.0),))}
+
+
+def test_quota_rejections_seen_this_tick_are_written_with_their_latest_count() -> None:
+    """Event u1 fired 2 more times this tick (5 in all, last grown at 99): its row says 5 and 99; u2, new but
+    already pruned from the counts, is written as this tick saw it."""
+    kube = _kube()
+    kube.new_quota_rejections = {"u1": EventCount("ns", 2), "u2": EventCount("ns2", 1)}
+    kube.quota_event_counts = {"u1": EventCount("ns", 5)}
+    kube.quota_event_seen = {"u1": 99.0}
+    p = Books(LedgerState()).prepare([], kube, pricing=PRICING)
+    assert p.write.quota_events == [QuotaEvent("u1", "ns", 5, 99.0), QuotaEvent("u2", "ns2", 1, 0.0)]
