@@ -27,7 +27,7 @@ from exporter.model.books import (
 from exporter.model.pricing.document import parse_pricing
 from exporter.model.pricing.labels import CapacityType
 from exporter.model.pricing.resolve import GpuRate, PriceSource
-from exporter.model.usage import GpuCapacity, UsageSnapshot
+from exporter.model.usage import GpuCapacity, HolderCounters, UsageSnapshot
 
 T0 = 1_800_000_000.0  # an hour boundary
 H100 = "NVIDIA H100 80GB HBM3"
@@ -151,3 +151,31 @@ def test_apply_adds_every_table_of_a_tick_and_a_second_tick_again() -> None:
     assert books.node_prices == {NodeModel("n2", H100): NodePrice(H100, rate, gpus=8)}
     assert books.node_prices is not p.node_prices  # a copy: the next tick's prices do not alter these
     assert set(books.marks) == {"n2"} and set(books.fleet_written) == {"n2"}
+
+
+def test_pruning_a_node_the_books_never_marked_is_harmless() -> None:
+    books = Books(LedgerState())
+    books.apply(Prepared(pruned=["n7"]))
+    assert books.marks == {} and books.fleet_written == {}
+
+
+def _mig(profile: str, fraction: float, *, model: str | None, active: bool = True) -> HolderCounters:
+    return HolderCounters(namespace="ns", pod=profile, container="c", device_id=profile, gpu_model=model,
+                          mig_profile=profile or None, fraction=fraction, active=active, allocated_s=0.0,
+                          used_s=0.0, unmeasured_s=0.0)
+
+
+def test_the_fleet_counts_held_mig_instances_by_model_and_the_other_shards_nodes() -> None:
+    """n1 has an H100 and an L4: an active 1g.10gb on the H100 counts for the H100 only, a 2g.20gb whose model
+    the agent did not say counts for both, an inactive 3g.40gb and a whole-GPU holder for neither. n9 (booked by
+    another shard) counts as last booked; n1's own row from that shard is older than this snapshot."""
+    books = Books(LedgerState())
+    books.others = {"n9": FleetFacts(((H100, 4),), ((H100, "1g.10gb", 1 / 7),)), "n1": FleetFacts(((H100, 8),))}
+    snap = UsageSnapshot(node="n1", epoch="e1", timestamp=T0, holders=[
+        _mig("1g.10gb", 1 / 7, model=H100), _mig("2g.20gb", 2 / 7, model=None),
+        _mig("3g.40gb", 3 / 7, model=H100, active=False), _mig("", 1.0, model="NVIDIA L4")],
+        capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100), GpuCapacity(gpu_uuid="GPU-1", gpu_model="NVIDIA L4")])
+    fleet = books._fleet([snap], KubeState(), gone=[NodeGone("n5", deleted_at=T0, gpus=1, gpu_model=H100)])
+    assert [(n.facts.name, n.facts.gpu_model, n.gpus, n.held_mig) for n in fleet] == [
+        ("n1", H100, 1, {"1g.10gb": 1 / 7, "2g.20gb": 2 / 7}), ("n1", "NVIDIA L4", 1, {"2g.20gb": 2 / 7}),
+        ("n9", H100, 4, {"1g.10gb": 1 / 7})]

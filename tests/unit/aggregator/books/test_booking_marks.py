@@ -113,3 +113,56 @@ def test_quota_rejections_seen_this_tick_are_written_with_their_latest_count() -
     kube.quota_event_seen = {"u1": 99.0}
     p = Books(LedgerState()).prepare([], kube, pricing=PRICING)
     assert p.write.quota_events == [QuotaEvent("u1", "ns", 5, 99.0), QuotaEvent("u2", "ns2", 1, 0.0)]
+
+
+def test_two_snapshots_of_a_node_in_one_tick_book_the_second_against_the_first() -> None:
+    """Seq 1 (60 s held) then seq 2 (90 s) in one tick: 60 + 30 = 90 s booked; seq 2 again, and a repeat of the
+    other node's, are two stale snapshots."""
+    a60, a90 = (_holder("ns", "a", "GPU-0", H100, held=held, used=0.0) for held in (60.0, 90.0))
+    other = UsageSnapshot(node="n2", epoch="e1", timestamp=T0 + 60, seq=1, started_at=T0)
+    books, kube = Books(LedgerState()), _kube()
+    books.apply(books.prepare([other], kube, pricing=PRICING))
+    p = books.prepare([_snap(1, T0 + 60, a60), _snap(2, T0 + 120, a90), _snap(2, T0 + 120, a90), other], kube,
+                      pricing=PRICING)
+    assert {ns: a.allocated_s for ns, a in p.ns_delta.items()} == {"ns": Decimal(90)}
+    assert p.stale == 2
+
+
+def test_a_new_epoch_in_a_later_hour_books_its_deltas_from_its_own_start() -> None:
+    """Last booked at T0 + 60; epoch e2 started at T0 + 3700 and says 20 s at T0 + 3720: the 20 s are booked in
+    hour T0 + 3600 only (from the epoch's start, not from the old epoch's last booking), and the 3640 s of each
+    GPU between the two are unobserved (3540 in hour T0, 100 in hour T0 + 3600)."""
+    books, kube = Books(LedgerState()), _kube()
+    books.apply(_first_tick(books, kube))
+    p = books.prepare([_snap(1, T0 + 3720, _holder("ns", "a", "GPU-0", H100, held=20.0, used=0.0), epoch="e2",
+                             started_at=T0 + 3700)], kube, pricing=PRICING)
+    assert {(k.hour, a.allocated_s) for k, a in p.write.usage.items()} == {(int(T0) + 3600, Decimal(20))}
+    assert sorted((k.hour, k.gpu_model, a.seconds) for k, a in p.write.unobserved.items()) == [
+        (int(T0), H100, Decimal(3540)), (int(T0), L4, Decimal(3540)),
+        (int(T0) + 3600, H100, Decimal(100)), (int(T0) + 3600, L4, Decimal(100))]
+
+
+COMMITTED = parse_pricing(f"""
+default_price: 1
+models: {{"{H100}": 4.0}}
+commitments:
+  - {{name: h100-1yr, model: "{H100}", gpus: 12, hourly: 2.10,
+     start: "2027-01-01T00:00:00Z", end: "2028-01-01T00:00:00Z"}}
+""", "p.yaml")
+
+
+def test_unused_commitment_time_ends_at_the_aggregators_clock_else_the_newest_snapshot() -> None:
+    """n1's books start at T0 with 1 eligible H100 of the 12 committed: 11/12 unused. Up to ``now`` = T0 + 600:
+    12 x 600 x 11/12 = 6600 GPU-s; without ``now``, up to the snapshot's T0 + 300: 3300."""
+    kube = _kube()
+    kube.nodes["n1"] = {}  # on demand: eligible
+    for now, until, unused in ((T0 + 600, T0 + 600, Decimal(6600)), (None, T0 + 300, Decimal(3300))):
+        p = Books(LedgerState()).prepare([_snap(1, T0 + 300)], kube, pricing=COMMITTED, now=now)
+        assert p.write.commitment_marks == {"h100-1yr": until}
+        assert sum((a.seconds for a in p.write.unused_commitment.values()), Decimal(0)) == unused
+
+
+def test_a_tick_with_no_books_at_all_books_no_unused_commitment() -> None:
+    """Nothing booked yet and no snapshot: the commitments' time starts with the first books, not before."""
+    p = Books(LedgerState()).prepare([], _kube(), pricing=COMMITTED, now=T0 + 600)
+    assert p.write.unused_commitment == {}
