@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from exporter.aggregator.books.booking import Books, Prepared
 from exporter.aggregator.kube.state import KubeState, PodInfo
+from exporter.aggregator.ledger.devices import DeviceKey
 from exporter.aggregator.ledger.rows import FleetFacts, QuotaEvent
 from exporter.aggregator.ledger.store import LedgerState
 from exporter.model.books import AgentMark, EventCount
@@ -99,9 +100,12 @@ def test_a_new_epoch_is_a_reset_with_the_time_between_unobserved_and_no_mark_del
 
 
 def test_held_mig_instances_are_part_of_the_nodes_fleet_row() -> None:
+    """Each with the model its agent named, or "" (any of the node's models) when it named none."""
     p = Books(LedgerState()).prepare([_snap(1, T0 + 60, _holder("ns", "a", "GPU-0", H100, held=60.0, used=0.0,
-                                                                  mig_profile="3g.40gb"))], _kube(), pricing=PRICING)
-    assert p.write.fleet == {"n1": FleetFacts(((H100, 1), (L4, 1)), ((H100, "3g.40gb", 1.0),))}
+                                                                  mig_profile="3g.40gb"),
+                                            _holder("ns", "b", "GPU-1", "", held=0.0, used=0.0,
+                                                    mig_profile="1g.10gb"))], _kube(), pricing=PRICING)
+    assert p.write.fleet == {"n1": FleetFacts(((H100, 1), (L4, 1)), ((H100, "3g.40gb", 1.0), ("", "1g.10gb", 1.0)))}
 
 
 def test_quota_rejections_seen_this_tick_are_written_with_their_latest_count() -> None:
@@ -166,3 +170,36 @@ def test_a_tick_with_no_books_at_all_books_no_unused_commitment() -> None:
     """Nothing booked yet and no snapshot: the commitments' time starts with the first books, not before."""
     p = Books(LedgerState()).prepare([], _kube(), pricing=COMMITTED, now=T0 + 600)
     assert p.write.unused_commitment == {}
+
+
+def test_the_devices_a_node_advertised_are_booked_in_every_hour_its_snapshot_covers() -> None:
+    """Seven 1g.10gb instances advertised on an H100 node whose snapshot covers [T0, T0 + 3660]: 7 in each of
+    hours T0 and T0 + 3600."""
+    kube = _kube()
+    kube.node_devices["n1"] = {"nvidia.com/mig-1g.10gb": 7}
+    snap = UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 3660, seq=1, started_at=T0,
+                         capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100)])
+    p = Books(LedgerState()).prepare([snap], kube, pricing=PRICING)
+    assert p.write.node_devices == {DeviceKey(hour, "n1", H100, "1g.10gb", 0): 7 for hour in (int(T0), int(T0) + 3600)}
+
+
+def test_an_agent_that_does_not_say_when_its_epoch_began_starts_its_books_at_its_first_snapshot() -> None:
+    snap = UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60, seq=1)
+    assert Books(LedgerState()).prepare([snap], _kube(), pricing=PRICING).write.books_since == {"n1": T0 + 60}
+
+
+def test_a_new_epoch_books_the_gap_for_the_gpus_it_shows_else_those_last_seen() -> None:
+    """n1 showed an H100 and an L4. Epoch e2 shows only the H100: the 90 s gap is booked for it alone. Epoch e3
+    of n2 shows no inventory: its gap is booked for the GPUs n2 last showed. Two resets in one tick."""
+    books, kube = Books(LedgerState()), _kube()
+    books.apply(_first_tick(books, kube))
+    books.apply(books.prepare([UsageSnapshot(node="n2", epoch="e1", timestamp=T0 + 60, seq=1, started_at=T0,
+                                             capacity=[GpuCapacity(gpu_uuid="GPU-9", gpu_model=L4)])], kube,
+                              pricing=PRICING))
+    p = books.prepare([UsageSnapshot(node="n1", epoch="e2", timestamp=T0 + 180, seq=1, started_at=T0 + 150,
+                                     capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100)]),
+                       UsageSnapshot(node="n2", epoch="e3", timestamp=T0 + 180, seq=1, started_at=T0 + 150)], kube,
+                      pricing=PRICING)
+    assert sorted((k.node, k.gpu_model, a.seconds) for k, a in p.write.unobserved.items()) == [
+        ("n1", H100, Decimal(90)), ("n2", L4, Decimal(90))]
+    assert p.resets == 2
