@@ -27,7 +27,7 @@ from exporter.model.books import (
 from exporter.model.pricing.document import parse_pricing
 from exporter.model.pricing.labels import CapacityType
 from exporter.model.pricing.resolve import GpuRate, PriceSource
-from exporter.model.usage import GpuCapacity, HolderCounters, UsageSnapshot
+from exporter.model.usage import GpuCapacity, HolderCounters, UnallocatedCounter, UsageSnapshot
 
 T0 = 1_800_000_000.0  # an hour boundary
 H100 = "NVIDIA H100 80GB HBM3"
@@ -179,3 +179,35 @@ def test_the_fleet_counts_held_mig_instances_by_model_and_the_other_shards_nodes
     assert [(n.facts.name, n.facts.gpu_model, n.gpus, n.held_mig) for n in fleet] == [
         ("n1", H100, 1, {"1g.10gb": 1 / 7, "2g.20gb": 2 / 7}), ("n1", "NVIDIA L4", 1, {"2g.20gb": 2 / 7}),
         ("n9", H100, 4, {"1g.10gb": 1 / 7})]
+
+
+def test_every_counter_of_a_snapshot_is_booked_under_the_model_its_node_is_labelled_with() -> None:
+    """An agent that names no model (holder) or "unknown" (capacity): the node's product label names it. The
+    holder's unmeasured seconds, the unobserved counter's joules and the node's 0.5 s without an energy reading
+    (under a second, and still counted) are all booked."""
+    kube = KubeState()
+    kube.nodes["n1"] = {"nvidia.com/gpu.product": H100}
+    holder = HolderCounters(namespace="ns", pod="p", container="c", device_id="GPU-0", fraction=1.0,
+                            allocated_s=60.0, used_s=20.0, unmeasured_s=10.0)
+    snap = UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60, seq=1, started_at=T0, holders=[holder],
+                         unallocated=[UnallocatedCounter(gpu_model="unknown", seconds=30.0)],
+                         unobserved=[UnallocatedCounter(gpu_model=H100, seconds=20.0, energy_j=50.0)],
+                         unmeasured_energy_s=0.5)
+    w = Books(LedgerState()).prepare([snap], kube, pricing=PRICING).write
+    ((usage_key, usage),) = w.usage.items()
+    assert (usage_key.gpu_model, usage.allocated_s, usage.unmeasured_s, usage.idle_s) == (
+        H100, Decimal(60), Decimal(10), Decimal(30))
+    assert {k.gpu_model: a.seconds for k, a in w.unallocated.items()} == {H100: Decimal(30)}
+    assert [a.energy_j for a in w.unobserved.values()] == [Decimal(50)]
+    assert w.unmeasured_energy == {NodeKey("n1"): UnmeasuredEnergy(seconds=Decimal("0.5"))}
+
+
+def test_a_labelled_gpu_count_bounds_a_node_without_inventory() -> None:
+    """No inventory, a GPU-count label of 1: a holder 1000 s further after 60 s is refused (1 GPU x 60 s)."""
+    kube = KubeState()
+    kube.nodes["n1"] = {"nvidia.com/gpu.count": "1"}
+    holder = HolderCounters(namespace="ns", pod="p", container="c", device_id="GPU-0", fraction=1.0,
+                            allocated_s=1000.0, used_s=0.0, unmeasured_s=0.0)
+    p = Books(LedgerState()).prepare([UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60, seq=1, started_at=T0,
+                                                    holders=[holder])], kube, pricing=PRICING)
+    assert p.rejected == {"n1": "faster_than_wall_time"}

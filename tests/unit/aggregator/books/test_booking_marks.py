@@ -203,3 +203,32 @@ def test_a_new_epoch_books_the_gap_for_the_gpus_it_shows_else_those_last_seen() 
     assert sorted((k.node, k.gpu_model, a.seconds) for k, a in p.write.unobserved.items()) == [
         ("n1", H100, Decimal(90)), ("n2", L4, Decimal(90))]
     assert p.resets == 2
+
+
+def test_billing_is_written_for_nodes_the_api_has_with_what_their_labels_say() -> None:
+    """A node without an instance-type or capacity label bills as ("", on-demand); a node the API does not have
+    writes no billing row."""
+    kube = KubeState()
+    kube.nodes["n1"] = {}
+    p = Books(LedgerState()).prepare([_snap(1, T0 + 60), UsageSnapshot(node="n2", epoch="e1", timestamp=T0 + 60)],
+                                     kube, pricing=PRICING)
+    assert p.write.node_billing == {"n1": ("", "on-demand")}
+
+
+def test_a_snapshot_without_inventory_keeps_the_gpus_and_its_held_mig_last_seen() -> None:
+    """Tick 2 (same epoch) shows no inventory: the GPUs of tick 1 stand, the fleet row is not rewritten. Tick 3
+    shows only the H100: the fleet row is rewritten. The MIG instance held in tick 1 stays in the fleet the
+    next tick builds from the marks."""
+    books, kube = Books(LedgerState()), _kube()
+    mig = _holder("ns", "a", "GPU-0", H100, held=60.0, used=0.0, mig_profile="3g.40gb")
+    books.apply(books.prepare([_snap(1, T0 + 60, mig)], kube, pricing=PRICING))
+    assert [(n.facts.gpu_model, n.held_mig) for n in books._fleet([], kube, gone=[])] == [
+        (H100, {"3g.40gb": 1.0}), (L4, {})]
+    bare = UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 120, seq=2, started_at=T0, holders=[mig])
+    p = books.prepare([bare], kube, pricing=PRICING)
+    assert p.write.fleet == {} and p.marks["n1"].gpus_by_model == {H100: 1, L4: 1}
+    books.apply(p)
+    h100_only = UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 180, seq=3, started_at=T0, holders=[mig],
+                              capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100)])
+    p = books.prepare([h100_only], kube, pricing=PRICING)
+    assert p.write.fleet == {"n1": FleetFacts(((H100, 1),), ((H100, "3g.40gb", 1.0),))}
