@@ -191,3 +191,11 @@ def test_a_nodes_gpus_are_its_inventory_else_its_labels() -> None:
     assert gpus_by_model(UsageSnapshot(node="n1", epoch="e1", timestamp=0.0), kube) == {H100: 8}
     assert gpus_by_model(UsageSnapshot(node="n2", epoch="e1", timestamp=0.0), kube) == {"unknown": 4}
     assert gpus_by_model(UsageSnapshot(node="n3", epoch="e1", timestamp=0.0), kube) == {}
+
+
+def test_capacity_joules_in_one_hour_are_positions_booked_to_the_millijoule() -> None:
+    """5000.0004 J -> 5000.000 and 5123.4567 J -> 5123.457: 123.457 J (neither 123.4567 nor 123.4563)."""
+    ((_, row),) = priced_capacity(_rates(), FACTS, seconds=60.0, energy_j=123.4563, parts=slices(3600.0, 3660.0),
+                                  span=(CounterMark(allocated_s=0.0, energy_j=5000.0004),
+                                        CounterMark(allocated_s=60.0, energy_j=5123.4567)))
+    assert row.energy_j == Decimal("123.457") and str(row.energy_j) == "123.457"
