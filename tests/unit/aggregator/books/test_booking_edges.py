@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from exporter.aggregator.books.booking import Books, NodeGone, NodeMarks, NodeModel, NodePrice, Prepared
-from exporter.aggregator.kube.state import KubeState
+from exporter.aggregator.kube.state import KubeState, PodInfo
 from exporter.aggregator.ledger.rows import FleetFacts
 from exporter.aggregator.ledger.store import LedgerState
 from exporter.model.books import (
@@ -211,3 +211,41 @@ def test_a_labelled_gpu_count_bounds_a_node_without_inventory() -> None:
     p = Books(LedgerState()).prepare([UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60, seq=1, started_at=T0,
                                                     holders=[holder])], kube, pricing=PRICING)
     assert p.rejected == {"n1": "faster_than_wall_time"}
+
+
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def test_a_holders_row_carries_its_queue_its_mig_price_and_its_evidence() -> None:
+    """ns/a, queued in KAI's "research", holds a listed 1g.10gb (0.45 an instance-hour = 3.15 a GPU-hour, not
+    the A100's 4.00) for 700 GPU-s in one hour: 700 x 3.15 / 3600 = 0.6125. Each holder's use is in the
+    right-sizing evidence; an unknown pod's row and breakdown have no priority class."""
+    pricing = parse_pricing(f'default_price: 1\nmodels: {{"{A100}": 4.0}}\n'
+                            f'mig_profiles: {{"{A100}": {{"1g.10gb": 0.45}}}}\n', "p.yaml")
+    kube = KubeState()
+    kube.pods[("ns", "a")] = PodInfo("ns", "a", "u", "n1", "Running", 1.0, "train", "Job", "high",
+                                     {"kai.scheduler/queue": "research"}, "", "", "")
+    mig = HolderCounters(namespace="ns", pod="a", container="c", device_id="MIG-0", gpu_model=A100,
+                         mig_profile="1g.10gb", fraction=1 / 7, allocated_s=700.0, used_s=350.0, unmeasured_s=0.0)
+    stranger = HolderCounters(namespace="ns2", pod="b", container="c", device_id="GPU-1", gpu_model=A100,
+                              fraction=1.0, allocated_s=60.0, used_s=0.0, unmeasured_s=0.0)
+    w = Books(LedgerState()).prepare([UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 3600, seq=1,
+                                                    started_at=T0, holders=[mig, stranger])], kube,
+                                     pricing=pricing).write
+    rows = {k.pod: (k, a) for k, a in w.usage.items()}
+    key, row = rows["a"]
+    assert (key.mig_profile, key.priority_class, key.scheduler, key.queue) == ("1g.10gb", "high", "kai", "research")
+    assert row.cost == Decimal("0.6125")
+    assert rows["b"][0].priority_class == ""
+    assert set(w.breakdown) == {BreakdownKey("ns", "", "high", "USD"), BreakdownKey("ns2", "", "", "USD")}
+    assert {k.pod for k in w.evidence} == {"a", "b"}  # each holder's measured use, idle included
+
+
+def test_unpriced_seconds_add_up_over_the_hours_of_a_delta() -> None:
+    """An L4 (no price) held 7200 s over [T0 + 1800, T0 + 9000]: 1800 + 3600 + 1800 = 7200 unpriced seconds."""
+    holder = HolderCounters(namespace="ns", pod="p", container="c", device_id="GPU-0", gpu_model="NVIDIA L4",
+                            fraction=1.0, allocated_s=7200.0, used_s=0.0, unmeasured_s=0.0)
+    p = Books(LedgerState()).prepare([UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 9000, seq=1,
+                                                    started_at=T0 + 1800, holders=[holder])], KubeState(),
+                                     pricing=PRICING)
+    assert p.unpriced == {"NVIDIA L4": 7200.0}

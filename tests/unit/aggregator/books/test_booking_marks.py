@@ -13,7 +13,7 @@ from exporter.aggregator.ledger.rows import FleetFacts, QuotaEvent
 from exporter.aggregator.ledger.store import LedgerState
 from exporter.model.books import AgentMark, EventCount
 from exporter.model.pricing.document import parse_pricing
-from exporter.model.usage import GpuCapacity, HolderCounters, UsageSnapshot
+from exporter.model.usage import GpuCapacity, HolderCounters, UnallocatedCounter, UsageSnapshot
 
 T0 = 1_800_000_000.0  # an hour boundary
 H100, L4 = "NVIDIA H100 80GB HBM3", "NVIDIA L4"
@@ -232,3 +232,50 @@ def test_a_snapshot_without_inventory_keeps_the_gpus_and_its_held_mig_last_seen(
                               capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100)])
     p = books.prepare([h100_only], kube, pricing=PRICING)
     assert p.write.fleet == {"n1": FleetFacts(((H100, 1),), ((H100, "3g.40gb", 1.0),))}
+
+
+def _one_holder(seq: int, ts: float, *, held: float, energy_j: float = 0.0, unallocated: float = 0.0,
+                unallocated_j: float = 0.0) -> UsageSnapshot:
+    """n1 with ns/a (an H100, known pod) at ``held`` seconds and ``unallocated`` idle seconds so far."""
+    holder = HolderCounters(namespace="ns", pod="a", container="c", device_id="GPU-0", gpu_model=H100, fraction=1.0,
+                            allocated_s=held, used_s=held, unmeasured_s=0.0, energy_j=energy_j)
+    return UsageSnapshot(node="n1", epoch="e1", timestamp=ts, seq=seq, started_at=T0, holders=[holder],
+                         unallocated=[UnallocatedCounter(gpu_model=H100, seconds=unallocated, energy_j=unallocated_j)],
+                         capacity=[GpuCapacity(gpu_uuid="GPU-0", gpu_model=H100)])
+
+
+def test_a_delta_of_nothing_books_no_row_and_half_a_second_or_joule_does() -> None:
+    """Counters back by less than rounding are no change: no row. Half a second held, and 0.5 J on idle
+    capacity without an idle second more, are booked."""
+    for held, idle_j, usage, idle in ((60.0 - 1e-7, 0.0, [], []),
+                                      (60.5, 0.5, [Decimal("0.5")], [(Decimal(0), Decimal("0.5"))])):
+        books, kube = Books(LedgerState()), _kube()
+        books.apply(books.prepare([_one_holder(1, T0 + 60, held=60.0, unallocated=30.0)], kube, pricing=PRICING))
+        p = books.prepare([_one_holder(2, T0 + 120, held=held, unallocated=30.0 - 1e-7 if held < 60 else 30.0,
+                                       unallocated_j=idle_j)], kube, pricing=PRICING)
+        assert [a.allocated_s for a in p.write.usage.values()] == usage
+        assert [(a.seconds, a.energy_j) for a in p.write.unallocated.values()] == idle
+
+
+def test_a_holder_with_only_energy_is_booked_and_one_without_a_delta_skips_only_itself() -> None:
+    """b's counters did not move; a drew 2 J without a held second more: a's row has the joules."""
+    books, kube = Books(LedgerState()), _kube()
+    b = _holder("ns2", "b", "GPU-1", L4, held=60.0, used=60.0)
+    books.apply(books.prepare([_snap(1, T0 + 60, b, _holder("ns", "a", "GPU-0", H100, held=60.0, used=0.0))], kube,
+                              pricing=PRICING))
+    a = HolderCounters(namespace="ns", pod="a", container="c", device_id="GPU-0", gpu_uuid="GPU-0", gpu_model=H100,
+                       fraction=1.0, allocated_s=60.0, used_s=0.0, unmeasured_s=0.0, energy_j=2.0)
+    p = books.prepare([_snap(2, T0 + 120, b, a)], kube, pricing=PRICING)
+    assert [(k.pod, r.allocated_s, r.energy_j) for k, r in p.write.usage.items()] == [("a", Decimal(0), Decimal(2))]
+
+
+def test_a_holders_money_telescopes_along_its_counter_across_ticks() -> None:
+    """1 s more each tick at 1.00/h: 1/3600 = 0.000277777|8 a tick alone; booked as positions the three ticks
+    cost book(3/3600) = 0.000833333, not 3 x 0.000277778."""
+    pricing = parse_pricing(f'default_price: 1\nmodels: {{"{H100}": 1.0}}\n', "p.yaml")
+    books, kube, cost = Books(LedgerState()), _kube(), Decimal(0)
+    for seq in (1, 2, 3):
+        p = books.prepare([_one_holder(seq, T0 + seq, held=float(seq))], kube, pricing=pricing)
+        cost += sum((r.cost for r in p.write.usage.values()), Decimal(0))
+        books.apply(p)
+    assert cost == Decimal("0.000833333")
