@@ -1,6 +1,6 @@
-"""Closing a deleted node's books by hand: the time since its last snapshot (this tick's, when it has one) is
-booked as unobserved for the GPUs that snapshot showed, else for the GPUs the deletion reported. And what a
-restart reloads and ``apply`` adds: every running total, field by field, tick after tick."""
+"""Booking's edges by hand: closing a deleted node's books (from this tick's snapshot, for the GPUs it showed,
+else those its deletion reported); what a restart reloads and ``apply`` adds; the fleet commitments are
+blended over; every counter's fields, the model a node's label names, a row's queue, MIG price and evidence."""
 
 from __future__ import annotations
 
