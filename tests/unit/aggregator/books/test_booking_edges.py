@@ -202,15 +202,21 @@ def test_every_counter_of_a_snapshot_is_booked_under_the_model_its_node_is_label
     assert w.unmeasured_energy == {NodeKey("n1"): UnmeasuredEnergy(seconds=Decimal("0.5"))}
 
 
-def test_a_labelled_gpu_count_bounds_a_node_without_inventory() -> None:
-    """No inventory, a GPU-count label of 1: a holder 1000 s further after 60 s is refused (1 GPU x 60 s)."""
+def test_a_labelled_gpu_count_bounds_a_node_without_inventory_and_widens_a_smaller_one() -> None:
+    """A GPU-count label of 1 and no inventory: a holder 1000 s further after 60 s is refused (1 GPU x 60 s).
+    A label of 8 over an inventory of 1 (GPUs the agent cannot see): 400 s in 60 s is within 8 x 60 s."""
+    def held(seconds: float, *, inventory: int) -> UsageSnapshot:
+        holder = HolderCounters(namespace="ns", pod="p", container="c", device_id="GPU-0", fraction=1.0,
+                                allocated_s=seconds, used_s=0.0, unmeasured_s=0.0)
+        return UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60, seq=1, started_at=T0, holders=[holder],
+                             capacity=[GpuCapacity(gpu_uuid=f"GPU-{i}", gpu_model=H100) for i in range(inventory)])
+
     kube = KubeState()
     kube.nodes["n1"] = {"nvidia.com/gpu.count": "1"}
-    holder = HolderCounters(namespace="ns", pod="p", container="c", device_id="GPU-0", fraction=1.0,
-                            allocated_s=1000.0, used_s=0.0, unmeasured_s=0.0)
-    p = Books(LedgerState()).prepare([UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60, seq=1, started_at=T0,
-                                                    holders=[holder])], kube, pricing=PRICING)
-    assert p.rejected == {"n1": "faster_than_wall_time"}
+    assert Books(LedgerState()).prepare([held(1000.0, inventory=0)], kube, pricing=PRICING).rejected == {
+        "n1": "faster_than_wall_time"}
+    kube.nodes["n1"] = {"nvidia.com/gpu.count": "8"}
+    assert Books(LedgerState()).prepare([held(400.0, inventory=1)], kube, pricing=PRICING).rejected == {}
 
 
 A100 = "NVIDIA A100-SXM4-80GB"

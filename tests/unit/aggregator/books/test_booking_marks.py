@@ -279,3 +279,34 @@ def test_a_holders_money_telescopes_along_its_counter_across_ticks() -> None:
         cost += sum((r.cost for r in p.write.usage.values()), Decimal(0))
         books.apply(p)
     assert cost == Decimal("0.000833333")
+
+
+def test_small_deltas_of_every_counter_are_booked_and_one_still_counter_skips_only_itself() -> None:
+    """Tick 2: a holder 0.5 J further without a second, an unallocated H100 0.5 s further without a joule, the
+    L4's unallocated counter still and listed first, and 0.5 s more without an energy reading (the node's
+    0.5 s gap, given to the unallocated row with no joules): each is booked."""
+    def tick(seq: int, *, joules: float, h100_idle: float, dark: float) -> UsageSnapshot:
+        holder = HolderCounters(namespace="ns", pod="a", container="c", device_id="GPU-0", gpu_model=H100,
+                                fraction=1.0, allocated_s=60.0, used_s=60.0, unmeasured_s=0.0, energy_j=joules)
+        return UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60 * seq, seq=seq, started_at=T0,
+                             holders=[holder], unmeasured_energy_s=dark,
+                             unallocated=[UnallocatedCounter(gpu_model=L4, seconds=60.0),
+                                          UnallocatedCounter(gpu_model=H100, seconds=h100_idle)])
+
+    books, kube = Books(LedgerState()), _kube()
+    books.apply(books.prepare([tick(1, joules=100.0, h100_idle=10.0, dark=1.0)], kube, pricing=PRICING))
+    w = books.prepare([tick(2, joules=100.5, h100_idle=10.5, dark=1.5)], kube, pricing=PRICING).write
+    assert [(r.allocated_s, r.energy_j) for r in w.usage.values()] == [(Decimal(0), Decimal("0.5"))]
+    assert {k.gpu_model: (a.seconds, a.unmeasured_energy_s) for k, a in w.unallocated.items()} == {
+        H100: (Decimal("0.5"), Decimal("0.5"))}
+    assert [u.seconds for u in w.unmeasured_energy.values()] == [Decimal("0.5")]
+
+
+def test_a_node_whose_unmeasured_seconds_did_not_grow_writes_none() -> None:
+    """The gap counter back by less than rounding: no change, no unmeasured-energy row (not even a zero)."""
+    books, kube = Books(LedgerState()), _kube()
+    for seq, dark in ((1, 1.0), (2, 1.0 - 1e-7)):
+        p = books.prepare([UsageSnapshot(node="n1", epoch="e1", timestamp=T0 + 60 * seq, seq=seq, started_at=T0,
+                                         unmeasured_energy_s=dark)], kube, pricing=PRICING)
+        books.apply(p)
+    assert p.write.unmeasured_energy == {}
