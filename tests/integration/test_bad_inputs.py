@@ -1,8 +1,8 @@
 """Every bad input a person can hand the command line: one line on stderr naming the file or setting, exit 2,
 nothing created, changed or removed. Real processes of ``python -m exporter``, one per row.
 
-Rows that need a file the caller cannot read run the command as ``nobody`` (setpriv) when the tests run as root,
-as root reads any file whatever its mode.
+Rows that need a file the caller cannot read run the command as UID 0 without capabilities (setpriv) when the
+tests run as root, as root with CAP_DAC_OVERRIDE reads any file whatever its mode.
 """
 
 from __future__ import annotations
