@@ -43,6 +43,20 @@ def counter_advance(prev: CounterMark | None, cur: CounterMark) -> CounterMark |
                        split_s=max(0.0, cur.split_s - prev.split_s) if split_known else 0.0)
 
 
+
+def counter_position(prev: CounterMark | None, cur: CounterMark) -> CounterMark:
+    """The mark after ``cur`` was booked against ``prev``: each field the larger of the two. A counter back by less
+    than the tolerance advanced nothing (``counter_advance``), so its mark stays where it was; following it back
+    would book that sliver again at the next advance."""
+    if prev is None or (cur.allocated_s >= prev.allocated_s and cur.used_s >= prev.used_s
+                        and cur.unmeasured_s >= prev.unmeasured_s and cur.energy_j >= prev.energy_j
+                        and cur.split_s >= prev.split_s):
+        return cur
+    return CounterMark(allocated_s=max(prev.allocated_s, cur.allocated_s), used_s=max(prev.used_s, cur.used_s),
+                       unmeasured_s=max(prev.unmeasured_s, cur.unmeasured_s),
+                       energy_j=max(prev.energy_j, cur.energy_j), split_s=max(prev.split_s, cur.split_s))
+
+
 def implausible(deltas: Iterable[CounterMark], *, wall: float | None, gpus: int,
                 unmeasured_energy_s: float = 0.0) -> str:
     """Why these deltas over ``wall`` seconds on a node of ``gpus`` GPUs cannot be true, or "".

@@ -53,7 +53,7 @@ from exporter.model.books import (
     hour_of,
 )
 from exporter.model.exact import arrived, book
-from exporter.model.plausibility import counter_advance, implausible
+from exporter.model.plausibility import counter_advance, counter_position, implausible
 from exporter.model.pricing.document import Pricing
 from exporter.model.usage import UsageSnapshot
 
@@ -241,7 +241,7 @@ class _NodeBooking:
             if d is None:
                 out.rejected[node] = "counter_decreased"
                 return
-            deltas[key] = d
+            deltas[key], counters[key] = d, counter_position(booked, cur)  # a mark never goes back
         gpus = gpus_by_model(snap, self.kube)
         reason = self._implausible(deltas, start=start, gpus=sum(gpus.values()))
         if reason:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.model.books import CounterMark
+from exporter.model.books import SPLIT_UNKNOWN, CounterMark
 from exporter.model.plausibility import (
     EPS,
     MAX_GPU_WATTS,
@@ -13,6 +13,7 @@ from exporter.model.plausibility import (
     RATE_SLACK_RELATIVE,
     RATE_SLACK_SECONDS,
     counter_advance,
+    counter_position,
     implausible,
 )
 
@@ -107,3 +108,15 @@ def test_energy_may_reach_the_power_envelope() -> None:
     assert implausible([at], wall=15.0, gpus=4) == ""
     over = CounterMark(allocated_s=15.0, energy_j=MAX_GPU_WATTS * bound * 1.0001)
     assert implausible([over], wall=15.0, gpus=4) == "energy_above_power_envelope"
+
+
+def test_a_mark_takes_the_larger_of_each_field_and_an_unknown_split_takes_the_counters() -> None:
+    """Booked at (60, 30, 0, 100 J, split unknown), now read (59.9999999, 30.5, 0, 100 J, split 5): the mark is
+    (60, 30.5, 0, 100 J, 5): allocated stays at 60 (back by 1e-7, within the tolerance), the rest advance, and a
+    split unknown before takes the agent's."""
+    prev = CounterMark(allocated_s=60.0, used_s=30.0, energy_j=100.0, split_s=SPLIT_UNKNOWN)
+    cur = CounterMark(allocated_s=60.0 - 1e-7, used_s=30.5, energy_j=100.0, split_s=5.0)
+    assert counter_position(prev, cur) == CounterMark(allocated_s=60.0, used_s=30.5, energy_j=100.0, split_s=5.0)
+    ahead = CounterMark(allocated_s=61.0, used_s=31.0, energy_j=101.0, split_s=6.0)
+    assert counter_position(prev, ahead) is ahead
+    assert counter_position(None, cur) is cur

@@ -310,3 +310,18 @@ def test_a_node_whose_unmeasured_seconds_did_not_grow_writes_none() -> None:
                                          unmeasured_energy_s=dark)], kube, pricing=PRICING)
         books.apply(p)
     assert p.write.unmeasured_energy == {}
+
+
+def test_a_counter_back_by_less_than_rounding_keeps_its_mark_so_nothing_is_booked_twice() -> None:
+    """60 s, then 59.9999999 (back by 1e-7, within the tolerance: no change), then 60.5: the holder's books are
+    60 + 0 + 0.5 = 60.5 s exactly, and 60.5 s x 3.60/h / 3600 = 0.0605; had the mark followed the counter back to
+    59.9999999, the last tick would book 0.5000001 s again."""
+    books, kube = Books(LedgerState()), _kube()
+    seconds, cost = Decimal(0), Decimal(0)
+    for seq, held in ((1, 60.0), (2, 60.0 - 1e-7), (3, 60.5)):
+        p = books.prepare([_one_holder(seq, T0 + 60 * seq, held=held)], kube, pricing=PRICING)
+        seconds += sum((r.allocated_s for r in p.write.usage.values()), Decimal(0))
+        cost += sum((r.cost for r in p.write.usage.values()), Decimal(0))
+        books.apply(p)
+    assert seconds == Decimal("60.5")
+    assert cost == Decimal("0.0605")
