@@ -17,7 +17,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -125,18 +127,28 @@ def rendered(url: str, *, png: bool = False) -> Rendered:
     if browser is None:
         raise RuntimeError("needs Debian's chromium")
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="gpucost-chromium-") as profile:
+    # Chromium's helper processes may still write to the profile as the browser exits: the browser runs in a
+    # session of its own whose whole group is stopped, and a file left behind by a straggler is not an error.
+    with tempfile.TemporaryDirectory(prefix="gpucost-chromium-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen([browser, *FLAGS, f"--remote-debugging-port={port}", f"--user-data-dir={profile}",
-                                 "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
         try:
             return asyncio.run(_render(url, port=port, png=png))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the browser's process group, SIGKILL after 15 s; then wait for the browser itself."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _get(url: str) -> bytes:
