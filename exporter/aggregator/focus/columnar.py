@@ -86,7 +86,7 @@ def ratios_of(costs: Sequence[int], seconds: Sequence[int]) -> list[int]:
     nearest = [half_even(b * RATIO_ONE, total) for b in basis]
     down = [b * RATIO_ONE // total for b in basis]
     for ratios in (nearest, down):
-        largest = ratios.index(max(ratios))
+        largest = max(range(len(ratios)), key=lambda i: (ratios[i], basis[i]))  # a tie: the larger basis
         fixed = ratios[largest] + RATIO_ONE - sum(ratios)
         if fixed >= 0 and all(fixed >= r for i, r in enumerate(ratios) if i != largest):
             break

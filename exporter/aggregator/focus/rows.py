@@ -110,7 +110,7 @@ def allocation_ratios(costs: Sequence[Decimal], seconds: Sequence[Decimal]) -> l
     nearest = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_HALF_EVEN) for b in basis]
     down = [(b / total).quantize(RATIO_QUANTUM, rounding=ROUND_DOWN) for b in basis]
     for ratios in (nearest, down):
-        largest = max(range(len(ratios)), key=lambda i: ratios[i])
+        largest = max(range(len(ratios)), key=lambda i: (ratios[i], basis[i]))  # a tie: the larger basis
         fixed = ratios[largest] + Decimal(1) - sum(ratios, Decimal(0))
         if fixed >= 0 and all(fixed >= r for i, r in enumerate(ratios) if i != largest):
             break

@@ -86,6 +86,7 @@ _AMOUNTS = st.decimals(min_value=0, max_value=10**6, places=6, allow_nan=False, 
 @given(st.lists(st.tuples(_AMOUNTS, _AMOUNTS), min_size=1, max_size=60))
 @example([(Decimal(1), Decimal(1))] * 6 + [(Decimal(0), Decimal(1))])
 @example([(Decimal(0), Decimal(0))] * 7)
+@example([(Decimal(c), Decimal(0)) for c in ("0.001", "999999.986882", "999999.986893")])  # a tie: the larger basis
 def test_ratios_are_shares_between_0_and_1_in_the_order_of_their_basis(shares: list[tuple[Decimal, Decimal]]) -> None:
     """Whatever the costs and seconds (never negative): every ratio within [0, 1], exactly 1 in all, a larger
     basis never with a smaller ratio, and a share that cost nothing at 0 when others cost something."""
